@@ -1,0 +1,158 @@
+"""API keys, the table of what groupcoord speaks, and the message classes for each API.
+
+``SUPPORTED_VERSIONS`` is the one table of supported APIs and version ranges: the server answers
+ApiVersions from it and rejects requests outside it. An API goes in only when a handler for it
+exists (``tests/coordinator/test_server_apis.py`` checks that the two agree).
+
+The message classes come from kafka-python 3.x (``kafka.protocol``), generated from Kafka's JSON
+message schemas: every field of every version, flexible versions and tagged fields included.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Any
+
+from kafka.protocol.admin import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+)
+from kafka.protocol.consumer import (
+    FetchRequest,
+    FetchResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+from kafka.protocol.metadata import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    MetadataRequest,
+    MetadataResponse,
+)
+from kafka.protocol.producer import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
+
+__all__ = ["ApiKey", "SUPPORTED_VERSIONS", "request_class", "response_class", "is_flexible"]
+
+
+class ApiKey(IntEnum):
+    """Kafka's api keys (``org.apache.kafka.common.protocol.ApiKeys``), for the APIs we know."""
+
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_CONFIGS = 32
+    CREATE_PARTITIONS = 37
+    DELETE_GROUPS = 42
+    OFFSET_DELETE = 47
+    DESCRIBE_CLUSTER = 60
+
+
+# Request and response classes per api key. Knowing a codec is not the same as serving the API:
+# only SUPPORTED_VERSIONS says what we serve.
+_MESSAGES: dict[ApiKey, tuple[Any, Any]] = {
+    ApiKey.PRODUCE: (ProduceRequest, ProduceResponse),
+    ApiKey.FETCH: (FetchRequest, FetchResponse),
+    ApiKey.LIST_OFFSETS: (ListOffsetsRequest, ListOffsetsResponse),
+    ApiKey.METADATA: (MetadataRequest, MetadataResponse),
+    ApiKey.OFFSET_COMMIT: (OffsetCommitRequest, OffsetCommitResponse),
+    ApiKey.OFFSET_FETCH: (OffsetFetchRequest, OffsetFetchResponse),
+    ApiKey.FIND_COORDINATOR: (FindCoordinatorRequest, FindCoordinatorResponse),
+    ApiKey.JOIN_GROUP: (JoinGroupRequest, JoinGroupResponse),
+    ApiKey.HEARTBEAT: (HeartbeatRequest, HeartbeatResponse),
+    ApiKey.LEAVE_GROUP: (LeaveGroupRequest, LeaveGroupResponse),
+    ApiKey.SYNC_GROUP: (SyncGroupRequest, SyncGroupResponse),
+    ApiKey.DESCRIBE_GROUPS: (DescribeGroupsRequest, DescribeGroupsResponse),
+    ApiKey.LIST_GROUPS: (ListGroupsRequest, ListGroupsResponse),
+    ApiKey.API_VERSIONS: (ApiVersionsRequest, ApiVersionsResponse),
+    ApiKey.CREATE_TOPICS: (CreateTopicsRequest, CreateTopicsResponse),
+    ApiKey.DELETE_TOPICS: (DeleteTopicsRequest, DeleteTopicsResponse),
+    ApiKey.INIT_PRODUCER_ID: (InitProducerIdRequest, InitProducerIdResponse),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
+    ApiKey.DESCRIBE_CONFIGS: (DescribeConfigsRequest, DescribeConfigsResponse),
+    ApiKey.CREATE_PARTITIONS: (CreatePartitionsRequest, CreatePartitionsResponse),
+    ApiKey.DELETE_GROUPS: (DeleteGroupsRequest, DeleteGroupsResponse),
+    ApiKey.OFFSET_DELETE: (OffsetDeleteRequest, OffsetDeleteResponse),
+    ApiKey.DESCRIBE_CLUSTER: (DescribeClusterRequest, DescribeClusterResponse),
+}
+
+# What we serve. Minimums follow Kafka 4.x, which removed the oldest versions (KIP-896); the
+# schemas we decode with are Kafka 4.x's, so versions older than these have no schema here.
+SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
+    # v3+ adds ClientSoftwareName/Version; v4 is what the Java client and kafka-python send.
+    ApiKey.API_VERSIONS: (0, 4),
+    # v0-v12: v10 topic ids, v11 drops cluster authorized operations, v12 nullable topic name.
+    ApiKey.METADATA: (0, 12),
+    # v4+ batched coordinator keys (KIP-699); v6 adds share coordinators (KIP-932).
+    ApiKey.FIND_COORDINATOR: (0, 6),
+    # Kafka 4.x schemas: CreateTopics v2-v7, DeleteTopics v1-v6, CreatePartitions v0-v3.
+    ApiKey.CREATE_TOPICS: (2, 7),
+    ApiKey.DELETE_TOPICS: (1, 6),
+    ApiKey.CREATE_PARTITIONS: (0, 3),
+    # v1 adds EndpointType, v2 IncludeFencedBrokers.
+    ApiKey.DESCRIBE_CLUSTER: (0, 2),
+}
+
+
+def request_class(api_key: int) -> Any:
+    return _MESSAGES[ApiKey(api_key)][0]
+
+
+def response_class(api_key: int) -> Any:
+    return _MESSAGES[ApiKey(api_key)][1]
+
+
+def is_flexible(api_key: int, api_version: int) -> bool:
+    """True when this api version uses compact encodings and tagged fields (header v2 / v1)."""
+    return bool(request_class(api_key).flexible_version_q(api_version))

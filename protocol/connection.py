@@ -1,0 +1,155 @@
+"""The server side of one Kafka connection, without I/O: bytes in, events out; responses in, bytes out.
+
+Wire format (Kafka protocol guide, "Requests and responses")::
+
+    Frame          => Size:int32 Payload
+    RequestHeader  => api_key:int16 api_version:int16 correlation_id:int32 client_id:nullable_string
+                      [tagged_fields]                       (v2: only for flexible api versions)
+    ResponseHeader => correlation_id:int32 [tagged_fields]  (v1: only for flexible api versions,
+                                                             never for ApiVersions)
+
+The client id stays a classic int16-length string even in header v2, so older brokers can read it.
+
+Rules:
+
+1. ``receive_data`` only buffers; ``next_event`` does the parsing. Any split of the byte stream,
+   one byte at a time included, yields the same events.
+2. A size prefix that is negative or above ``max_request_size`` is a violation as soon as its four
+   bytes arrive: we never allocate or wait for a frame we would refuse.
+3. After a :class:`ProtocolViolation` the connection is dead and yields that violation forever:
+   a stream that lost framing cannot be resynchronised.
+4. The connection knows nothing of handlers. An unknown api key or an unsupported version is a
+   violation (Kafka closes such connections too), except ApiVersions above our maximum, which has
+   its own event so it can be answered in the v0 format (KIP-511).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from .apis import SUPPORTED_VERSIONS, ApiKey, request_class, response_class
+from .events import NEED_DATA, ProtocolViolation, RequestReceived, UnsupportedApiVersions
+
+__all__ = ["ServerConnection", "DEFAULT_MAX_REQUEST_SIZE", "encode_response"]
+
+#: Kafka's ``socket.request.max.bytes`` default (100 MiB): the largest request frame accepted.
+DEFAULT_MAX_REQUEST_SIZE = 104857600
+
+_HEADER = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
+_SIZE = struct.Struct(">i")
+
+Event = RequestReceived | UnsupportedApiVersions | ProtocolViolation
+
+
+def _skip_tagged_fields(buf: memoryview, pos: int) -> int:
+    """Skip a tagged-field section (KIP-482): count, then (tag, size, bytes) per field."""
+    count, pos = _read_uvarint(buf, pos)
+    for _ in range(count):
+        _tag, pos = _read_uvarint(buf, pos)
+        size, pos = _read_uvarint(buf, pos)
+        pos += size
+        if pos > len(buf):
+            raise ValueError("tagged field runs past the end of the frame")
+    return pos
+
+
+def _read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
+    value = 0
+    shift = 0
+    while True:
+        if pos >= len(buf):
+            raise ValueError("truncated varint")
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+        if shift > 28:
+            raise ValueError("varint longer than 5 bytes")
+
+
+def encode_response(api_key: int, api_version: int, correlation_id: int, response: Any) -> bytes:
+    """Frame ``response`` (a kafka-python response message) for the given request."""
+    cls = response_class(api_key)
+    body = response.encode(version=api_version)
+    # ApiVersions responses always use header v0, whatever the version (KIP-511), because the
+    # client reads them before it knows which versions the server speaks.
+    if cls.flexible_version_q(api_version) and api_key != ApiKey.API_VERSIONS:
+        header = struct.pack(">ib", correlation_id, 0)  # header v1: empty tagged fields
+    else:
+        header = struct.pack(">i", correlation_id)
+    return _SIZE.pack(len(header) + len(body)) + header + body
+
+
+class ServerConnection:
+    """Protocol state of one client connection. Not thread-safe; one per socket."""
+
+    def __init__(self, max_request_size: int = DEFAULT_MAX_REQUEST_SIZE) -> None:
+        self.max_request_size = max_request_size
+        self._buffer = bytearray()
+        self._violation: ProtocolViolation | None = None
+
+    def receive_data(self, data: bytes) -> None:
+        """Buffer bytes read from the socket. Parsing happens in :meth:`next_event`."""
+        if self._violation is None:
+            self._buffer += data
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buffer)
+
+    def next_event(self) -> Event | object:
+        """The next complete event, or ``NEED_DATA``."""
+        if self._violation is not None:
+            return self._violation
+        buf = self._buffer
+        if len(buf) < 4:
+            return NEED_DATA
+        (size,) = _SIZE.unpack_from(buf, 0)
+        if size < 0 or size > self.max_request_size:
+            return self._fail(f"request size {size} outside 0..{self.max_request_size}")
+        if len(buf) < 4 + size:
+            return NEED_DATA
+        frame = bytes(buf[4 : 4 + size])
+        del buf[: 4 + size]
+        try:
+            return self._parse_request(frame)
+        except Exception as exc:  # noqa: BLE001 - any decoder failure means a malformed frame
+            return self._fail(f"malformed request: {type(exc).__name__}: {exc}")
+
+    def _fail(self, reason: str) -> ProtocolViolation:
+        self._violation = ProtocolViolation(reason)
+        self._buffer.clear()
+        return self._violation
+
+    def _parse_request(self, frame: bytes) -> Event:
+        if len(frame) < _HEADER.size:
+            return self._fail(f"request header truncated ({len(frame)} bytes)")
+        api_key, api_version, correlation_id, client_id_len = _HEADER.unpack_from(frame, 0)
+        pos = _HEADER.size
+        if client_id_len < -1 or pos + max(client_id_len, 0) > len(frame):
+            return self._fail(f"bad client id length {client_id_len}")
+        client_id: str | None = None
+        if client_id_len >= 0:
+            client_id = frame[pos : pos + client_id_len].decode("utf-8")
+            pos += client_id_len
+        try:
+            key = ApiKey(api_key)
+        except ValueError:
+            return self._fail(f"unknown api key {api_key}")
+        supported = SUPPORTED_VERSIONS.get(key)
+        if supported is None:
+            return self._fail(f"unsupported api {key.name} (key {api_key})")
+        low, high = supported
+        if not low <= api_version <= high:
+            if key == ApiKey.API_VERSIONS and api_version > high:
+                return UnsupportedApiVersions(api_version, correlation_id, client_id)
+            return self._fail(f"{key.name} version {api_version} outside {low}..{high}")
+        cls = request_class(key)
+        view = memoryview(frame)
+        if cls.flexible_version_q(api_version):
+            pos = _skip_tagged_fields(view, pos)
+        request = cls.decode(view[pos:], version=api_version)
+        return RequestReceived(key, api_version, correlation_id, client_id, request, len(frame))
