@@ -1,0 +1,1 @@
+"""The group coordinator server: state machines, the asyncio server, and the CLI."""

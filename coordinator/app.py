@@ -1,0 +1,85 @@
+"""Wires a configured node together and runs it: data directory, topics, handlers, server, signals.
+
+Start-up order: lock the data directory, load ``meta.properties`` and the topic registry, bind the
+listener, then serve. Shutdown (SIGTERM/SIGINT): stop accepting, finish in-flight requests, close
+connections, flush and close the logs, release the data directory, exit 0. A second signal during
+shutdown exits at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+
+from protocol.apis import SUPPORTED_VERSIONS
+
+from .cluster_apis import ClusterApis
+from .config import Config
+from .context import NodeInfo
+from .data_dir import DataDir
+from .server import KafkaServer
+from .topic_apis import TopicApis
+from .topic_registry import TopicRegistry
+from .topic_service import TopicService
+
+__all__ = ["App"]
+
+log = logging.getLogger("groupcoord")
+
+
+class App:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.data_dir = DataDir(config.data_dir, int(config["node.id"]))
+        self.registry = TopicRegistry(config.data_dir)
+        self.topics = TopicService(self.registry, config)
+        self.server: KafkaServer | None = None
+        self._stop = asyncio.Event()
+        self._signals = 0
+
+    def _build_handlers(self, node: NodeInfo) -> dict:  # type: ignore[type-arg]
+        handlers = {}
+        handlers.update(ClusterApis(node, self.topics).handlers())
+        handlers.update(TopicApis(node, self.topics).handlers())
+        missing = set(SUPPORTED_VERSIONS) - set(handlers)
+        if missing:  # the one api table must only advertise what is implemented
+            raise RuntimeError(f"advertised apis without a handler: {sorted(k.name for k in missing)}")
+        return handlers
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        host, port = self.config.listen
+        self.server = KafkaServer({}, max_request_size=int(self.config["socket.request.max.bytes"]),
+                                  max_connections=int(self.config["max.connections"]),
+                                  idle_timeout_ms=int(self.config["connections.max.idle.ms"]))
+        bound_host, bound_port = await self.server.bind(host, port)
+        adv_host, adv_port = self.config.advertised
+        if adv_port == 0:
+            adv_port = bound_port
+        node = NodeInfo(self.data_dir.node_id, adv_host, adv_port, self.data_dir.cluster_id)
+        self.server.handlers = self._build_handlers(node)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._on_signal, sig)
+        await self.server.start()
+        log.info("listening", extra={"listen": f"{bound_host}:{bound_port}", "advertised": f"{adv_host}:{adv_port}",
+                                     "node_id": node.node_id, "cluster_id": node.cluster_id,
+                                     "data_dir": str(self.config.data_dir)})
+        await self._stop.wait()
+        log.info("shutting down")
+        await self.server.shutdown()
+        self.close()
+        log.info("stopped")
+        return 0
+
+    def _on_signal(self, sig: int) -> None:
+        self._signals += 1
+        if self._signals > 1:
+            log.warning("second signal, exiting now", extra={"signal": signal.Signals(sig).name})
+            os._exit(1)
+        log.info("signal received, shutting down gracefully", extra={"signal": signal.Signals(sig).name})
+        self._stop.set()
+
+    def close(self) -> None:
+        self.data_dir.close()

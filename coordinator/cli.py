@@ -1,0 +1,78 @@
+"""The ``groupcoord`` command: ``serve``, ``dump-log`` and ``--version``.
+
+Exit codes: 0 success, 1 runtime failure, 2 bad usage or bad configuration (argparse's convention).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from importlib import metadata
+from pathlib import Path
+
+from .config import ConfigError, load_config
+
+__all__ = ["main"]
+
+
+def _version() -> str:
+    try:
+        return metadata.version("groupcoord")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="groupcoord", description="A Kafka-wire-compatible consumer group coordinator.")
+    parser.add_argument("--version", action="version", version=f"groupcoord {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the server")
+    serve.add_argument("--config", type=Path, help="a Kafka-style properties file")
+    serve.add_argument("--data-dir", help="data directory (log.dirs); default ./groupcoord-data")
+    serve.add_argument("--listen", help="HOST:PORT to listen on (listeners); default localhost:9092")
+    serve.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                       help="override one configuration key; repeatable")
+
+    dump = sub.add_parser("dump-log", help="print the batches and records of a segment file or partition directory")
+    dump.add_argument("path", type=Path)
+    dump.add_argument("--offsets-decoder", action="store_true",
+                      help="decode __consumer_offsets records as Kafka's OffsetsMessageFormatter does")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "serve":
+        return _serve(args)
+    if args.command == "dump-log":
+        from .dump_log import dump_log
+
+        return dump_log(args.path, args.offsets_decoder, sys.stdout)
+    return 2
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from .logs import setup_logging
+
+    try:
+        config = load_config(args.config, args.overrides, args.data_dir, args.listen)
+    except ConfigError as exc:
+        print(f"groupcoord: configuration error: {exc}", file=sys.stderr)
+        return 2
+    setup_logging(config["logging.level"])
+    from .app import App
+
+    try:
+        app = App(config)
+    except ConfigError as exc:
+        print(f"groupcoord: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(app.run())
+    except OSError as exc:
+        host, port = config.listen
+        print(f"groupcoord: cannot listen on {host}:{port}: {exc.strerror or exc}", file=sys.stderr)
+        app.close()
+        return 1

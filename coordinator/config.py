@@ -1,0 +1,260 @@
+"""Server configuration: Kafka's key names, defaults with reasons, strict validation.
+
+Sources, later ones winning: built-in defaults, a Kafka-style properties file (``--config``),
+then ``--set key=value`` pairs and the dedicated flags (``--data-dir``, ``--listen``). An unknown
+key or a bad value stops start-up with a :class:`ConfigError` naming the key, the value and what
+is allowed; the CLI turns it into exit code 2.
+
+Keys use Kafka's names where Kafka has the concept, so a Kafka operator's knowledge carries over.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+__all__ = ["ConfigError", "Config", "SETTINGS", "parse_properties", "load_config", "parse_host_port"]
+
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+
+class ConfigError(ValueError):
+    """A configuration problem the operator must fix; the message says what and where."""
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    name: str
+    parse: Callable[[str], Any]
+    default: Any
+    allowed: str
+    doc: str
+    check: Callable[[Any], bool] = lambda _v: True
+
+
+def _int(lo: int, hi: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        value = int(text.strip().replace("_", ""))
+        if not lo <= value <= hi:
+            raise ValueError
+        return value
+
+    return parse
+
+
+def _bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("true", "1", "yes", "on"):
+        return True
+    if lowered in ("false", "0", "no", "off"):
+        return False
+    raise ValueError
+
+
+def _choice(*options: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        for option in options:
+            if text.strip().lower() == option.lower():
+                return option
+        raise ValueError
+
+    return parse
+
+
+def _text(text: str) -> str:
+    return text.strip()
+
+
+def parse_host_port(text: str) -> tuple[str, int]:
+    """``host:port``, ``[v6]:port`` or ``PLAINTEXT://host:port`` (Kafka's listener syntax)."""
+    value = text.strip()
+    if "://" in value:
+        scheme, value = value.split("://", 1)
+        if scheme.upper() != "PLAINTEXT":
+            raise ValueError
+    if value.startswith("["):
+        host, _, port = value[1:].partition("]:")
+    else:
+        host, _, port = value.rpartition(":")
+    port_number = int(port)
+    if not 0 <= port_number <= 65535:
+        raise ValueError
+    return host, port_number
+
+
+def _listener(text: str) -> str:
+    parse_host_port(text)
+    return text.strip()
+
+
+def _optional_listener(text: str) -> str:
+    return "" if not text.strip() else _listener(text)
+
+
+_SETTINGS = [
+    # --- node and network -----------------------------------------------------------------
+    Setting("node.id", _int(0, INT32_MAX), 1, "an integer 0..2147483647",
+            "This node's id in Metadata and FindCoordinator answers."),
+    Setting("listeners", _listener, "localhost:9092", "HOST:PORT or PLAINTEXT://HOST:PORT",
+            "Where the server listens (--listen)."),
+    Setting("advertised.listeners", _optional_listener, "", "HOST:PORT, PLAINTEXT://HOST:PORT or empty",
+            "What clients are told to connect to; empty means the listener address."),
+    Setting("log.dirs", _text, "groupcoord-data", "a directory path",
+            "The data directory (--data-dir): logs, topic registry, meta.properties."),
+    # Kafka's socket.request.max.bytes default: 100 MiB. A larger size prefix closes the
+    # connection before anything is allocated for it.
+    Setting("socket.request.max.bytes", _int(1024, INT32_MAX), 104857600, "an integer 1024..2147483647",
+            "Largest request frame accepted."),
+    # Each connection holds buffers and a file descriptor. Kafka's default is unlimited; we cap
+    # it so a connection storm degrades into refused connections, not an exhausted fd table.
+    Setting("max.connections", _int(1, 1_000_000), 10000, "an integer 1..1000000",
+            "Connections served at once; further ones are closed on accept."),
+    # Kafka's connections.max.idle.ms default: 10 minutes.
+    Setting("connections.max.idle.ms", _int(1000, INT64_MAX), 600000, "milliseconds >= 1000",
+            "A connection with no request for this long is closed."),
+    Setting("logging.level", _choice("DEBUG", "INFO", "WARNING", "ERROR"), "INFO",
+            "DEBUG, INFO, WARNING or ERROR", "Level of the structured log written to stderr."),
+    # --- topics -------------------------------------------------------------------------------
+    Setting("auto.create.topics.enable", _bool, True, "true or false",
+            "Create a topic when Metadata (or Produce) names one that does not exist."),
+    Setting("num.partitions", _int(1, 100000), 1, "an integer 1..100000",
+            "Partitions of an auto-created topic, and of CreateTopics with num_partitions -1."),
+    Setting("default.replication.factor", _int(1, 1), 1, "1 (a single node holds one replica)",
+            "Replication factor reported for topics."),
+    Setting("delete.topic.enable", _bool, True, "true or false", "Whether DeleteTopics is allowed."),
+    Setting("message.max.bytes", _int(0, INT32_MAX), 1048588, "an integer >= 0",
+            "Largest record batch accepted (Kafka's default: 1 MiB + batch overhead)."),
+    Setting("log.segment.bytes", _int(14, INT32_MAX), 1073741824, "an integer >= 14",
+            "Segment size of hosted topics (1 GiB, Kafka's default)."),
+    Setting("log.retention.ms", _int(-1, INT64_MAX), 604800000, "-1 (forever) or milliseconds",
+            "Time retention of delete-policy topics (7 days, Kafka's default)."),
+    Setting("log.retention.bytes", _int(-1, INT64_MAX), -1, "-1 (unlimited) or bytes",
+            "Size retention per partition of delete-policy topics."),
+    Setting("log.flush.interval.messages", _int(1, INT64_MAX), INT64_MAX, "an integer >= 1",
+            "Hosted topics: fsync after this many messages (Kafka's default: never, rely on the OS)."),
+    # --- group coordinator (reference/kafka_coordinator.md §2.5) --------------------------------
+    Setting("offsets.topic.num.partitions", _int(1, 10000), 50, "an integer 1..10000",
+            "Partitions of __consumer_offsets; groups are routed by Java hash of the group id."),
+    Setting("offsets.topic.segment.bytes", _int(14, INT32_MAX), 104857600, "an integer >= 14",
+            "Segment size of __consumer_offsets (100 MiB keeps load and compaction granular)."),
+    Setting("offsets.retention.minutes", _int(1, INT32_MAX), 10080, "minutes >= 1",
+            "Offsets of an Empty group expire this long after it became Empty (KIP-211)."),
+    Setting("offsets.retention.check.interval.ms", _int(1, INT64_MAX), 600000, "milliseconds >= 1",
+            "How often expired offsets are looked for."),
+    Setting("offset.metadata.max.bytes", _int(0, INT32_MAX), 4096, "an integer >= 0",
+            "Longest commit metadata string; longer gets OFFSET_METADATA_TOO_LARGE."),
+    Setting("group.initial.rebalance.delay.ms", _int(0, INT32_MAX), 3000, "milliseconds >= 0",
+            "How long a new group waits for more members before its first rebalance (KIP-134)."),
+    Setting("group.min.session.timeout.ms", _int(0, INT32_MAX), 6000, "milliseconds >= 0",
+            "Smallest session timeout a member may ask for."),
+    Setting("group.max.session.timeout.ms", _int(0, INT32_MAX), 1800000, "milliseconds >= 0",
+            "Largest session timeout a member may ask for."),
+    Setting("group.max.size", _int(1, INT32_MAX), INT32_MAX, "an integer >= 1",
+            "Members a classic group may hold (KIP-389)."),
+]
+
+SETTINGS: dict[str, Setting] = {s.name: s for s in _SETTINGS}
+
+
+def parse_properties(text: str, source: str) -> dict[str, str]:
+    """Parse the subset of Java properties syntax Kafka configs use.
+
+    ``key=value`` or ``key: value`` lines, ``#``/``!`` comments, blank lines, and a trailing
+    backslash continuing a line. Raises ConfigError naming ``source`` and the line number.
+    """
+    result: dict[str, str] = {}
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        number = i + 1
+        line = lines[i].strip()
+        i += 1
+        while line.endswith("\\") and i < len(lines):
+            line = line[:-1] + lines[i].strip()
+            i += 1
+        if not line or line[0] in "#!":
+            continue
+        sep = min((p for p in (line.find("="), line.find(":")) if p >= 0), default=-1)
+        if sep <= 0:
+            raise ConfigError(f"{source}:{number}: expected key=value, got {line!r}")
+        result[line[:sep].strip()] = line[sep + 1 :].strip()
+    return result
+
+
+class Config(Mapping[str, Any]):
+    """Validated settings. Read with ``config["offsets.topic.num.partitions"]``."""
+
+    def __init__(self, values: Mapping[str, Any]) -> None:
+        self._values = dict(values)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    @property
+    def data_dir(self) -> Path:
+        return Path(self._values["log.dirs"])
+
+    @property
+    def listen(self) -> tuple[str, int]:
+        return parse_host_port(self._values["listeners"])
+
+    @property
+    def advertised(self) -> tuple[str, int]:
+        text = self._values["advertised.listeners"] or self._values["listeners"]
+        host, port = parse_host_port(text)
+        if host in ("", "0.0.0.0", "::"):
+            import socket
+
+            host = socket.getfqdn()
+        return host, port
+
+
+def _apply(values: dict[str, Any], key: str, raw: str, source: str) -> None:
+    setting = SETTINGS.get(key)
+    if setting is None:
+        raise ConfigError(f"{source}: unknown configuration key {key!r}; see README for the keys groupcoord knows")
+    try:
+        values[key] = setting.parse(raw)
+    except ValueError:
+        raise ConfigError(f"{source}: invalid value {raw!r} for {key}: expected {setting.allowed}") from None
+
+
+def load_config(
+    config_file: Path | None = None,
+    overrides: list[str] | tuple[str, ...] = (),
+    data_dir: str | None = None,
+    listen: str | None = None,
+) -> Config:
+    """Build the configuration; raises ConfigError on any unknown key or invalid value."""
+    values: dict[str, Any] = {name: s.default for name, s in SETTINGS.items()}
+    if config_file is not None:
+        try:
+            text = config_file.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {config_file}: {exc.strerror}") from None
+        for key, raw in parse_properties(text, str(config_file)).items():
+            _apply(values, key, raw, f"config file {config_file}")
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--set {item!r}: expected key=value")
+        _apply(values, key.strip(), raw, "--set")
+    if data_dir is not None:
+        _apply(values, "log.dirs", data_dir, "--data-dir")
+    if listen is not None:
+        _apply(values, "listeners", listen, "--listen")
+    if values["group.min.session.timeout.ms"] > values["group.max.session.timeout.ms"]:
+        raise ConfigError(
+            "group.min.session.timeout.ms "
+            f"({values['group.min.session.timeout.ms']}) must not exceed group.max.session.timeout.ms "
+            f"({values['group.max.session.timeout.ms']})"
+        )
+    return Config(values)

@@ -1,0 +1,249 @@
+"""The asyncio TCP server: the only code that touches sockets.
+
+Each connection feeds a sans-IO :class:`protocol.connection.ServerConnection` and dispatches the
+requests it yields to handlers looked up by api key.
+
+Rules:
+
+1. Responses leave strictly in request order per connection. Every request takes a slot in a
+   queue when it arrives; a response fills its slot; the queue is flushed from the head only. A
+   parked JoinGroup therefore holds back the responses of requests pipelined after it, as Kafka
+   clients expect (correlation ids must come back in order).
+2. A handler returns a response, ``None`` (no response, e.g. Produce with acks=0), or an awaitable
+   of either. A handler that raises is a bug: it is logged with its traceback and the connection
+   is closed, because we cannot know what the client would accept instead.
+3. A connection with more than ``MAX_IN_FLIGHT`` requests awaiting their response stops being
+   read until it drains, so one client cannot make us buffer without bound.
+4. Protocol violations close only that connection, with one log line naming the peer and reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+from collections import deque
+from typing import Any, Awaitable, Callable
+
+from protocol.apis import ApiKey
+from protocol.connection import ServerConnection, encode_response
+from protocol.events import NEED_DATA, ProtocolViolation, RequestReceived, UnsupportedApiVersions
+
+from .cluster_apis import unsupported_api_versions_response
+from .context import RequestContext
+
+__all__ = ["KafkaServer", "Handler", "MAX_IN_FLIGHT"]
+
+log = logging.getLogger("groupcoord.server")
+
+Handler = Callable[[RequestContext, Any], Any]
+
+#: Requests one connection may have awaiting a response before we stop reading from it. Kafka
+#: reads one request at a time per connection; we allow pipelining up to this depth for speed.
+MAX_IN_FLIGHT = 256
+
+
+class _Slot:
+    __slots__ = ("frame", "done")
+
+    def __init__(self) -> None:
+        self.frame: bytes | None = None
+        self.done = False
+
+
+class _Connection(asyncio.Protocol):
+    def __init__(self, server: KafkaServer) -> None:
+        self.server = server
+        self.conn = ServerConnection(server.max_request_size)
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self.pending: deque[_Slot] = deque()
+        self.tasks: set[asyncio.Task[Any]] = set()
+        self.paused = False
+        self.closed = False
+        self.last_activity = time.monotonic()
+
+    # --- asyncio callbacks ----------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        info = transport.get_extra_info("peername")
+        if isinstance(info, tuple) and len(info) >= 2:
+            host, port = info[0], info[1]
+            self.peer = f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+        if len(self.server.connections) >= self.server.max_connections or self.server.stopping:
+            reason = "server is shutting down" if self.server.stopping else \
+                f"max.connections ({self.server.max_connections}) reached"
+            log.warning("refusing connection", extra={"peer": self.peer, "reason": reason})
+            self.closed = True
+            transport.abort()
+            return
+        self.server.connections.add(self)
+        log.debug("connection opened", extra={"peer": self.peer})
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.server.connections.discard(self)
+        for task in self.tasks:
+            task.cancel()
+        log.debug("connection closed", extra={"peer": self.peer})
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        self.last_activity = time.monotonic()
+        self.conn.receive_data(data)
+        while not self.closed:
+            event = self.conn.next_event()
+            if event is NEED_DATA:
+                break
+            if isinstance(event, RequestReceived):
+                self._dispatch(event)
+            elif isinstance(event, UnsupportedApiVersions):
+                slot = _Slot()
+                slot.frame = encode_response(ApiKey.API_VERSIONS, 0, event.correlation_id,
+                                             unsupported_api_versions_response())
+                slot.done = True
+                self.pending.append(slot)
+            elif isinstance(event, ProtocolViolation):
+                self.close(event.reason)
+                return
+        self._flush()
+        if len(self.pending) >= MAX_IN_FLIGHT and not self.paused and self.transport is not None:
+            self.paused = True
+            self.transport.pause_reading()
+
+    # --- requests -------------------------------------------------------------------------------
+
+    def _dispatch(self, event: RequestReceived) -> None:
+        slot = _Slot()
+        self.pending.append(slot)
+        handler = self.server.handlers.get(ApiKey(event.api_key))
+        ctx = RequestContext(event.api_key, event.api_version, event.correlation_id, event.client_id, self.peer)
+        if handler is None:  # the api table and the handlers disagree: a bug, not the client's fault
+            log.error("no handler for a supported api", extra={"api_key": event.api_key, "peer": self.peer})
+            self.close("internal error: no handler")
+            return
+        try:
+            result = handler(ctx, event.request)
+        except Exception:
+            log.exception("handler failed", extra={"api": ApiKey(event.api_key).name, "peer": self.peer})
+            self.close("internal error in handler")
+            return
+        if inspect.isawaitable(result):
+            task = asyncio.ensure_future(self._await(ctx, slot, result))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+        else:
+            self._fill(ctx, slot, result)
+
+    async def _await(self, ctx: RequestContext, slot: _Slot, result: Awaitable[Any]) -> None:
+        try:
+            response = await result
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("handler failed", extra={"api": ApiKey(ctx.api_key).name, "peer": self.peer})
+            self.close("internal error in handler")
+            return
+        if not self.closed:
+            self._fill(ctx, slot, response)
+            self._flush()
+
+    def _fill(self, ctx: RequestContext, slot: _Slot, response: Any) -> None:
+        if response is not None:
+            try:
+                slot.frame = encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, response)
+            except Exception:
+                log.exception("response encoding failed", extra={"api": ApiKey(ctx.api_key).name, "peer": self.peer})
+                self.close("internal error encoding the response")
+                return
+        slot.done = True
+
+    def _flush(self) -> None:
+        pending = self.pending
+        transport = self.transport
+        if transport is None or self.closed:
+            return
+        frames = []
+        while pending and pending[0].done:
+            frame = pending.popleft().frame
+            if frame:
+                frames.append(frame)
+        if frames:
+            transport.write(frames[0] if len(frames) == 1 else b"".join(frames))
+            self.last_activity = time.monotonic()
+        if self.paused and len(pending) < MAX_IN_FLIGHT // 2:
+            self.paused = False
+            transport.resume_reading()
+
+    def close(self, reason: str) -> None:
+        if self.closed:
+            return
+        log.warning("closing connection", extra={"peer": self.peer, "reason": reason})
+        self.closed = True
+        self.server.connections.discard(self)
+        if self.transport is not None:
+            self.transport.abort()
+
+    @property
+    def idle(self) -> bool:
+        return not self.pending
+
+
+class KafkaServer:
+    """Accepts connections and serves them with ``handlers`` until :meth:`shutdown`."""
+
+    def __init__(self, handlers: dict[ApiKey, Handler], *, max_request_size: int, max_connections: int,
+                 idle_timeout_ms: int) -> None:
+        self.handlers = handlers
+        self.max_request_size = max_request_size
+        self.max_connections = max_connections
+        self.idle_timeout = idle_timeout_ms / 1000.0
+        self.connections: set[_Connection] = set()
+        self.stopping = False
+        self._server: asyncio.base_events.Server | None = None
+        self._reaper: asyncio.Task[None] | None = None
+
+    async def bind(self, host: str, port: int) -> tuple[str, int]:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: _Connection(self), host or None, port,
+                                                reuse_address=True, start_serving=False, backlog=1024)
+        sock = self._server.sockets[0].getsockname()
+        return str(sock[0]), int(sock[1])
+
+    async def start(self) -> None:
+        assert self._server is not None
+        await self._server.start_serving()
+        self._reaper = asyncio.ensure_future(self._reap_idle())
+
+    async def _reap_idle(self) -> None:
+        # connections.max.idle.ms: a connection that has sent nothing and awaits nothing for that
+        # long is closed. Checking ten times per timeout bounds the overshoot at 10%.
+        interval = max(0.1, min(self.idle_timeout / 10, 30.0))
+        while True:
+            await asyncio.sleep(interval)
+            now = time.monotonic()
+            for conn in list(self.connections):
+                if conn.idle and now - conn.last_activity > self.idle_timeout:
+                    conn.close(f"idle for more than {int(self.idle_timeout * 1000)} ms (connections.max.idle.ms)")
+
+    async def shutdown(self, grace: float = 30.0) -> None:
+        """Stop accepting, let in-flight requests finish (up to ``grace`` seconds), close all."""
+        self.stopping = True
+        if self._server is not None:
+            self._server.close()
+        if self._reaper is not None:
+            self._reaper.cancel()
+        deadline = time.monotonic() + grace
+        while any(not c.idle for c in self.connections) and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        for conn in list(self.connections):
+            conn.closed = True
+            if conn.transport is not None:
+                conn.transport.close()
+        self.connections.clear()
+        if self._server is not None:
+            await self._server.wait_closed()

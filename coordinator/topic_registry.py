@@ -1,0 +1,151 @@
+"""The registry of hosted topics: name, id, partition count and per-topic configs.
+
+It persists as ``topics.json`` in the data directory, rewritten atomically on each change (topic
+changes are rare; a crash leaves the previous or the next version, never a torn file). Topic data
+lives in the log engine, one directory per partition; this registry is what Metadata, CreateTopics
+and the produce/fetch paths consult to know which partitions exist.
+
+Name rules are Kafka's (``org.apache.kafka.common.internals.Topic``): 1-249 characters of
+``[a-zA-Z0-9._-]``, not ``.`` or ``..``; and two names that differ only by ``.`` versus ``_``
+collide, because they map to the same metric names.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .data_dir import atomic_write
+
+__all__ = ["TopicInfo", "TopicRegistry", "TopicError", "topic_name_error", "CONSUMER_OFFSETS"]
+
+CONSUMER_OFFSETS = "__consumer_offsets"
+INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS})
+MAX_NAME_LENGTH = 249
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+
+
+def topic_name_error(name: str | None) -> str | None:
+    """Why ``name`` is not a legal topic name, or None if it is."""
+    if not name:
+        return "Topic name is illegal, it can't be empty"
+    if name in (".", ".."):
+        return "Topic name cannot be \".\" or \"..\""
+    if len(name) > MAX_NAME_LENGTH:
+        return f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters"
+    if not _LEGAL.match(name):
+        return f"Topic name {name!r} is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
+    return None
+
+
+def _collision_key(name: str) -> str:
+    return name.replace(".", "_")
+
+
+class TopicError(Exception):
+    """A rejected topic operation; ``error_code`` is the Kafka error to answer with."""
+
+    def __init__(self, error_code: int, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+        self.message = message
+
+
+@dataclass(slots=True)
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    num_partitions: int
+    configs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def internal(self) -> bool:
+        return self.name in INTERNAL_TOPICS
+
+
+class TopicRegistry:
+    """All topics of this node. Mutations persist before they return."""
+
+    FILE = "topics.json"
+
+    def __init__(self, data_dir: Path) -> None:
+        self._path = data_dir / self.FILE
+        self._topics: dict[str, TopicInfo] = {}
+        self._by_id: dict[uuid.UUID, TopicInfo] = {}
+        self._collisions: dict[str, str] = {}
+        if self._path.exists():
+            self._load()
+
+    def _load(self) -> None:
+        from .config import ConfigError
+
+        try:
+            doc = json.loads(self._path.read_text(encoding="utf-8"))
+            for entry in doc["topics"]:
+                info = TopicInfo(entry["name"], uuid.UUID(entry["id"]), int(entry["partitions"]),
+                                 {str(k): str(v) for k, v in entry.get("configs", {}).items()})
+                self._index(info)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(f"{self._path}: unreadable topic registry ({type(exc).__name__}: {exc})") from None
+
+    def _index(self, info: TopicInfo) -> None:
+        self._topics[info.name] = info
+        self._by_id[info.topic_id] = info
+        self._collisions[_collision_key(info.name)] = info.name
+
+    def _save(self) -> None:
+        doc = {"version": 1, "topics": [
+            {"name": t.name, "id": str(t.topic_id), "partitions": t.num_partitions, "configs": t.configs}
+            for t in sorted(self._topics.values(), key=lambda t: t.name)
+        ]}
+        atomic_write(self._path, json.dumps(doc, indent=1).encode())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._topics
+
+    def __len__(self) -> int:
+        return len(self._topics)
+
+    def get(self, name: str) -> TopicInfo | None:
+        return self._topics.get(name)
+
+    def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        return self._by_id.get(topic_id)
+
+    def all(self) -> list[TopicInfo]:
+        return list(self._topics.values())
+
+    def check_create(self, name: str) -> None:
+        """Raise TopicError if ``name`` cannot be created (illegal, exists, or collides)."""
+        from protocol.errors import ErrorCode
+
+        problem = topic_name_error(name)
+        if problem is not None:
+            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
+        if name in self._topics:
+            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        other = self._collisions.get(_collision_key(name))
+        if other is not None:
+            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                             f"Topic '{name}' collides with existing topic: {other}")
+
+    def create(self, name: str, num_partitions: int, configs: dict[str, str] | None = None) -> TopicInfo:
+        self.check_create(name)
+        info = TopicInfo(name, uuid.uuid4(), num_partitions, dict(configs or {}))
+        self._index(info)
+        self._save()
+        return info
+
+    def delete(self, name: str) -> TopicInfo:
+        info = self._topics.pop(name)
+        del self._by_id[info.topic_id]
+        self._collisions.pop(_collision_key(name), None)
+        self._save()
+        return info
+
+    def set_partitions(self, name: str, count: int) -> None:
+        self._topics[name].num_partitions = count
+        self._save()

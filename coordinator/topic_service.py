@@ -1,0 +1,112 @@
+"""Topic lifecycle on this node: create, auto-create, delete, add partitions.
+
+The registry records what exists; listeners (the log manager, later the group coordinator) are
+told after each change so they can create or remove partition logs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from protocol.errors import ErrorCode
+
+from .config import Config
+from .topic_configs import offsets_topic_configs, topic_config_error
+from .topic_registry import CONSUMER_OFFSETS, TopicError, TopicInfo, TopicRegistry
+
+__all__ = ["TopicService", "TopicListener", "MAX_PARTITIONS"]
+
+#: Partitions one topic may have. Each partition is a directory with open files; a request for a
+#: million of them is a mistake we refuse rather than a workload we attempt.
+MAX_PARTITIONS = 100_000
+
+
+class TopicListener(Protocol):
+    def topic_created(self, info: TopicInfo) -> None: ...
+
+    def topic_deleted(self, info: TopicInfo) -> None: ...
+
+    def partitions_added(self, info: TopicInfo, old_count: int) -> None: ...
+
+
+class TopicService:
+    def __init__(self, registry: TopicRegistry, config: Config) -> None:
+        self.registry = registry
+        self.config = config
+        self.listeners: list[TopicListener] = []
+
+    @property
+    def auto_create_enabled(self) -> bool:
+        return bool(self.config["auto.create.topics.enable"])
+
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        # One node leads every partition from creation on and leadership never moves, so the
+        # leader epoch stays at the initial 0.
+        return 0
+
+    def validate_new(self, name: str, num_partitions: int, replication_factor: int,
+                     configs: dict[str, str | None]) -> tuple[int, int]:
+        """Check a CreateTopics entry; returns the effective (partitions, replication factor)."""
+        self.registry.check_create(name)
+        if num_partitions == -1:
+            num_partitions = int(self.config["num.partitions"])
+        if num_partitions <= 0:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                             "Number of partitions was set to an invalid non-positive value.")
+        if num_partitions > MAX_PARTITIONS:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                             f"Number of partitions {num_partitions} exceeds this server's limit of {MAX_PARTITIONS}.")
+        if replication_factor == -1:
+            replication_factor = int(self.config["default.replication.factor"])
+        if replication_factor <= 0:
+            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                             "Replication factor must be larger than 0, or -1 to use the default value.")
+        if replication_factor > 1:
+            raise TopicError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"Unable to replicate the partition {replication_factor} time(s): The target replication factor "
+                f"of {replication_factor} cannot be reached because only 1 broker(s) are registered.",
+            )
+        for key, value in configs.items():
+            problem = topic_config_error(key, value)
+            if problem is not None:
+                raise TopicError(ErrorCode.INVALID_CONFIG, problem)
+        return num_partitions, replication_factor
+
+    def create(self, name: str, num_partitions: int, configs: dict[str, str]) -> TopicInfo:
+        info = self.registry.create(name, num_partitions, configs)
+        for listener in self.listeners:
+            listener.topic_created(info)
+        return info
+
+    def auto_create(self, name: str) -> TopicInfo:
+        if name == CONSUMER_OFFSETS:
+            return self.create_offsets_topic()
+        return self.create(name, int(self.config["num.partitions"]), {})
+
+    def create_offsets_topic(self) -> TopicInfo:
+        existing = self.registry.get(CONSUMER_OFFSETS)
+        if existing is not None:
+            return existing
+        return self.create(
+            CONSUMER_OFFSETS,
+            int(self.config["offsets.topic.num.partitions"]),
+            offsets_topic_configs(int(self.config["offsets.topic.segment.bytes"])),
+        )
+
+    def delete(self, name: str) -> TopicInfo:
+        info = self.registry.delete(name)
+        for listener in self.listeners:
+            listener.topic_deleted(info)
+        return info
+
+    def add_partitions(self, name: str, count: int) -> None:
+        info = self.registry.get(name)
+        assert info is not None
+        old = info.num_partitions
+        self.registry.set_partitions(name, count)
+        for listener in self.listeners:
+            listener.partitions_added(info, old)
+
+    def describe_configs(self, info: TopicInfo) -> dict[str, Any]:
+        return dict(info.configs)

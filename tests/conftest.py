@@ -1,0 +1,133 @@
+"""Shared fixtures: a real ``groupcoord serve`` process on a free loopback port.
+
+Tests that talk to the server use it through real sockets. ``ServerProcess`` can SIGKILL and
+restart the server on the same data directory and port, for crash tests.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ServerProcess:
+    """A ``groupcoord serve`` subprocess. Its stderr goes to ``log_path``."""
+
+    def __init__(self, data_dir: Path, settings: dict[str, str] | None = None, port: int | None = None) -> None:
+        self.data_dir = data_dir
+        self.settings = dict(settings or {})
+        self.host = "127.0.0.1"
+        self.port = port or free_port()
+        self.log_path = data_dir.parent / f"server-{self.port}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def start(self, timeout: float = 20.0) -> None:
+        args = [sys.executable, "-m", "coordinator", "serve", "--data-dir", str(self.data_dir),
+                "--listen", self.bootstrap]
+        for key, value in self.settings.items():
+            args += ["--set", f"{key}={value}"]
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(args, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.log_text()}")
+            try:
+                with socket.create_connection((self.host, self.port), timeout=0.2):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError(f"server did not listen within {timeout}s:\n{self.log_text()}")
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown code runs, as in a real crash."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self, timeout: float = 20.0) -> int:
+        """SIGTERM and wait for the graceful exit; returns the exit code."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return int(self.proc.returncode)
+
+    def restart(self) -> None:
+        if self.alive():
+            self.stop()
+        self.start()
+
+
+@pytest.fixture
+def server_factory(tmp_path: Path) -> Iterator[object]:
+    """Call with optional settings to start a server; all are stopped at teardown."""
+    started: list[ServerProcess] = []
+
+    def make(settings: dict[str, str] | None = None, start: bool = True) -> ServerProcess:
+        data = tmp_path / f"data-{len(started)}"
+        server = ServerProcess(data, settings)
+        started.append(server)
+        if start:
+            server.start()
+        return server
+
+    yield make
+    for s in started:
+        if s.alive():
+            s.stop()
+
+
+@pytest.fixture
+def server(server_factory) -> ServerProcess:  # type: ignore[no-untyped-def]
+    """A running server with default settings and a fresh data directory."""
+    return server_factory()  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="module")
+def shared_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """One server for a whole test module, for tests that only read or create unique names."""
+    data = tmp_path_factory.mktemp("shared") / "data"
+    s = ServerProcess(data)
+    s.start()
+    yield s
+    if s.alive():
+        s.stop()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
