@@ -17,6 +17,7 @@ from protocol.apis import SUPPORTED_VERSIONS
 
 from .cluster_apis import ClusterApis
 from .config import Config
+from .config_apis import ConfigApis
 from .context import NodeInfo
 from .data_dir import DataDir
 from .server import KafkaServer
@@ -43,6 +44,7 @@ class App:
         handlers = {}
         handlers.update(ClusterApis(node, self.topics).handlers())
         handlers.update(TopicApis(node, self.topics).handlers())
+        handlers.update(ConfigApis(node, self.config, self.topics).handlers())
         missing = set(SUPPORTED_VERSIONS) - set(handlers)
         if missing:  # the one api table must only advertise what is implemented
             raise RuntimeError(f"advertised apis without a handler: {sorted(k.name for k in missing)}")

@@ -186,8 +186,10 @@ def parse_properties(text: str, source: str) -> dict[str, str]:
 class Config(Mapping[str, Any]):
     """Validated settings. Read with ``config["offsets.topic.num.partitions"]``."""
 
-    def __init__(self, values: Mapping[str, Any]) -> None:
+    def __init__(self, values: Mapping[str, Any], explicit: frozenset[str] = frozenset()) -> None:
         self._values = dict(values)
+        #: Keys set by the operator (file, --set or flags) rather than left at their defaults.
+        self.explicit = explicit
 
     def __getitem__(self, key: str) -> Any:
         return self._values[key]
@@ -217,7 +219,7 @@ class Config(Mapping[str, Any]):
         return host, port
 
 
-def _apply(values: dict[str, Any], key: str, raw: str, source: str) -> None:
+def _apply(values: dict[str, Any], key: str, raw: str, source: str, explicit: set[str] | None = None) -> None:
     setting = SETTINGS.get(key)
     if setting is None:
         raise ConfigError(f"{source}: unknown configuration key {key!r}; see README for the keys groupcoord knows")
@@ -225,6 +227,8 @@ def _apply(values: dict[str, Any], key: str, raw: str, source: str) -> None:
         values[key] = setting.parse(raw)
     except ValueError:
         raise ConfigError(f"{source}: invalid value {raw!r} for {key}: expected {setting.allowed}") from None
+    if explicit is not None:
+        explicit.add(key)
 
 
 def load_config(
@@ -235,26 +239,27 @@ def load_config(
 ) -> Config:
     """Build the configuration; raises ConfigError on any unknown key or invalid value."""
     values: dict[str, Any] = {name: s.default for name, s in SETTINGS.items()}
+    explicit: set[str] = set()
     if config_file is not None:
         try:
             text = config_file.read_text(encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"cannot read config file {config_file}: {exc.strerror}") from None
         for key, raw in parse_properties(text, str(config_file)).items():
-            _apply(values, key, raw, f"config file {config_file}")
+            _apply(values, key, raw, f"config file {config_file}", explicit)
     for item in overrides:
         key, sep, raw = item.partition("=")
         if not sep:
             raise ConfigError(f"--set {item!r}: expected key=value")
-        _apply(values, key.strip(), raw, "--set")
+        _apply(values, key.strip(), raw, "--set", explicit)
     if data_dir is not None:
-        _apply(values, "log.dirs", data_dir, "--data-dir")
+        _apply(values, "log.dirs", data_dir, "--data-dir", explicit)
     if listen is not None:
-        _apply(values, "listeners", listen, "--listen")
+        _apply(values, "listeners", listen, "--listen", explicit)
     if values["group.min.session.timeout.ms"] > values["group.max.session.timeout.ms"]:
         raise ConfigError(
             "group.min.session.timeout.ms "
             f"({values['group.min.session.timeout.ms']}) must not exceed group.max.session.timeout.ms "
             f"({values['group.max.session.timeout.ms']})"
         )
-    return Config(values)
+    return Config(values, frozenset(explicit))

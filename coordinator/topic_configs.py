@@ -1,13 +1,20 @@
-"""Per-topic configuration keys a client may set in CreateTopics, with Kafka's names and checks.
+"""Per-topic configuration: Kafka's keys, their checks, defaults and broker-level synonyms.
 
-A name not listed here gets INVALID_CONFIG, as Kafka answers for unknown topic configs.
+One table serves CreateTopics validation (an unknown key gets INVALID_CONFIG, as in Kafka),
+DescribeConfigs (the value in force and where it came from) and, for hosted topics, the log
+engine's options. A topic key without an override takes its broker synonym's value (e.g.
+``retention.ms`` ← ``log.retention.ms``) or, lacking one, Kafka's default.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
 
-__all__ = ["TOPIC_CONFIGS", "topic_config_error", "offsets_topic_configs"]
+__all__ = ["TopicConfigDef", "TOPIC_CONFIGS", "topic_config_error", "offsets_topic_configs", "effective_topic_configs"]
+
+# DescribeConfigs config types (DescribeConfigsResponse.json, v3+).
+TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_SHORT, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST = 1, 2, 3, 4, 5, 6, 7
 
 
 def _long(lo: int = 0) -> Callable[[str], bool]:
@@ -36,41 +43,57 @@ def _one_of(*options: str) -> Callable[[str], bool]:
     return lambda value: value in options
 
 
-TOPIC_CONFIGS: dict[str, Callable[[str], bool]] = {
-    "cleanup.policy": _policy,
-    "compression.type": _one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
-    "delete.retention.ms": _long(0),
-    "file.delete.delay.ms": _long(0),
-    "flush.messages": _long(1),
-    "flush.ms": _long(0),
-    "index.interval.bytes": _long(0),
-    "max.compaction.lag.ms": _long(1),
-    "max.message.bytes": _long(0),
-    "message.timestamp.type": _one_of("CreateTime", "LogAppendTime"),
-    "message.timestamp.before.max.ms": _long(0),
-    "message.timestamp.after.max.ms": _long(0),
-    "min.cleanable.dirty.ratio": _ratio,
-    "min.compaction.lag.ms": _long(0),
-    "min.insync.replicas": _long(1),
-    "preallocate": _one_of("true", "false"),
-    "retention.bytes": _long(-1),
-    "retention.ms": _long(-1),
-    "segment.bytes": _long(14),
-    "segment.index.bytes": _long(4),
-    "segment.jitter.ms": _long(0),
-    "segment.ms": _long(1),
-    "unclean.leader.election.enable": _one_of("true", "false"),
-}
+@dataclass(frozen=True, slots=True)
+class TopicConfigDef:
+    name: str
+    check: Callable[[str], bool]
+    default: str
+    type: int
+    broker_key: str | None = None
+    doc: str = ""
+
+
+_DEFS = [
+    TopicConfigDef("cleanup.policy", _policy, "delete", TYPE_LIST, None, "delete or compact (or both)"),
+    TopicConfigDef("compression.type", _one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
+                   "producer", TYPE_STRING, None, "compression of stored batches; producer keeps what was sent"),
+    TopicConfigDef("delete.retention.ms", _long(0), "86400000", TYPE_LONG, None, "how long tombstones survive cleaning"),
+    TopicConfigDef("file.delete.delay.ms", _long(0), "60000", TYPE_LONG, None, "delay before a deleted file is removed"),
+    TopicConfigDef("flush.messages", _long(1), str(2**63 - 1), TYPE_LONG, "log.flush.interval.messages",
+                   "fsync after this many messages"),
+    TopicConfigDef("flush.ms", _long(0), str(2**63 - 1), TYPE_LONG, None, "fsync after this much time"),
+    TopicConfigDef("index.interval.bytes", _long(0), "4096", TYPE_INT, None, "bytes between offset index entries"),
+    TopicConfigDef("max.compaction.lag.ms", _long(1), str(2**63 - 1), TYPE_LONG, None, "longest a record stays uncompacted"),
+    TopicConfigDef("max.message.bytes", _long(0), "1048588", TYPE_INT, "message.max.bytes", "largest record batch"),
+    TopicConfigDef("message.timestamp.type", _one_of("CreateTime", "LogAppendTime"), "CreateTime", TYPE_STRING, None,
+                   "whether stored timestamps are the producer's or the append time"),
+    TopicConfigDef("message.timestamp.before.max.ms", _long(0), str(2**63 - 1), TYPE_LONG, None, "allowed timestamp skew (past)"),
+    TopicConfigDef("message.timestamp.after.max.ms", _long(0), str(2**63 - 1), TYPE_LONG, None, "allowed timestamp skew (future)"),
+    TopicConfigDef("min.cleanable.dirty.ratio", _ratio, "0.5", TYPE_DOUBLE, None, "dirty share that triggers compaction"),
+    TopicConfigDef("min.compaction.lag.ms", _long(0), "0", TYPE_LONG, None, "shortest time a record stays uncompacted"),
+    TopicConfigDef("min.insync.replicas", _long(1), "1", TYPE_INT, None, "replicas that must acknowledge acks=all"),
+    TopicConfigDef("preallocate", _one_of("true", "false"), "false", TYPE_BOOLEAN, None, "preallocate segment files"),
+    TopicConfigDef("retention.bytes", _long(-1), "-1", TYPE_LONG, "log.retention.bytes", "size retention per partition"),
+    TopicConfigDef("retention.ms", _long(-1), "604800000", TYPE_LONG, "log.retention.ms", "time retention"),
+    TopicConfigDef("segment.bytes", _long(14), "1073741824", TYPE_INT, "log.segment.bytes", "segment size"),
+    TopicConfigDef("segment.index.bytes", _long(4), "10485760", TYPE_INT, None, "offset index size"),
+    TopicConfigDef("segment.jitter.ms", _long(0), "0", TYPE_LONG, None, "random jitter of segment.ms"),
+    TopicConfigDef("segment.ms", _long(1), "604800000", TYPE_LONG, None, "segment age that forces a roll"),
+    TopicConfigDef("unclean.leader.election.enable", _one_of("true", "false"), "false", TYPE_BOOLEAN, None,
+                   "elect out-of-sync replicas"),
+]
+
+TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in _DEFS}
 
 
 def topic_config_error(name: str, value: str | None) -> str | None:
     """Why ``name=value`` is not acceptable for a topic, or None."""
-    check = TOPIC_CONFIGS.get(name)
-    if check is None:
+    definition = TOPIC_CONFIGS.get(name)
+    if definition is None:
         return f"Unknown topic config name: {name}"
     if value is None:
         return f"Null value not supported for topic config: {name}"
-    if not check(value):
+    if not definition.check(value):
         return f"Invalid value {value} for configuration {name}"
     return None
 
@@ -78,3 +101,17 @@ def topic_config_error(name: str, value: str | None) -> str | None:
 def offsets_topic_configs(segment_bytes: int) -> dict[str, str]:
     """``__consumer_offsets`` topic configs, as Kafka's ``groupMetadataTopicConfigs`` sets them."""
     return {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes), "compression.type": "producer"}
+
+
+def effective_topic_configs(overrides: Mapping[str, str], broker: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
+    """Every topic key's value in force and its source: ``topic``, ``broker`` or ``default``."""
+    result: dict[str, tuple[str, str]] = {}
+    for name, definition in TOPIC_CONFIGS.items():
+        if name in overrides:
+            result[name] = (overrides[name], "topic")
+        elif definition.broker_key is not None and definition.broker_key in broker:
+            value = broker[definition.broker_key]
+            result[name] = (str(value).lower() if isinstance(value, bool) else str(value), "broker")
+        else:
+            result[name] = (definition.default, "default")
+    return result

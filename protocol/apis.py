@@ -142,6 +142,8 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.CREATE_PARTITIONS: (0, 3),
     # v1 adds EndpointType, v2 IncludeFencedBrokers.
     ApiKey.DESCRIBE_CLUSTER: (0, 2),
+    # Kafka 4.x schema: v1-v4 (v1 config sources and synonyms, v3 types and documentation).
+    ApiKey.DESCRIBE_CONFIGS: (1, 4),
 }
 
 
