@@ -9,8 +9,9 @@ Rules:
    queue when it arrives; a response fills its slot; the queue is flushed from the head only. A
    parked JoinGroup therefore holds back the responses of requests pipelined after it, as Kafka
    clients expect (correlation ids must come back in order).
-2. A handler returns a response, ``None`` (no response, e.g. Produce with acks=0), or an awaitable
-   of either. A handler that raises is a bug: it is logged with its traceback and the connection
+2. A handler returns a response, an :class:`EncodedResponse` (a frame it encoded itself, whose
+   parts may be file ranges sent with ``sendfile``), ``None`` (no response, e.g. Produce with
+   acks=0), or an awaitable of any of these. A handler that raises is a bug: it is logged with its traceback and the connection
    is closed, because we cannot know what the client would accept instead.
 3. A connection with more than ``MAX_IN_FLIGHT`` requests awaiting their response stops being
    read until it drains, so one client cannot make us buffer without bound.
@@ -29,11 +30,12 @@ from typing import Any, Awaitable, Callable
 from protocol.apis import ApiKey
 from protocol.connection import ServerConnection, encode_response
 from protocol.events import NEED_DATA, ProtocolViolation, RequestReceived, UnsupportedApiVersions
+from protocol.fetch_response import RecordsRef
 
 from .cluster_apis import unsupported_api_versions_response
 from .context import RequestContext
 
-__all__ = ["KafkaServer", "Handler", "MAX_IN_FLIGHT"]
+__all__ = ["KafkaServer", "Handler", "MAX_IN_FLIGHT", "EncodedResponse", "FileRange"]
 
 log = logging.getLogger("groupcoord.server")
 
@@ -44,11 +46,37 @@ Handler = Callable[[RequestContext, Any], Any]
 MAX_IN_FLIGHT = 256
 
 
+class FileRange:
+    """``length`` bytes of an open binary file from ``position``, sent with ``sendfile``.
+
+    The file object must not be used for positional I/O elsewhere: ``loop.sendfile`` moves its
+    position. ``release`` (if given) is called once the range was sent or the send was abandoned.
+    """
+
+    __slots__ = ("file", "position", "length", "release")
+
+    def __init__(self, file: Any, position: int, length: int, release: Callable[[], None] | None = None) -> None:
+        self.file = file
+        self.position = position
+        self.length = length
+        self.release = release
+
+
+class EncodedResponse:
+    """A response frame encoded by its handler: ``bytes`` parts and ``RecordsRef`` parts whose
+    ``source`` is ``bytes`` or a :class:`FileRange`."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, parts: list[bytes | RecordsRef]) -> None:
+        self.parts = parts
+
+
 class _Slot:
     __slots__ = ("frame", "done")
 
     def __init__(self) -> None:
-        self.frame: bytes | None = None
+        self.frame: bytes | list[bytes | RecordsRef] | None = None
         self.done = False
 
 
@@ -62,6 +90,7 @@ class _Connection(asyncio.Protocol):
         self.tasks: set[asyncio.Task[Any]] = set()
         self.paused = False
         self.closed = False
+        self.sending_file = False
         self.last_activity = time.monotonic()
 
     # --- asyncio callbacks ----------------------------------------------------------------------
@@ -153,7 +182,12 @@ class _Connection(asyncio.Protocol):
             self._flush()
 
     def _fill(self, ctx: RequestContext, slot: _Slot, response: Any) -> None:
-        if response is not None:
+        if isinstance(response, EncodedResponse):
+            if all(isinstance(p, bytes) or isinstance(p.source, bytes) for p in response.parts):
+                slot.frame = b"".join(p if isinstance(p, bytes) else p.source for p in response.parts)
+            else:
+                slot.frame = response.parts
+        elif response is not None:
             try:
                 slot.frame = encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, response)
             except Exception:
@@ -165,11 +199,24 @@ class _Connection(asyncio.Protocol):
     def _flush(self) -> None:
         pending = self.pending
         transport = self.transport
-        if transport is None or self.closed:
+        if transport is None or self.closed or self.sending_file:
             return
-        frames = []
+        frames: list[bytes] = []
         while pending and pending[0].done:
-            frame = pending.popleft().frame
+            frame = pending[0].frame
+            if isinstance(frame, list):
+                # File ranges go out with sendfile, which needs the transport to itself: write what
+                # is queued before, send the parts in a task, and resume flushing after it.
+                if frames:
+                    transport.write(b"".join(frames))
+                    frames = []
+                pending.popleft()
+                self.sending_file = True
+                task = asyncio.ensure_future(self._send_parts(frame))
+                self.tasks.add(task)
+                task.add_done_callback(self.tasks.discard)
+                return
+            pending.popleft()
             if frame:
                 frames.append(frame)
         if frames:
@@ -178,6 +225,34 @@ class _Connection(asyncio.Protocol):
         if self.paused and len(pending) < MAX_IN_FLIGHT // 2:
             self.paused = False
             transport.resume_reading()
+
+    async def _send_parts(self, parts: list[bytes | RecordsRef]) -> None:
+        loop = asyncio.get_running_loop()
+        transport = self.transport
+        assert transport is not None
+        try:
+            for part in parts:
+                if self.closed:
+                    break
+                if isinstance(part, bytes):
+                    transport.write(part)
+                elif isinstance(part.source, bytes):
+                    transport.write(part.source)
+                else:
+                    rng = part.source
+                    sent = await loop.sendfile(transport, rng.file, rng.position, rng.length)
+                    if sent != rng.length:
+                        raise OSError(f"sendfile sent {sent} of {rng.length} bytes")
+        except (OSError, RuntimeError) as exc:
+            if not self.closed:
+                self.close(f"sending a file range failed: {exc}")
+        finally:
+            for part in parts:
+                if isinstance(part, RecordsRef) and isinstance(part.source, FileRange) and part.source.release:
+                    part.source.release()
+            self.sending_file = False
+        self.last_activity = time.monotonic()
+        self._flush()
 
     def close(self, reason: str) -> None:
         if self.closed:
@@ -190,7 +265,7 @@ class _Connection(asyncio.Protocol):
 
     @property
     def idle(self) -> bool:
-        return not self.pending
+        return not self.pending and not self.sending_file
 
 
 class KafkaServer:

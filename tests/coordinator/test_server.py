@@ -178,3 +178,45 @@ async def test_responses_leave_in_request_order_even_when_a_later_one_finishes_f
     assert order == [1, 2]
     writer.close()
     await server.shutdown(grace=1)
+
+
+@pytest.mark.asyncio
+async def test_encoded_responses_send_file_ranges_in_order(tmp_path: Path) -> None:
+    from coordinator.server import EncodedResponse, FileRange
+    from protocol.fetch_response import RecordsRef
+
+    payload = bytes(range(256)) * 4096  # 1 MiB
+    path = tmp_path / "segment.log"
+    path.write_bytes(b"x" * 10 + payload)
+    released = []
+
+    def with_file(ctx, request):  # type: ignore[no-untyped-def]
+        f = open(path, "rb")
+        rng = FileRange(f, 10, len(payload), release=lambda: (released.append(1), f.close()))
+        body = struct.pack(">i", ctx.correlation_id)
+        return EncodedResponse([struct.pack(">i", len(body) + len(payload)), body, RecordsRef(len(payload), rng)])
+
+    def fast(ctx, request):  # type: ignore[no-untyped-def]
+        from kafka.protocol.metadata import ApiVersionsResponse
+        return ApiVersionsResponse(version=ctx.api_version, error_code=0, api_keys=[])
+
+    server = KafkaServer({ApiKey.METADATA: with_file, ApiKey.API_VERSIONS: fast},
+                         max_request_size=1 << 20, max_connections=10, idle_timeout_ms=60000)
+    host, port = await server.bind("127.0.0.1", 0)
+    await server.start()
+    reader, writer = await asyncio.open_connection(host, port)
+    writer.write(encode_request(ApiKey.API_VERSIONS, 0, 1, ApiVersionsRequest(version=0))
+                 + encode_request(ApiKey.METADATA, 9, 2, MetadataRequest(version=9, topics=[]))
+                 + encode_request(ApiKey.API_VERSIONS, 0, 3, ApiVersionsRequest(version=0)))
+    await writer.drain()
+    ids = []
+    for _ in range(3):
+        size = struct.unpack(">i", await reader.readexactly(4))[0]
+        frame = await reader.readexactly(size)
+        cid = struct.unpack(">i", frame[:4])[0]
+        ids.append(cid)
+        if cid == 2:
+            assert frame[4:] == payload
+    assert ids == [1, 2, 3] and released == [1]
+    writer.close()
+    await server.shutdown(grace=1)

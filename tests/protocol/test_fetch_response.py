@@ -1,0 +1,73 @@
+"""The hand-written FetchResponse encoder against kafka-python's general codec, every version."""
+
+from __future__ import annotations
+
+import uuid
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kafka.protocol.consumer import FetchResponse
+
+from protocol.fetch_response import (
+    MAX_VERSION, MIN_VERSION, FetchPartitionData, FetchTopicData, RecordsRef, encode_fetch_response,
+)
+from tests.wire_client import decode_response
+
+partitions = st.builds(
+    FetchPartitionData,
+    partition_index=st.integers(0, 1000),
+    error_code=st.sampled_from([0, 1, 3, 6]),
+    high_watermark=st.integers(-1, 2**40),
+    last_stable_offset=st.integers(-1, 2**40),
+    log_start_offset=st.integers(-1, 2**40),
+    aborted_transactions=st.one_of(st.none(), st.lists(st.tuples(st.integers(0, 2**40), st.integers(0, 2**40)), max_size=2)),
+    preferred_read_replica=st.integers(-1, 5),
+    records=st.one_of(st.none(), st.binary(max_size=300)),
+)
+topics = st.lists(st.builds(FetchTopicData, name=st.text(min_size=1, max_size=20), topic_id=st.uuids(),
+                            partitions=st.lists(partitions, max_size=3)), max_size=3)
+
+
+def _join(parts: list) -> bytes:  # type: ignore[type-arg]
+    return b"".join(p if isinstance(p, bytes) else p.source for p in parts)
+
+
+@settings(max_examples=60, deadline=None)
+@given(version=st.integers(MIN_VERSION, MAX_VERSION), data=topics, session=st.integers(0, 2**31 - 1),
+       throttle=st.integers(0, 1000))
+def test_matches_the_general_decoder(version: int, data: list[FetchTopicData], session: int, throttle: int) -> None:
+    frame = _join(encode_fetch_response(version, 42, data, throttle_time_ms=throttle, session_id=session))
+    assert int.from_bytes(frame[:4], "big") == len(frame) - 4
+    cid, resp = decode_response(1, version, frame[4:])
+    assert cid == 42 and resp.throttle_time_ms == throttle
+    if version >= 7:
+        assert resp.session_id == session
+    assert len(resp.responses) == len(data)
+    for got, want in zip(resp.responses, data):
+        if version >= 13:
+            assert got.topic_id == want.topic_id
+        else:
+            assert got.topic == want.name
+        for gp, wp in zip(got.partitions, want.partitions, strict=True):
+            assert (gp.partition_index, gp.error_code, gp.high_watermark, gp.last_stable_offset) == (
+                wp.partition_index, wp.error_code, wp.high_watermark, wp.last_stable_offset)
+            if version >= 5:
+                assert gp.log_start_offset == wp.log_start_offset
+            if version >= 11:
+                assert gp.preferred_read_replica == wp.preferred_read_replica
+            want_aborted = None if wp.aborted_transactions is None else [list(a) for a in wp.aborted_transactions]
+            got_aborted = None if gp.aborted_transactions is None else [
+                [a.producer_id, a.first_offset] for a in gp.aborted_transactions]
+            assert got_aborted == want_aborted
+            assert gp.records == wp.records
+
+
+def test_records_refs_become_separate_parts_and_equal_inline_bytes() -> None:
+    data = b"\x01" * 100
+    inline = [FetchTopicData("t", uuid.uuid4(), [FetchPartitionData(0, records=data), FetchPartitionData(1, records=None)])]
+    by_ref = [FetchTopicData("t", inline[0].topic_id, [FetchPartitionData(0, records=RecordsRef(100, data)),
+                                                       FetchPartitionData(1, records=None)])]
+    for version in (4, 11, 12, 17):
+        parts = encode_fetch_response(version, 1, by_ref)
+        assert any(isinstance(p, RecordsRef) for p in parts)
+        assert _join(parts) == _join(encode_fetch_response(version, 1, inline))
