@@ -45,6 +45,9 @@ Handler = Callable[[RequestContext, Any], Any]
 #: reads one request at a time per connection; we allow pipelining up to this depth for speed.
 MAX_IN_FLIGHT = 256
 
+#: How long a connection being closed may take to send what was queued before it is aborted.
+CLOSE_GRACE_SECONDS = 5.0
+
 
 class FileRange:
     """``length`` bytes of an open binary file from ``position``, sent with ``sendfile``.
@@ -112,6 +115,12 @@ class _Connection(asyncio.Protocol):
         self.server.connections.add(self)
         log.debug("connection opened", extra={"peer": self.peer})
 
+    def eof_received(self) -> bool | None:
+        if self.conn.buffered and not self.closed:
+            self.close(f"peer closed the connection in the middle of a request "
+                       f"({self.conn.buffered} bytes of an incomplete frame)")
+        return None
+
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.server.connections.discard(self)
@@ -137,6 +146,9 @@ class _Connection(asyncio.Protocol):
                 slot.done = True
                 self.pending.append(slot)
             elif isinstance(event, ProtocolViolation):
+                # Requests before the bad frame were fine: answer them (those already done), as
+                # Kafka, which handles one request at a time, would have before reading further.
+                self._flush()
                 self.close(event.reason)
                 return
         self._flush()
@@ -260,8 +272,12 @@ class _Connection(asyncio.Protocol):
         log.warning("closing connection", extra={"peer": self.peer, "reason": reason})
         self.closed = True
         self.server.connections.discard(self)
-        if self.transport is not None:
-            self.transport.abort()
+        transport = self.transport
+        if transport is not None:
+            # close() sends what is already queued first; a peer that never reads cannot hold the
+            # socket open for long, though: abort after a short grace.
+            transport.close()
+            asyncio.get_running_loop().call_later(CLOSE_GRACE_SECONDS, transport.abort)
 
     @property
     def idle(self) -> bool:
