@@ -20,6 +20,11 @@ from .config import Config
 from .config_apis import ConfigApis
 from .context import NodeInfo
 from .data_dir import DataDir
+from .fetch import FetchApis
+from .log_manager import LogManager
+from .offset_apis import OffsetApis
+from .produce import ProduceApis
+from .producer_ids import ProducerIdApis, ProducerIdManager
 from .server import KafkaServer
 from .topic_apis import TopicApis
 from .topic_registry import TopicRegistry
@@ -36,6 +41,9 @@ class App:
         self.data_dir = DataDir(config.data_dir, int(config["node.id"]))
         self.registry = TopicRegistry(config.data_dir)
         self.topics = TopicService(self.registry, config)
+        self.logs = LogManager(config.data_dir, self.registry, config)
+        self.topics.listeners.append(self.logs)
+        self.producer_ids = ProducerIdManager(config.data_dir)
         self.server: KafkaServer | None = None
         self._stop = asyncio.Event()
         self._signals = 0
@@ -45,6 +53,10 @@ class App:
         handlers.update(ClusterApis(node, self.topics).handlers())
         handlers.update(TopicApis(node, self.topics).handlers())
         handlers.update(ConfigApis(node, self.config, self.topics).handlers())
+        handlers.update(ProduceApis(self.logs).handlers())
+        handlers.update(FetchApis(self.logs).handlers())
+        handlers.update(OffsetApis(self.logs).handlers())
+        handlers.update(ProducerIdApis(self.producer_ids).handlers())
         missing = set(SUPPORTED_VERSIONS) - set(handlers)
         if missing:  # the one api table must only advertise what is implemented
             raise RuntimeError(f"advertised apis without a handler: {sorted(k.name for k in missing)}")
@@ -52,6 +64,9 @@ class App:
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
+        started = loop.time()
+        await self.logs.open_all()
+        log.info("logs loaded", extra={"partitions": len(self.logs._logs), "seconds": round(loop.time() - started, 3)})
         host, port = self.config.listen
         self.server = KafkaServer({}, max_request_size=int(self.config["socket.request.max.bytes"]),
                                   max_connections=int(self.config["max.connections"]),
@@ -71,6 +86,7 @@ class App:
         await self._stop.wait()
         log.info("shutting down")
         await self.server.shutdown()
+        await self.logs.close_all()
         self.close()
         log.info("stopped")
         return 0

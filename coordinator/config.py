@@ -132,6 +132,12 @@ _SETTINGS = [
             "Time retention of delete-policy topics (7 days, Kafka's default)."),
     Setting("log.retention.bytes", _int(-1, INT64_MAX), -1, "-1 (unlimited) or bytes",
             "Size retention per partition of delete-policy topics."),
+    # Kafka's defaults: look for expired segments every 5 minutes; a cleaner with nothing to do
+    # checks again after 15 seconds.
+    Setting("log.retention.check.interval.ms", _int(1, INT64_MAX), 300000, "milliseconds >= 1",
+            "How often delete-policy logs drop segments past retention."),
+    Setting("log.cleaner.backoff.ms", _int(1, INT64_MAX), 15000, "milliseconds >= 1",
+            "How often compacted logs are checked for a cleaning pass."),
     Setting("log.flush.interval.messages", _int(1, INT64_MAX), INT64_MAX, "an integer >= 1",
             "Hosted topics: fsync after this many messages (Kafka's default: never, rely on the OS)."),
     # --- group coordinator (reference/kafka_coordinator.md §2.5) --------------------------------

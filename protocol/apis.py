@@ -144,6 +144,15 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_CLUSTER: (0, 2),
     # Kafka 4.x schema: v1-v4 (v1 config sources and synonyms, v3 types and documentation).
     ApiKey.DESCRIBE_CONFIGS: (1, 4),
+    # Hosted topics. Produce v3+ carries only magic-2 batches; v13 would name topics by id.
+    ApiKey.PRODUCE: (3, 12),
+    # Fetch v13+ names topics by id; v17 is the newest our zero-copy encoder writes.
+    ApiKey.FETCH: (4, 17),
+    # v4 current leader epoch, v7 max timestamp (KIP-734), v8 earliest local, v9 latest tiered.
+    ApiKey.LIST_OFFSETS: (1, 10),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
+    # Idempotent producers only; v6 adds two-phase-commit transactions (KIP-939).
+    ApiKey.INIT_PRODUCER_ID: (0, 5),
 }
 
 

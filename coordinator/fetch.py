@@ -1,0 +1,126 @@
+"""Fetch (api key 1, v4–v17): read whole batches, long-poll for more, send file ranges zero-copy.
+
+Per partition, in Kafka's order: the topic and partition exist; the client's current leader epoch
+(v9+) matches ours (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH otherwise); the fetch offset lies
+within [log start, high watermark] (OFFSET_OUT_OF_RANGE otherwise). Records are whole batches from
+the one containing the fetch offset, up to ``partition_max_bytes`` and the response's
+``max_bytes`` — except that the first partition with data always gets at least one whole batch,
+so an oversized batch cannot stall a consumer (KIP-74).
+
+Long poll: when the response would hold fewer than ``min_bytes`` and ``max_wait_ms`` is positive,
+the request parks until an append to one of its partitions becomes durable or the wait ends;
+nothing polls, so an idle consumer costs no CPU.
+
+Fetch sessions (KIP-227) are not kept: every response carries session id 0, which tells clients
+to keep sending full requests. Without transactions the last stable offset equals the high
+watermark and there are no aborted transactions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from protocol.apis import ApiKey
+from protocol.errors import ErrorCode
+from protocol.fetch_response import FetchPartitionData, FetchTopicData, RecordsRef, encode_fetch_response
+
+from .context import RequestContext
+from .log_manager import LogManager, PartitionLog
+from .server import EncodedResponse
+
+__all__ = ["FetchApis", "check_leader_epoch"]
+
+READ_COMMITTED = 1
+
+
+def check_leader_epoch(plog: PartitionLog, current_leader_epoch: int) -> int:
+    """KIP-320: a client that names a leader epoch must name ours."""
+    if current_leader_epoch == -1 or current_leader_epoch == plog.leader_epoch:
+        return ErrorCode.NONE
+    if current_leader_epoch > plog.leader_epoch:
+        return ErrorCode.UNKNOWN_LEADER_EPOCH
+    return ErrorCode.FENCED_LEADER_EPOCH
+
+
+class FetchApis:
+    def __init__(self, logs: LogManager) -> None:
+        self.logs = logs
+
+    def fetch(self, ctx: RequestContext, request: Any) -> Any:
+        version = ctx.api_version
+        first = self._read(version, request)
+        topics, size, logs, immediate = first
+        if immediate or size >= request.min_bytes or request.max_wait_ms <= 0 or not logs:
+            return self._encode(version, ctx.correlation_id, topics)
+        return self._long_poll(ctx, request, logs)
+
+    async def _long_poll(self, ctx: RequestContext, request: Any, logs: list[PartitionLog]) -> Any:
+        version = ctx.api_version
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + request.max_wait_ms / 1000.0
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            await self.logs.wait_for_data(logs, remaining)
+            topics, size, logs, immediate = self._read(version, request)
+            if immediate or size >= request.min_bytes:
+                return self._encode(version, ctx.correlation_id, topics)
+        topics, _, _, _ = self._read(version, request)
+        return self._encode(version, ctx.correlation_id, topics)
+
+    @staticmethod
+    def _encode(version: int, correlation_id: int, topics: list[FetchTopicData]) -> EncodedResponse:
+        return EncodedResponse(encode_fetch_response(version, correlation_id, topics, session_id=0))
+
+    def _read(self, version: int, request: Any) -> tuple[list[FetchTopicData], int, list[PartitionLog], bool]:
+        """One pass over the requested partitions: (topics, bytes found, logs read, errors seen)."""
+        response_budget = request.max_bytes if request.max_bytes is not None else 2**31 - 1
+        total = 0
+        immediate = False
+        logs: list[PartitionLog] = []
+        topics = []
+        for topic in request.topics:
+            topic_id = getattr(topic, "topic_id", None) if version >= 13 else None
+            info = self.logs.topic_info(topic.topic if version < 13 else None, topic_id)
+            out = FetchTopicData(topic.topic if version < 13 else None, topic_id)
+            topics.append(out)
+            for part in topic.partitions:
+                data = FetchPartitionData(part.partition)
+                out.partitions.append(data)
+                plog = self.logs.get(info.name, part.partition) if info is not None else None
+                if plog is None:
+                    data.error_code = (ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 and info is None
+                                       else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                    immediate = True
+                    continue
+                high_watermark = plog.high_watermark
+                data.high_watermark = high_watermark
+                data.last_stable_offset = high_watermark
+                data.log_start_offset = plog.log_start_offset
+                if request.isolation_level == READ_COMMITTED:
+                    data.aborted_transactions = []
+                error = check_leader_epoch(plog, part.current_leader_epoch if version >= 9 else -1)
+                if error:
+                    data.error_code = error
+                    immediate = True
+                    continue
+                offset = part.fetch_offset
+                if offset < plog.log_start_offset or offset > high_watermark:
+                    data.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+                    immediate = True
+                    continue
+                logs.append(plog)
+                limit = min(part.partition_max_bytes, response_budget - total)
+                records = plog.read(offset, max(limit, 0), min_one=total == 0) if offset < high_watermark else None
+                if records is None:
+                    data.records = b""
+                    continue
+                length = records.length if isinstance(records, RecordsRef) else len(records)
+                data.records = records
+                total += length
+        return topics, total, logs, immediate
+
+    def handlers(self) -> dict[ApiKey, Any]:
+        return {ApiKey.FETCH: self.fetch}

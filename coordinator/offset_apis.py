@@ -1,0 +1,104 @@
+"""ListOffsets (api key 2, v1–v10) and OffsetForLeaderEpoch (api key 23, v2–v4) for hosted topics.
+
+ListOffsets special timestamps (ListOffsetsRequest.json): -2 earliest, -1 latest (the high
+watermark; the last stable offset under read_committed, which is the same here), -3 the record
+with the largest timestamp (KIP-734), -4 earliest local (KIP-405: all data is local, so the log
+start), -5 latest tiered (nothing is tiered: no offset). Any other timestamp finds the first record
+whose timestamp is at or after it, through the time index; none → offset -1.
+
+A single node leads every partition from epoch 0 on, so OffsetForLeaderEpoch answers epoch 0 with
+the log end and any later epoch as unknown (undefined epoch and offset, as Kafka does for an epoch
+newer than the leader's).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.consumer import ListOffsetsResponse, OffsetForLeaderEpochResponse
+
+from protocol.apis import ApiKey
+from protocol.errors import ErrorCode
+
+from .context import RequestContext
+from .fetch import check_leader_epoch
+from .log_manager import LogManager
+
+__all__ = ["OffsetApis"]
+
+EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
+
+LOTopic = ListOffsetsResponse.ListOffsetsTopicResponse
+LOPartition = LOTopic.ListOffsetsPartitionResponse
+EpochTopic = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
+EpochPartition = EpochTopic.EpochEndOffset
+
+
+class OffsetApis:
+    def __init__(self, logs: LogManager) -> None:
+        self.logs = logs
+
+    def list_offsets(self, ctx: RequestContext, request: Any) -> Any:
+        version = ctx.api_version
+        topics = []
+        for topic in request.topics:
+            info = self.logs.topic_info(topic.name, None)
+            parts = []
+            for part in topic.partitions:
+                out = LOPartition(partition_index=part.partition_index, error_code=0, timestamp=-1, offset=-1,
+                                  leader_epoch=-1)
+                parts.append(out)
+                plog = self.logs.get(info.name, part.partition_index) if info is not None else None
+                if plog is None:
+                    out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                error = check_leader_epoch(plog, part.current_leader_epoch if version >= 4 else -1)
+                if error:
+                    out.error_code = error
+                    continue
+                found = self._lookup(plog, part.timestamp)
+                if found is not None:
+                    out.offset, out.timestamp = found
+                    out.leader_epoch = plog.leader_epoch
+            topics.append(LOTopic(name=topic.name, partitions=parts))
+        return ListOffsetsResponse(version=version, throttle_time_ms=0, topics=topics)
+
+    @staticmethod
+    def _lookup(plog: Any, timestamp: int) -> tuple[int, int] | None:
+        if timestamp in (EARLIEST, EARLIEST_LOCAL):
+            return plog.log_start_offset, -1
+        if timestamp == LATEST:
+            return plog.high_watermark, -1
+        if timestamp == LATEST_TIERED:
+            return None
+        if timestamp == MAX_TIMESTAMP:
+            return plog.max_timestamp_offset()
+        if timestamp < 0:
+            return None
+        return plog.offset_for_timestamp(timestamp)
+
+    def offset_for_leader_epoch(self, ctx: RequestContext, request: Any) -> Any:
+        version = ctx.api_version
+        topics = []
+        for topic in request.topics:
+            info = self.logs.topic_info(topic.topic, None)
+            parts = []
+            for part in topic.partitions:
+                out = EpochPartition(error_code=0, partition=part.partition, leader_epoch=-1, end_offset=-1)
+                parts.append(out)
+                plog = self.logs.get(info.name, part.partition) if info is not None else None
+                if plog is None:
+                    out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                error = check_leader_epoch(plog, part.current_leader_epoch)
+                if error:
+                    out.error_code = error
+                    continue
+                if 0 <= part.leader_epoch <= plog.leader_epoch:
+                    out.leader_epoch = plog.leader_epoch
+                    out.end_offset = plog.high_watermark
+            topics.append(EpochTopic(topic=topic.topic, partitions=parts))
+        return OffsetForLeaderEpochResponse(version=version, throttle_time_ms=0, topics=topics)
+
+    def handlers(self) -> dict[ApiKey, Any]:
+        return {ApiKey.LIST_OFFSETS: self.list_offsets, ApiKey.OFFSET_FOR_LEADER_EPOCH: self.offset_for_leader_epoch}

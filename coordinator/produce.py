@@ -1,0 +1,205 @@
+"""Produce (api key 0, v3+): validate one batch per partition, check producer state, append.
+
+Order of checks per partition, after Kafka's ``ReplicaManager.appendRecords`` and
+``LogValidator``: the topic and partition exist and may be written by clients; the bytes are one
+whole magic-2 batch (Produce v3+ carries exactly one); its size is within ``max.message.bytes``;
+its CRC holds; it is not a control or transactional batch (no transaction coordinator runs here);
+its records decode and their offset deltas run 0..n-1; the idempotent producer's sequence fits.
+A refused partition gets its error and nothing is appended; the others proceed.
+
+The broker's own changes to an accepted batch: the base offset (not covered by the CRC), the
+partition leader epoch (not covered either) and, for ``message.timestamp.type=LogAppendTime``
+topics, the timestamp type bit and max timestamp (covered: the CRC is recomputed). A topic with a
+``compression.type`` other than ``producer`` has its batches re-encoded with that codec.
+
+Durability: the response waits until the appends are durable under the log's flush policy. With
+acks=0 nothing is answered, but the data is still appended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import time
+from typing import Any, Awaitable
+
+from kafka.protocol.producer import ProduceResponse
+
+from protocol.apis import ApiKey
+from protocol.errors import ErrorCode
+from protocol.records import (
+    BATCH_HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    TIMESTAMP_TYPE_MASK,
+    Compression,
+    CorruptBatchError,
+    compute_crc,
+    decode_records,
+    encode_batch,
+    read_batch_header,
+)
+from storage.producer_state import Duplicate
+
+from .context import RequestContext
+from .log_manager import LogManager, PartitionLog
+
+__all__ = ["ProduceApis"]
+
+log = logging.getLogger("groupcoord.produce")
+
+_CODECS = {"gzip": Compression.GZIP, "snappy": Compression.SNAPPY, "lz4": Compression.LZ4,
+           "zstd": Compression.ZSTD, "uncompressed": Compression.NONE}
+_PARTITION_LEADER_EPOCH_OFFSET = 12
+_MAGIC_OFFSET = 16
+_ATTRIBUTES_OFFSET = 21
+_MAX_TIMESTAMP_OFFSET = 35
+_CRC = struct.Struct(">I")
+_I32 = struct.Struct(">i")
+
+
+class _Refused(Exception):
+    def __init__(self, error: int, message: str | None = None) -> None:
+        self.error = error
+        self.message = message
+
+
+class ProduceApis:
+    def __init__(self, logs: LogManager) -> None:
+        self.logs = logs
+
+    def produce(self, ctx: RequestContext, request: Any) -> Any:
+        version = ctx.api_version
+        acks = request.acks
+        pending: list[tuple[Any, Awaitable[None] | None]] = []
+        topics_out = []
+        for topic in request.topic_data:
+            parts_out = []
+            info = self.logs.topic_info(topic.name if version < 13 else None, getattr(topic, "topic_id", None))
+            for part in topic.partition_data:
+                result = ProduceResponse.TopicProduceResponse.PartitionProduceResponse(
+                    index=part.index, error_code=0, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1,
+                    record_errors=[], error_message=None)
+                parts_out.append(result)
+                try:
+                    if acks not in (-1, 0, 1):
+                        raise _Refused(ErrorCode.INVALID_REQUIRED_ACKS)
+                    if request.transactional_id is not None:
+                        raise _Refused(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                       "transactions are not supported by this server")
+                    if info is None:
+                        raise _Refused(ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                    if info.internal:
+                        raise _Refused(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {info.name}")
+                    plog = self.logs.get(info.name, part.index)
+                    if plog is None:
+                        raise _Refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                    pending.append((result, self._append(plog, part.records, result)))
+                except _Refused as refused:
+                    result.error_code = refused.error
+                    result.error_message = refused.message
+                except Exception:
+                    log.exception("produce failed", extra={"peer": ctx.peer})
+                    result.error_code = ErrorCode.UNKNOWN_SERVER_ERROR
+            topics_out.append(ProduceResponse.TopicProduceResponse(
+                name=topic.name, topic_id=getattr(topic, "topic_id", None), partition_responses=parts_out))
+        response = ProduceResponse(version=version, responses=topics_out, throttle_time_ms=0)
+        waits = [w for _, w in pending if w is not None]
+        if acks == 0:
+            for w in waits:
+                asyncio.ensure_future(self._log_failure(w))
+            return None
+        if not waits:
+            return response
+        return self._respond_when_durable(response, pending)
+
+    async def _respond_when_durable(self, response: Any, pending: list[tuple[Any, Awaitable[None] | None]]) -> Any:
+        for result, wait in pending:
+            if wait is None:
+                continue
+            try:
+                await wait
+            except Exception as exc:  # the log could not make it durable (disk full, I/O error)
+                log.error("append failed", extra={"reason": str(exc)})
+                result.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+                result.base_offset = -1
+                result.error_message = str(exc)
+        return response
+
+    @staticmethod
+    async def _log_failure(wait: Awaitable[None]) -> None:
+        try:
+            await wait
+        except Exception as exc:
+            log.error("append failed (acks=0)", extra={"reason": str(exc)})
+
+    def _append(self, plog: PartitionLog, records: bytes | None, result: Any) -> Awaitable[None] | None:
+        batch = self._validate(plog, records)
+        header = read_batch_header(batch, 0)
+        outcome = plog.producers.check(header)
+        if isinstance(outcome, Duplicate):
+            # A retry of a batch already appended: success with the original offsets, nothing
+            # written again (Kafka skips the duplicate silently the same way).
+            result.base_offset = outcome.first_offset
+            result.log_start_offset = plog.log_start_offset
+            return plog.wait_durable(outcome.last_offset + 1)
+        if outcome != ErrorCode.NONE:
+            raise _Refused(outcome)
+        # Every accepted batch carries the current leader epoch, which consumers use to validate
+        # their position after a leader change (KIP-101/KIP-320).
+        _I32.pack_into(batch, _PARTITION_LEADER_EPOCH_OFFSET, plog.leader_epoch)
+        if plog.config.log_append_time:
+            now = int(time.time() * 1000)
+            batch[_ATTRIBUTES_OFFSET + 1] |= TIMESTAMP_TYPE_MASK
+            struct.pack_into(">q", batch, _MAX_TIMESTAMP_OFFSET, now)
+            _CRC.pack_into(batch, 17, compute_crc(batch, 0, len(batch)))
+            result.log_append_time_ms = now
+        base_offset, durable = plog.append_batch(batch, header)
+        result.base_offset = base_offset
+        result.log_start_offset = plog.log_start_offset
+        return durable
+
+    def _validate(self, plog: PartitionLog, records: bytes | None) -> bytearray:
+        if not records or len(records) < LOG_OVERHEAD + 5:
+            raise _Refused(ErrorCode.CORRUPT_MESSAGE, "no record batch")
+        if records[_MAGIC_OFFSET] != MAGIC_V2:
+            raise _Refused(ErrorCode.INVALID_RECORD,
+                           f"Produce requests from version 3 on only carry magic 2 batches, got magic {records[_MAGIC_OFFSET]}")
+        if len(records) < BATCH_HEADER_SIZE:
+            raise _Refused(ErrorCode.CORRUPT_MESSAGE, "batch shorter than its header")
+        try:
+            header = read_batch_header(records, 0)
+        except CorruptBatchError as exc:
+            raise _Refused(ErrorCode.CORRUPT_MESSAGE, exc.reason) from None
+        if header.size > len(records):
+            raise _Refused(ErrorCode.CORRUPT_MESSAGE, "batch truncated")
+        if header.size < len(records):
+            raise _Refused(ErrorCode.INVALID_RECORD, "Produce requests carry exactly one record batch")
+        if header.size > plog.config.max_message_bytes:
+            raise _Refused(ErrorCode.MESSAGE_TOO_LARGE,
+                           f"batch of {header.size} bytes exceeds max.message.bytes {plog.config.max_message_bytes}")
+        if compute_crc(records, 0, header.size) != header.crc:
+            raise _Refused(ErrorCode.CORRUPT_MESSAGE, "CRC mismatch")
+        if header.is_control:
+            raise _Refused(ErrorCode.INVALID_RECORD, "clients may not write control batches")
+        if header.is_transactional:
+            raise _Refused(ErrorCode.INVALID_RECORD, "transactional batches are not supported by this server")
+        try:
+            decoded = decode_records(records, 0, header, check_crc=False)
+        except CorruptBatchError as exc:
+            raise _Refused(ErrorCode.CORRUPT_MESSAGE, exc.reason) from None
+        if not decoded or len(decoded) != header.records_count or header.last_offset_delta != len(decoded) - 1 or any(
+                r.offset_delta != i for i, r in enumerate(decoded)):
+            raise _Refused(ErrorCode.INVALID_RECORD, "record offset deltas must run 0..count-1")
+        target = plog.config.compression
+        if target is not None and target != header.compression:
+            # Kafka re-compresses when the topic names a codec other than the producer's.
+            return bytearray(encode_batch(
+                decoded, base_timestamp=header.base_timestamp, max_timestamp=header.max_timestamp,
+                compression=target, producer_id=header.producer_id, producer_epoch=header.producer_epoch,
+                base_sequence=header.base_sequence))
+        return bytearray(records)
+
+    def handlers(self) -> dict[ApiKey, Any]:
+        return {ApiKey.PRODUCE: self.produce}
