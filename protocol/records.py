@@ -22,16 +22,39 @@ Layout (Kafka ``DefaultRecordBatch``), all big-endian::
 The CRC starts at the attributes, so the broker can rewrite baseOffset, and the leader epoch,
 without recomputing it. That is how offsets are assigned to a batch a producer sent compressed.
 
-This module holds the batch-level view (header, CRC, offset rewrite, walking a buffer of batches)
-that the log engine needs; record-level encoding and compression live beside it.
+After the header come ``recordsCount`` records, compressed as one block when bits 0-2 of the
+attributes name a codec (``protocol/compression.py``). Each record (Kafka ``DefaultRecord``,
+KIP-98) is::
+
+    length          varint   bytes that follow this field
+    attributes      int8     unused, written as 0
+    timestampDelta  varlong  from the batch's baseTimestamp
+    offsetDelta     varint   from the batch's baseOffset
+    keyLength       varint   -1 = null key
+    key             bytes
+    valueLength     varint   -1 = null value (a tombstone on a compacted topic)
+    value           bytes
+    headersCount    varint
+    headers         headersCount x (keyLength varint, key UTF-8, valueLength varint (-1 = null), value)
+
+Every varint here is the zigzag encoding protobuf uses (sign folded into bit 0, then 7 bits per
+byte, least significant group first), so small negative numbers such as -1 take one byte.
+
+This module holds the batch-level view the log engine needs (header, CRC, offset rewrite, walking
+a buffer of batches) and the record level: ``decode_records``, ``encode_batch``/``build_batch`` and
+the transaction markers of control batches.
 """
 
 from __future__ import annotations
 
 import struct
-from typing import Iterator, NamedTuple
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any, Iterable, Iterator, NamedTuple, Sequence
 
 import crc32c as _crc32c
+
+from protocol.compression import Compression, CompressionError, compress, decompress
 
 __all__ = [
     "BATCH_HEADER_SIZE",
@@ -44,6 +67,14 @@ __all__ = [
     "compute_crc",
     "set_base_offset",
     "iter_batch_positions",
+    "Compression",
+    "Record",
+    "ControlRecordType",
+    "decode_records",
+    "encode_batch",
+    "build_batch",
+    "control_record",
+    "decode_control_record",
 ]
 
 MAGIC_V2 = 2
@@ -168,3 +199,449 @@ def iter_batch_positions(
         header = read_batch_header(buf, pos)
         yield pos, header
         pos += header.size
+
+
+# ---------------------------------------------------------------------------------------------
+# Record level
+
+
+@dataclass(slots=True)
+class Record:
+    """One record of a batch, with its offset and timestamp relative to the batch header.
+
+    Deltas rather than absolute values because that is what the wire holds: a record can be
+    decoded before its batch is assigned offsets, and re-encoded without knowing them.
+    """
+
+    offset_delta: int
+    timestamp_delta: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+
+    def offset(self, header: BatchHeader) -> int:
+        return header.base_offset + self.offset_delta
+
+    def timestamp(self, header: BatchHeader) -> int:
+        """The record's timestamp as a consumer sees it.
+
+        With LogAppendTime (attributes bit 3) the broker's append time, stored once as the batch's
+        maxTimestamp, stands for every record (KIP-32). Otherwise baseTimestamp + delta; when the
+        cleaner set a delete horizon (KIP-534) baseTimestamp holds it and the deltas were rebased
+        onto it, so the same sum still gives the producer's timestamp.
+        """
+        if header.attributes & TIMESTAMP_TYPE_MASK:
+            return header.max_timestamp
+        return header.base_timestamp + self.timestamp_delta
+
+
+class ControlRecordType(IntEnum):
+    """The ``type`` in a control record's key (Kafka ``ControlRecordType``)."""
+
+    #: Transaction markers (KIP-98): written by the transaction coordinator's WriteTxnMarkers.
+    ABORT = 0
+    COMMIT = 1
+    #: KRaft's own metadata log uses these (KIP-595, KIP-630); listed so they print by name.
+    LEADER_CHANGE = 2
+    SNAPSHOT_HEADER = 3
+    SNAPSHOT_FOOTER = 4
+
+
+class _Malformed(Exception):
+    """Raised inside the record decoder; ``decode_records`` adds the batch position."""
+
+
+_MIN_RECORD_BODY = 6  # attributes + one byte each for the five varints
+_CONTROL_KEY = struct.Struct(">hh")
+_END_TXN_MARKER = struct.Struct(">hi")
+
+
+def _read_varint_slow(data: bytes, p: int, max_bytes: int) -> tuple[int, int]:
+    """Zigzag varint of more than one byte at ``p``; returns ``(value, next position)``.
+
+    ``max_bytes`` is 5 for a varint (int32) and 10 for a varlong (int64): Kafka's ``ByteUtils``
+    refuses longer encodings, and so do we, so that garbage cannot build a huge integer.
+    """
+    result = 0
+    shift = 0
+    for _ in range(max_bytes):
+        b = data[p]
+        p += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (result >> 1) ^ -(result & 1), p
+        shift += 7
+    raise _Malformed(f"varint longer than {max_bytes} bytes")
+
+
+def _read_headers(
+    data: bytes, p: int, end: int, count: int
+) -> tuple[tuple[tuple[str, bytes | None], ...], int]:
+    """``count`` headers from ``p``, none of them past ``end`` (the record's end)."""
+    headers = []
+    for _ in range(count):
+        b = data[p]
+        if b < 0x80:
+            n = (b >> 1) ^ -(b & 1)
+            p += 1
+        else:
+            n, p = _read_varint_slow(data, p, 5)
+        if n < 0:
+            raise _Malformed("null or negative header key length")
+        q = p + n
+        if q > end:
+            raise _Malformed("header key overruns its record")
+        # Java decodes header keys with new String(bytes, UTF_8), which replaces malformed input
+        # instead of failing; doing the same keeps us able to read whatever a Java consumer can.
+        hkey = data[p:q].decode("utf-8", "replace")
+        p = q
+        b = data[p]
+        if b < 0x80:
+            n = (b >> 1) ^ -(b & 1)
+            p += 1
+        else:
+            n, p = _read_varint_slow(data, p, 5)
+        if n < 0:
+            if n != -1:
+                raise _Malformed(f"header value length {n}")
+            hvalue = None
+        else:
+            q = p + n
+            if q > end:
+                raise _Malformed("header value overruns its record")
+            hvalue = data[p:q]
+            p = q
+        headers.append((hkey, hvalue))
+    return tuple(headers), p
+
+
+def _decode_body(data: bytes, p: int, end: int, count: int) -> list[Record]:
+    """Decode ``count`` records from ``data[p:end]``; every record must end where it says.
+
+    This is the hot loop of recovery scans and of the pipeline, hence the inlined fast paths for
+    one- and two-byte varints: lengths and deltas below 64 (and -1 for null) take one byte, below
+    8192 two, and a Python call per varint would cost more than everything else here.
+    """
+    records: list[Record] = []
+    append = records.append
+    new_record = Record
+    for _ in range(count):
+        b = data[p]
+        if b < 0x80:
+            length = (b >> 1) ^ -(b & 1)
+            p += 1
+        elif data[p + 1] < 0x80:
+            b = (b & 0x7F) | (data[p + 1] << 7)
+            length = (b >> 1) ^ -(b & 1)
+            p += 2
+        else:
+            length, p = _read_varint_slow(data, p, 5)
+        rec_end = p + length
+        if length < _MIN_RECORD_BODY or rec_end > end:
+            raise _Malformed(f"record length {length} is impossible here")
+        p += 1  # record attributes: reserved since KIP-98, nothing to read
+        b = data[p]
+        if b < 0x80:
+            ts_delta = (b >> 1) ^ -(b & 1)
+            p += 1
+        elif data[p + 1] < 0x80:
+            b = (b & 0x7F) | (data[p + 1] << 7)
+            ts_delta = (b >> 1) ^ -(b & 1)
+            p += 2
+        else:
+            ts_delta, p = _read_varint_slow(data, p, 10)
+        b = data[p]
+        if b < 0x80:
+            off_delta = (b >> 1) ^ -(b & 1)
+            p += 1
+        elif data[p + 1] < 0x80:
+            b = (b & 0x7F) | (data[p + 1] << 7)
+            off_delta = (b >> 1) ^ -(b & 1)
+            p += 2
+        else:
+            off_delta, p = _read_varint_slow(data, p, 5)
+        b = data[p]
+        if b < 0x80:
+            n = (b >> 1) ^ -(b & 1)
+            p += 1
+        elif data[p + 1] < 0x80:
+            b = (b & 0x7F) | (data[p + 1] << 7)
+            n = (b >> 1) ^ -(b & 1)
+            p += 2
+        else:
+            n, p = _read_varint_slow(data, p, 5)
+        if n < 0:
+            if n != -1:
+                raise _Malformed(f"key length {n}")
+            key = None
+        else:
+            q = p + n
+            if q > rec_end:
+                raise _Malformed("key overruns its record")
+            key = data[p:q]
+            p = q
+        b = data[p]
+        if b < 0x80:
+            n = (b >> 1) ^ -(b & 1)
+            p += 1
+        elif data[p + 1] < 0x80:
+            b = (b & 0x7F) | (data[p + 1] << 7)
+            n = (b >> 1) ^ -(b & 1)
+            p += 2
+        else:
+            n, p = _read_varint_slow(data, p, 5)
+        if n < 0:
+            if n != -1:
+                raise _Malformed(f"value length {n}")
+            value = None
+        else:
+            q = p + n
+            if q > rec_end:
+                raise _Malformed("value overruns its record")
+            value = data[p:q]
+            p = q
+        b = data[p]
+        if b == 0:
+            headers: tuple[tuple[str, bytes | None], ...] = ()
+            p += 1
+        else:
+            if b < 0x80:
+                n = (b >> 1) ^ -(b & 1)
+                p += 1
+            else:
+                n, p = _read_varint_slow(data, p, 5)
+            if n < 0 or n > rec_end - p:
+                raise _Malformed(f"header count {n}")
+            headers, p = _read_headers(data, p, rec_end, n)
+        if p != rec_end:
+            raise _Malformed(f"record declared {length} bytes but its fields take {length + p - rec_end}")
+        append(new_record(off_delta, ts_delta, key, value, headers))
+    if p != end:
+        # Kafka: "Incorrect declared batch size, records still remaining".
+        raise _Malformed(f"{end - p} bytes left after the declared {count} records")
+    return records
+
+
+def decode_records(
+    buf: bytes | bytearray | memoryview,
+    pos: int = 0,
+    header: BatchHeader | None = None,
+    *,
+    check_crc: bool = True,
+) -> list[Record]:
+    """Decode the records of the batch at ``pos``, decompressing them if needed.
+
+    Args:
+        buf: bytes holding the batch (and possibly others around it).
+        pos: where the batch starts.
+        header: the batch's header if the caller already parsed it.
+        check_crc: verify the CRC first. Callers that just validated the batch (a recovery scan)
+            can skip the second pass over the bytes.
+
+    Raises:
+        CorruptBatchError: for anything malformed, a bad CRC included, with the batch's ``pos``.
+        No other exception escapes for bad input.
+    """
+    if header is None:
+        header = read_batch_header(buf, pos)
+    size = header.size
+    if len(buf) - pos < size:
+        raise CorruptBatchError("truncated batch", pos)
+    if check_crc and compute_crc(buf, pos, size) != header.crc:
+        raise CorruptBatchError("CRC mismatch", pos)
+    count = header.records_count
+    if count < 0:
+        raise CorruptBatchError(f"negative record count {count}", pos)
+    codec = header.attributes & COMPRESSION_MASK
+    start = pos + BATCH_HEADER_SIZE
+    end = pos + size
+    if codec == Compression.NONE:
+        if type(buf) is bytes:
+            data, p = buf, start
+        else:
+            data, p, end = bytes(memoryview(buf)[start:end]), 0, end - start
+    else:
+        if codec > Compression.ZSTD:
+            raise CorruptBatchError(f"unknown compression codec {codec}", pos)
+        try:
+            data = decompress(codec, memoryview(buf)[start:end])
+        except CompressionError as exc:
+            raise CorruptBatchError(str(exc), pos) from exc
+        p, end = 0, len(data)
+    # Each record takes at least 7 bytes; refuse absurd counts before looping over them.
+    if count * (_MIN_RECORD_BODY + 1) > end - p:
+        raise CorruptBatchError(f"record count {count} cannot fit in {end - p} bytes", pos)
+    try:
+        return _decode_body(data, p, end, count)
+    except _Malformed as exc:
+        raise CorruptBatchError(str(exc), pos) from None
+    except IndexError:
+        raise CorruptBatchError("record runs past the end of the batch", pos) from None
+
+
+# A byte string per small zigzag value: most lengths and deltas are below 64.
+_SMALL_VARINTS = [bytes([z]) for z in range(0x80)]
+
+
+def _varint(n: int) -> bytes:
+    z = (n << 1) ^ (n >> 63)
+    if z < 0x80:
+        return _SMALL_VARINTS[z]
+    out = bytearray()
+    while z >= 0x80:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+    return bytes(out)
+
+
+def _encode_record(record: Record, ts_delta: int, out: bytearray) -> None:
+    body = bytearray(b"\x00")  # attributes
+    body += _varint(ts_delta)
+    body += _varint(record.offset_delta)
+    key = record.key
+    if key is None:
+        body += b"\x01"  # zigzag(-1)
+    else:
+        body += _varint(len(key))
+        body += key
+    value = record.value
+    if value is None:
+        body += b"\x01"
+    else:
+        body += _varint(len(value))
+        body += value
+    body += _varint(len(record.headers))
+    for hkey, hvalue in record.headers:
+        raw = hkey.encode("utf-8")
+        body += _varint(len(raw))
+        body += raw
+        if hvalue is None:
+            body += b"\x01"
+        else:
+            body += _varint(len(hvalue))
+            body += hvalue
+    out += _varint(len(body))
+    out += body
+
+
+def encode_batch(
+    records: Sequence[Record],
+    *,
+    base_offset: int = 0,
+    base_timestamp: int,
+    max_timestamp: int | None = None,
+    compression: int = Compression.NONE,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    partition_leader_epoch: int = -1,
+    transactional: bool = False,
+    control: bool = False,
+    log_append_time: bool = False,
+    last_offset_delta: int | None = None,
+    delete_horizon: int | None = None,
+) -> bytes:
+    """Build one RecordBatch v2 from records whose deltas are relative to ``base_timestamp``.
+
+    ``last_offset_delta`` defaults to the largest record offset delta; compaction keeps it when it
+    removes the last records, so it may be larger. ``max_timestamp`` defaults to the latest
+    record timestamp (-1 for an empty batch, Kafka's NO_TIMESTAMP). With ``delete_horizon`` the
+    batch's baseTimestamp field carries the horizon instead (KIP-534) and the record deltas are
+    rebased onto it, so absolute timestamps are unchanged.
+    """
+    attributes = compression & COMPRESSION_MASK
+    if compression != attributes:
+        raise ValueError(f"unknown compression codec {compression}")
+    if log_append_time:
+        attributes |= TIMESTAMP_TYPE_MASK
+    if transactional:
+        attributes |= TRANSACTIONAL_MASK
+    if control:
+        attributes |= CONTROL_MASK
+    stored_base = base_timestamp
+    if delete_horizon is not None:
+        attributes |= DELETE_HORIZON_MASK
+        stored_base = delete_horizon
+    shift = base_timestamp - stored_base
+    body = bytearray()
+    for record in records:
+        _encode_record(record, record.timestamp_delta + shift, body)
+    if records:
+        if last_offset_delta is None:
+            last_offset_delta = max(r.offset_delta for r in records)
+        if max_timestamp is None:
+            max_timestamp = base_timestamp + max(r.timestamp_delta for r in records)
+    else:
+        if last_offset_delta is None:
+            last_offset_delta = 0
+        if max_timestamp is None:
+            max_timestamp = -1
+    payload = compress(compression, body) if compression != Compression.NONE else bytes(body)
+    out = bytearray(BATCH_HEADER_SIZE)
+    _HEADER.pack_into(
+        out,
+        0,
+        base_offset,
+        BATCH_HEADER_SIZE - LOG_OVERHEAD + len(payload),
+        partition_leader_epoch,
+        MAGIC_V2,
+        0,  # CRC, filled in below once the bytes it covers exist
+        attributes,
+        last_offset_delta,
+        stored_base,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        len(records),
+    )
+    out += payload
+    struct.pack_into(">I", out, _CRC_OFFSET, _crc32c.crc32c(memoryview(out)[_ATTRIBUTES_OFFSET:]))
+    return bytes(out)
+
+
+def build_batch(
+    items: Iterable[tuple[bytes | None, bytes | None] | tuple[bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]]],
+    *,
+    timestamp_ms: int,
+    base_offset: int = 0,
+    compression: int = Compression.NONE,
+    **options: Any,
+) -> bytes:
+    """A batch of sequential records ``(key, value)`` or ``(key, value, headers)``, one timestamp.
+
+    The usual shape of a coordinator write; ``options`` go to ``encode_batch`` (producer_id, ...).
+    """
+    records = []
+    for i, item in enumerate(items):
+        headers = tuple(item[2]) if len(item) == 3 else ()
+        records.append(Record(i, 0, item[0], item[1], headers))
+    return encode_batch(
+        records, base_offset=base_offset, base_timestamp=timestamp_ms, compression=compression, **options
+    )
+
+
+def control_record(kind: ControlRecordType, coordinator_epoch: int, *, offset_delta: int = 0) -> Record:
+    """A transaction marker as the broker writes it (KIP-98 ``EndTransactionMarker``).
+
+    Key: int16 version 0 + int16 type. Value: int16 version 0 + int32 coordinator epoch.
+    """
+    return Record(
+        offset_delta, 0, _CONTROL_KEY.pack(0, int(kind)), _END_TXN_MARKER.pack(0, coordinator_epoch)
+    )
+
+
+def decode_control_record(record: Record) -> tuple[int, int]:
+    """``(version, type)`` from a control record's key; compare ``type`` with ControlRecordType.
+
+    Only the first four bytes are read: Kafka allows later key versions to append fields.
+    Raises CorruptBatchError if the key is missing, too short, or has a negative version.
+    """
+    key = record.key
+    if key is None or len(key) < _CONTROL_KEY.size:
+        raise CorruptBatchError("control record key is missing or shorter than 4 bytes")
+    version, kind = _CONTROL_KEY.unpack_from(key)
+    if version < 0:
+        raise CorruptBatchError(f"control record key version {version}")
+    return version, kind

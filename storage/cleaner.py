@@ -1,0 +1,274 @@
+"""Log compaction (``cleanup.policy=compact``): keep the last record of every key.
+
+Theory of operation (after Kafka's ``LogCleaner``):
+  * The *cleanable* part of a log is the prefix of sealed segments that lie wholly below the
+    checkpointed recovery point (so they are fsynced and never rescanned by recovery, whose
+    strict offset checks would otherwise trip over compaction gaps). The cleaner checkpoint
+    (``cleaner-offset-checkpoint``) splits it into a *clean* head, already compacted, and a
+    *dirty* tail. A pass runs when ``dirty / cleanable >= min.cleanable.dirty.ratio``.
+  * A pass reads the dirty segments once to build ``key -> last offset`` (key bytes exactly),
+    then rewrites every cleanable segment: a record survives unless a later record has the same
+    key; a record without a key always survives; a tombstone (null value) survives until the
+    delete horizon of its batch has passed. The first pass that keeps a tombstone stamps its
+    batch with ``now + delete.retention.ms`` (the batch delete-horizon attribute, KIP-534), so
+    consumers that read the log within that window still see the delete.
+  * Batches keep their base offset, last offset delta, producer id/epoch/sequence, leader epoch,
+    compression and flags; untouched batches are copied byte for byte; control batches are kept
+    as they are; batches left empty are dropped. Offsets of retained records never change, so
+    the log gains gaps and nothing else.
+  * Heavy work (decoding, encoding, writing, fsync) runs in an executor thread on sealed,
+    immutable segments; appends to the active segment continue meanwhile. The log's structure
+    lock keeps truncation and retention from removing a segment under the cleaner.
+
+Crash safety of the swap (each segment is replaced one-to-one, same base offset):
+  1. Write ``X.log.cleaned`` and fsync it. A crash now leaves a ``.cleaned`` file, deleted on open.
+  2. Rename it to ``X.log.swap`` and fsync the directory: the commit point.
+  3. Unlink ``X.index``/``X.timeindex``; rename ``X.log.swap`` over ``X.log``. A crash between
+     2 and here is finished by recovery (``.swap`` replaces ``.log``, indexes rebuilt).
+  4. Write the new indexes atomically. A crash before that leaves no index: rebuilt on open.
+  5. After all segments of the pass: write the cleaner checkpoint. A crash before it only means
+     the next pass redoes some work.
+  So at every instant the directory holds, for each base offset, either the old or the new
+  segment, both complete, and no acknowledged record whose key was not superseded is lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from protocol.records import (
+    DELETE_HORIZON_MASK,
+    LOG_OVERHEAD,
+    BatchHeader,
+    decode_records,
+    encode_batch,
+    read_batch_header,
+)
+
+from .files import CLEANED_SUFFIX, CLEANER_OFFSET_FILE, LOG_SUFFIX, SWAP_SUFFIX, fsync_dir, read_checkpoint, segment_path, write_checkpoint
+from .segment import LogSegment
+
+if TYPE_CHECKING:
+    from .log import Log
+
+__all__ = ["CleanResult", "clean_log", "dirty_ratio", "run_cleaner"]
+
+logger = logging.getLogger("groupcoord.storage")
+
+#: Buffer this much cleaned output before each write: big writes, bounded memory.
+_WRITE_CHUNK = 1 << 20
+
+
+@dataclass(slots=True)
+class CleanResult:
+    segments: int
+    dirty_bytes: int
+    bytes_read: int
+    bytes_written: int
+    records_removed: int
+    tombstones_removed: int
+    batches_removed: int
+    cleaned_up_to: int
+    seconds: float
+
+
+@dataclass(slots=True)
+class _Plan:
+    cleanable: list[LogSegment]
+    dirty: list[LogSegment]
+    end_offset: int
+    dirty_bytes: int
+    total_bytes: int
+
+    @property
+    def ratio(self) -> float:
+        return self.dirty_bytes / self.total_bytes if self.total_bytes else 0.0
+
+
+def _plan(log: Log) -> _Plan:
+    segs = log._segments
+    limit = log._recovery_point_checkpointed
+    cleanable: list[LogSegment] = []
+    for i in range(len(segs) - 1):
+        if segs[i + 1].base_offset <= limit:
+            cleanable.append(segs[i])
+        else:
+            break
+    end = segs[len(cleanable)].base_offset if cleanable else segs[0].base_offset
+    first_dirty = max(read_checkpoint(log.directory / CLEANER_OFFSET_FILE) or 0, log.log_start_offset)
+    dirty = [s for i, s in enumerate(cleanable) if segs[i + 1].base_offset > first_dirty]
+    return _Plan(cleanable, dirty, end, sum(s.size for s in dirty), sum(s.size for s in cleanable))
+
+
+def dirty_ratio(log: Log) -> float:
+    """Share of the cleanable log not yet cleaned (what ``min.cleanable.dirty.ratio`` compares)."""
+    return _plan(log).ratio
+
+
+def _build_offset_map(dirty: list[LogSegment]) -> tuple[dict[bytes, int], int]:
+    offset_map: dict[bytes, int] = {}
+    read = 0
+    for seg in dirty:
+        for _pos, h, buf, off in seg.batches(with_bytes=True):
+            read += LOG_OVERHEAD + h.batch_length
+            if h.is_control:
+                continue
+            base = h.base_offset
+            for r in decode_records(buf, off, h, check_crc=False):
+                if r.key is not None:
+                    offset_map[r.key] = base + r.offset_delta
+    return offset_map, read
+
+
+class _Counts:
+    __slots__ = ("records", "tombstones", "batches", "written")
+
+    def __init__(self) -> None:
+        self.records = self.tombstones = self.batches = self.written = 0
+
+
+def _clean_segment(old: LogSegment, offset_map: dict[bytes, int], now: int, delete_retention_ms: int,
+                   counts: _Counts) -> LogSegment:
+    new = LogSegment(old.directory, old.base_offset, index_interval_bytes=old.index_interval_bytes,
+                     now_ms=old.created_ms, suffix=LOG_SUFFIX + CLEANED_SUFFIX)
+    os.ftruncate(new.fd, 0)
+    new.size = 0
+    parts: list[bytes | memoryview] = []
+    headers: list[BatchHeader] = []
+    buffered = 0
+
+    def flush_parts() -> None:
+        nonlocal parts, headers, buffered
+        if parts:
+            pos = new.size
+            new.write_at(pos, b"".join(parts))
+            new.note_appended(pos, headers)
+            parts, headers, buffered = [], [], 0
+
+    for _pos, h, buf, off in old.batches(with_bytes=True):
+        size = LOG_OVERHEAD + h.batch_length
+        if not h.is_control:
+            records = decode_records(buf, off, h, check_crc=False)
+            horizon = h.base_timestamp if h.attributes & DELETE_HORIZON_MASK else None
+            keep = []
+            changed = False
+            tombstone = False
+            base = h.base_offset
+            for r in records:
+                o = base + r.offset_delta
+                if r.key is not None and offset_map.get(r.key, o) > o:
+                    changed = True
+                    counts.records += 1
+                    continue
+                if r.value is None:
+                    if horizon is not None and now >= horizon:
+                        changed = True
+                        counts.records += 1
+                        counts.tombstones += 1
+                        continue
+                    tombstone = True
+                keep.append(r)
+            if not keep:
+                counts.batches += 1
+                continue
+            if changed or (tombstone and horizon is None):
+                new_horizon = horizon if horizon is not None else (now + delete_retention_ms if tombstone else None)
+                data = encode_batch(
+                    keep,
+                    base_offset=h.base_offset,
+                    base_timestamp=h.base_timestamp,
+                    max_timestamp=h.max_timestamp if h.log_append_time else None,
+                    compression=h.compression,
+                    producer_id=h.producer_id,
+                    producer_epoch=h.producer_epoch,
+                    base_sequence=h.base_sequence,
+                    partition_leader_epoch=h.partition_leader_epoch,
+                    transactional=h.is_transactional,
+                    log_append_time=h.log_append_time,
+                    last_offset_delta=h.last_offset_delta,
+                    delete_horizon=new_horizon,
+                )
+                parts.append(data)
+                headers.append(read_batch_header(data, 0))
+                buffered += len(data)
+                if buffered >= _WRITE_CHUNK:
+                    flush_parts()
+                continue
+        parts.append(memoryview(buf)[off : off + size])
+        headers.append(h)
+        buffered += size
+        if buffered >= _WRITE_CHUNK:
+            flush_parts()
+    flush_parts()
+    new.seal()
+    new.flush()
+    counts.written += new.size
+    return new
+
+
+def _swap(old: LogSegment, new: LogSegment) -> None:
+    """Steps 2-4 of the module docstring."""
+    directory = old.directory
+    base = old.base_offset
+    swap_path = segment_path(directory, base, LOG_SUFFIX + SWAP_SUFFIX)
+    os.replace(new.path, swap_path)
+    fsync_dir(directory)
+    new.index.delete_file()
+    new.time_index.delete_file()
+    log_path = segment_path(directory, base, LOG_SUFFIX)
+    os.replace(swap_path, log_path)
+    new.path = log_path
+    new.write_indexes(sync=True)
+
+
+async def clean_log(log: Log, *, force: bool = False) -> CleanResult | None:
+    """One compaction pass over ``log``; None if the policy or the dirty ratio says not now."""
+    if log.options.cleanup_policy != "compact":
+        return None
+    loop = asyncio.get_running_loop()
+    async with log._structure_lock:
+        plan = _plan(log)
+        if not plan.cleanable or (not force and (not plan.dirty or plan.ratio < log.options.min_cleanable_dirty_ratio)):
+            return None
+        now = log.clock()
+        started = time.perf_counter()
+        counts = _Counts()
+        offset_map, read = await loop.run_in_executor(None, _build_offset_map, plan.dirty)
+        replaced = 0
+        for old in plan.cleanable:
+            new = await loop.run_in_executor(
+                None, _clean_segment, old, offset_map, now, log.options.delete_retention_ms, counts)
+            read += old.size
+            if old not in log._segments or log.closed:
+                new.close()
+                os.unlink(new.path)
+                continue
+            await loop.run_in_executor(None, _swap, old, new)
+            if old in log._segments:  # replace in place; appends only ever touch the tail
+                i = log._segments.index(old)
+                log._segments[i] = new
+                log._retire(old, delete=False)
+                replaced += 1
+        await loop.run_in_executor(None, write_checkpoint, log.directory / CLEANER_OFFSET_FILE, plan.end_offset)
+        result = CleanResult(replaced, plan.dirty_bytes, read, counts.written, counts.records, counts.tombstones,
+                             counts.batches, plan.end_offset, time.perf_counter() - started)
+        logger.info("cleaned %s: %s", log.directory, result)
+        return result
+
+
+async def run_cleaner(log: Log, interval_s: float = 15.0) -> None:
+    """Background loop: try a pass every ``interval_s`` (Kafka's cleaner backs off 15 s when idle)
+    until the log closes. Errors are logged, never raised, so a bad segment cannot kill it."""
+    while not log.closed:
+        try:
+            await log.clean()
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001
+            logger.exception("compaction of %s failed", log.directory)
+        await asyncio.sleep(interval_s)

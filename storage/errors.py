@@ -1,0 +1,56 @@
+"""Exceptions raised by the log engine; each docstring states the invariant it protects.
+
+Theory of operation: callers (the coordinator runtime, the server) translate these into Kafka error
+codes. The split matters because some mean "the caller sent something wrong" (reject it, keep
+going), some mean "this log can no longer be trusted" (stop using it), and some mean "ask again".
+
+Rules:
+  1. An append that raises ``InvalidBatchError`` or ``RecordTooLargeError`` has appended nothing:
+     input is validated in full before any offset is assigned or any byte is written.
+  2. ``LogClosedError`` is final for the ``Log`` object; reopen the directory to continue.
+  3. ``StorageIOError`` fails every append that was queued with it, and the log refuses further
+     appends: after a failed write or fsync the file's contents are unknown until recovery runs.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "StorageError",
+    "InvalidBatchError",
+    "RecordTooLargeError",
+    "LogClosedError",
+    "OffsetOutOfRangeError",
+    "StorageIOError",
+]
+
+
+class StorageError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class InvalidBatchError(StorageError):
+    """Input to ``append`` is not a sequence of whole, valid v2 batches (size, magic or CRC).
+
+    The log accepts only batches it could hand back byte for byte: a batch that fails its own CRC
+    would poison every later reader and every recovery scan.
+    """
+
+
+class RecordTooLargeError(StorageError):
+    """One batch is larger than ``max_batch_bytes`` (Kafka: ``max.message.bytes``)."""
+
+
+class LogClosedError(StorageError):
+    """The log was closed (or failed); no method but ``close`` may be called on it."""
+
+
+class OffsetOutOfRangeError(StorageError):
+    """A read asked for an offset below ``log_start_offset`` or above ``log_end_offset``.
+
+    Reading exactly at ``log_end_offset`` is not an error: it returns nothing, like a Kafka fetch
+    at the end of the log.
+    """
+
+
+class StorageIOError(StorageError):
+    """A write, fsync or rename failed. The log stops accepting appends (rule 3)."""

@@ -1,0 +1,377 @@
+"""``LogSegment``: one ``.log`` file of concatenated v2 batches plus its two sparse indexes.
+
+A segment with base offset ``B`` holds batches whose offsets are >= ``B`` and below the next
+segment's base offset. Its bytes are exactly Kafka's on-disk format, so any Kafka tool (and our
+pipeline) can read the file.
+
+Theory of operation: the segment never decides anything about offsets or durability; the ``Log``
+plans each group-commit round, writes the bytes at ``size`` (``write_at``, called off the event
+loop), and only after the write succeeded calls ``note_appended`` on the loop, which advances
+``size``/``next_offset`` and adds index entries. Readers never look beyond ``size``, so they can
+never see bytes that are still being written. Lookups go index entry -> forward scan of batch
+headers read in chunks.
+
+Rules (recovery and compaction rely on them):
+  1. ``size`` is the end of the last complete batch known to be written; bytes past it are
+     garbage to be overwritten or truncated.
+  2. Within a segment batch offsets strictly increase; for batches at or above the recovery point
+     (written by ``append``, never by the cleaner) each batch starts exactly one past the previous
+     batch's last offset. ``recover`` enforces both and truncates at the first batch that breaks
+     them, or has a bad size, magic or CRC.
+  3. Index files are rewritten whole, atomically, when the segment is sealed (rolled), closed or
+     rebuilt; indexes of a segment that ``recover`` scanned are rebuilt from the scan.
+  4. A file position fits in int32 (the index format), so a segment never grows past 2 GiB.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from protocol.records import (
+    BATCH_HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    BatchHeader,
+    CorruptBatchError,
+    compute_crc,
+    read_batch_header,
+)
+
+from .files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, pread_exact, segment_path
+from .offset_index import OffsetIndex
+from .time_index import TimeIndex
+
+__all__ = ["LogSegment", "SegmentRecovery", "scan_file", "FileScan", "MAX_SEGMENT_POSITION"]
+
+#: Rule 4: the index stores positions as int32.
+MAX_SEGMENT_POSITION = (1 << 31) - 1
+#: Read granularity for scans: 1 MiB amortises the syscall and Python-loop cost per read while
+#: keeping memory per scan small.
+SCAN_CHUNK_BYTES = 1 << 20
+_PREFIX = struct.Struct(">qi")
+_MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD
+
+
+class FileScan:
+    """Walk the complete batches of a file region, reading in big chunks.
+
+    Iterating yields ``(position, header, buffer, buffer_offset)``; when ``with_bytes`` the whole
+    batch is in ``buffer`` at ``buffer_offset``, otherwise at least its header. After iteration
+    ``end`` is the position after the last batch yielded and ``problem`` says why the walk
+    stopped early (``None`` at a clean end of region).
+    """
+
+    def __init__(self, fd: int, start: int, end: int, *, with_bytes: bool, chunk: int = SCAN_CHUNK_BYTES) -> None:
+        self.fd, self.start, self.limit, self.with_bytes, self.chunk = fd, start, end, with_bytes, chunk
+        self.end = start
+        self.problem: str | None = None
+
+    def __iter__(self) -> Iterator[tuple[int, BatchHeader, bytes, int]]:
+        fd, limit = self.fd, self.limit
+        pos = self.start
+        buf = b""
+        buf_start = pos
+        while pos < limit:
+            avail = buf_start + len(buf) - pos
+            if avail < BATCH_HEADER_SIZE:
+                buf = pread_exact(fd, min(self.chunk, limit - pos), pos)
+                buf_start = pos
+                avail = len(buf)
+                if avail < LOG_OVERHEAD:
+                    self.problem = f"{avail} trailing bytes, less than a batch prefix"
+                    return
+            off = pos - buf_start
+            _base, length = _PREFIX.unpack_from(buf, off)
+            if length < _MIN_BATCH_LENGTH:
+                self.problem = f"batch length {length} too small"
+                return
+            size = LOG_OVERHEAD + length
+            if pos + size > limit:
+                self.problem = f"batch of {size} bytes runs past the end of the file"
+                return
+            if avail < BATCH_HEADER_SIZE or (self.with_bytes and avail < size):
+                buf = pread_exact(fd, max(self.chunk, size) if self.with_bytes else self.chunk, pos)
+                buf_start, off = pos, 0
+                if len(buf) < min(size, BATCH_HEADER_SIZE) or (self.with_bytes and len(buf) < size):
+                    self.problem = "short read"
+                    return
+            try:
+                header = read_batch_header(buf, off)
+            except CorruptBatchError as exc:
+                self.problem = exc.reason
+                return
+            yield pos, header, buf, off
+            pos += size
+            self.end = pos
+
+
+def scan_file(fd: int, start: int, end: int, *, with_bytes: bool = False) -> FileScan:
+    return FileScan(fd, start, end, with_bytes=with_bytes)
+
+
+@dataclass(slots=True)
+class SegmentRecovery:
+    """What ``LogSegment.recover`` found."""
+
+    valid_bytes: int
+    truncated_bytes: int
+    dropped_batches: int
+    reason: str | None
+    batches: int
+
+
+class LogSegment:
+    """One segment. Not thread-safe; the owning ``Log`` serialises structural changes."""
+
+    def __init__(self, directory: Path, base_offset: int, *, index_interval_bytes: int, now_ms: int,
+                 suffix: str = LOG_SUFFIX) -> None:
+        self.directory = directory
+        #: Offset <= every offset in this segment and > every offset of earlier segments.
+        self.base_offset = base_offset
+        self.path = segment_path(directory, base_offset, suffix)
+        self.index = OffsetIndex(segment_path(directory, base_offset, INDEX_SUFFIX), base_offset)
+        self.time_index = TimeIndex(segment_path(directory, base_offset, TIME_INDEX_SUFFIX), base_offset)
+        self.index_interval_bytes = index_interval_bytes
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        #: Rule 1: end of the last complete, written batch.
+        self.size = os.fstat(self.fd).st_size
+        #: One past the last offset in the segment (``base_offset`` when empty).
+        self.next_offset = base_offset
+        #: Largest batch max-timestamp seen, and the last offset of the first batch reaching it.
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = base_offset
+        #: Max timestamp of the first batch: the reference for time-based rolling (Kafka does
+        #: the same so a segment's age follows record time, not wall-clock time of the broker).
+        self.first_batch_timestamp: int | None = None
+        self.created_ms = now_ms
+        self._bytes_since_index = 0
+        self.closed = False
+
+    # -- appending --------------------------------------------------------------------------
+    def write_at(self, position: int, data: bytes | bytearray | memoryview) -> None:
+        """Write ``data`` at ``position`` (runs off the event loop). Does not change ``size``."""
+        view = memoryview(data)
+        while view:
+            n = os.pwrite(self.fd, view, position)
+            view = view[n:]
+            position += n
+
+    def note_appended(self, position: int, headers: list[BatchHeader]) -> None:
+        """Account for batches now written at ``position`` onward; called in log order."""
+        interval = self.index_interval_bytes
+        for h in headers:
+            if h.max_timestamp > self.max_timestamp:
+                self.max_timestamp = h.max_timestamp
+                self.offset_of_max_timestamp = h.base_offset + h.last_offset_delta
+            if self.first_batch_timestamp is None:
+                self.first_batch_timestamp = h.max_timestamp
+            if self._bytes_since_index > interval:
+                self.index.append(h.base_offset + h.last_offset_delta, position)
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+                self._bytes_since_index = 0
+            size = LOG_OVERHEAD + h.batch_length
+            position += size
+            self._bytes_since_index += size
+            self.next_offset = h.base_offset + h.last_offset_delta + 1
+        self.size = position
+
+    def seal(self) -> None:
+        """The segment stops being active: record its max timestamp in the time index."""
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+
+    # -- reading ----------------------------------------------------------------------------
+    def find(self, offset: int, max_position: int | None = None) -> tuple[int, BatchHeader] | None:
+        """The first batch whose last offset is >= ``offset`` (and starts below ``max_position``)."""
+        limit = self.size if max_position is None else min(max_position, self.size)
+        _o, start = self.index.lookup(offset)
+        for pos, header, _b, _off in FileScan(self.fd, start, limit, with_bytes=False, chunk=1 << 16):
+            if header.base_offset + header.last_offset_delta >= offset:
+                return pos, header
+        return None
+
+    def slice(self, offset: int, max_bytes: int, max_position: int | None = None) -> tuple[int, int] | None:
+        """``(position, length)`` of whole batches from the one holding ``offset``: as many as fit
+        in ``max_bytes``, but at least one."""
+        limit = self.size if max_position is None else min(max_position, self.size)
+        found = self.find(offset, limit)
+        if found is None:
+            return None
+        start, first = found
+        end = start + LOG_OVERHEAD + first.batch_length
+        budget_end = start + max(max_bytes, 0)
+        if end < budget_end and end < limit:
+            scan = FileScan(self.fd, end, min(limit, budget_end), with_bytes=False,
+                            chunk=min(max(budget_end - end, BATCH_HEADER_SIZE), SCAN_CHUNK_BYTES))
+            for pos, h, _b, _off in scan:
+                end = pos + LOG_OVERHEAD + h.batch_length
+        return start, end - start
+
+    def read_bytes(self, position: int, length: int) -> bytes:
+        return pread_exact(self.fd, length, position)
+
+    def batches(self, start: int = 0, end: int | None = None, *, with_bytes: bool = True) -> FileScan:
+        return FileScan(self.fd, start, self.size if end is None else end, with_bytes=with_bytes)
+
+    # -- recovery ---------------------------------------------------------------------------
+    def recover(self, *, expected_next: int | None, strict_from: int | None) -> SegmentRecovery:
+        """Validate every batch, rebuild both indexes, truncate at the first invalid byte.
+
+        ``expected_next`` is the offset the first batch may not go below (the previous segment's
+        end); ``strict_from`` is the recovery point: once the expected next offset reaches it,
+        batches must be exactly contiguous (rule 2).
+        """
+        self.index.clear()
+        self.time_index.clear()
+        self.next_offset = self.base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = self.base_offset
+        self.first_batch_timestamp = None
+        self._bytes_since_index = 0
+        self.size = 0
+        file_size = os.fstat(self.fd).st_size
+        expected = max(self.base_offset, expected_next if expected_next is not None else self.base_offset)
+        reason: str | None = None
+        count = 0
+        scan = FileScan(self.fd, 0, file_size, with_bytes=True)
+        pending: list[BatchHeader] = []
+        pending_pos = 0
+        for pos, h, buf, off in scan:
+            strict = strict_from is not None and expected >= strict_from
+            if h.base_offset < expected or (strict and h.base_offset != expected):
+                reason = f"batch base offset {h.base_offset} where {expected} was expected"
+                break
+            if h.magic != MAGIC_V2 or compute_crc(buf, off, LOG_OVERHEAD + h.batch_length) != h.crc:
+                reason = "CRC mismatch"
+                break
+            if h.last_offset_delta < 0:
+                reason = f"negative last offset delta {h.last_offset_delta}"
+                break
+            if not pending:
+                pending_pos = pos
+            pending.append(h)
+            if len(pending) >= 1024:
+                self.note_appended(pending_pos, pending)
+                pending = []
+            expected = h.base_offset + h.last_offset_delta + 1
+            count += 1
+        else:
+            reason = scan.problem
+        if pending:
+            self.note_appended(pending_pos, pending)
+        valid = self.size
+        truncated = file_size - valid
+        dropped = 0
+        if truncated:
+            dropped = _count_plausible_batches(self.fd, valid, file_size)
+            os.ftruncate(self.fd, valid)
+        self.size = valid
+        return SegmentRecovery(valid, truncated, dropped, reason if truncated else None, count)
+
+    def load_state(self, *, indexes_trusted: bool) -> bool:
+        """Restore in-memory state of a segment whose data needs no validation.
+
+        Loads the index files (if ``indexes_trusted``) and scans only from the last index entry
+        to the end. Returns False if the index files were unusable; the caller then runs
+        ``recover``.
+        """
+        self.size = os.fstat(self.fd).st_size
+        if not indexes_trusted or not self.index.load(self.size) or not self.time_index.load():
+            return False
+        _o, start = self.index.last_entry()
+        last = self.time_index.last_entry()
+        if last is not None:
+            self.max_timestamp, self.offset_of_max_timestamp = last
+        self.next_offset = self.base_offset
+        self._bytes_since_index = self.size - start
+        first = self.read_first_header()
+        if first is not None:
+            self.first_batch_timestamp = first.max_timestamp
+        for pos, h, _b, _off in FileScan(self.fd, start, self.size, with_bytes=False):
+            if h.max_timestamp > self.max_timestamp:
+                self.max_timestamp = h.max_timestamp
+                self.offset_of_max_timestamp = h.base_offset + h.last_offset_delta
+            self.next_offset = h.base_offset + h.last_offset_delta + 1
+        if self.size and self.next_offset == self.base_offset:
+            return False  # the index pointed at garbage
+        return True
+
+    def read_first_header(self) -> BatchHeader | None:
+        data = self.read_bytes(0, BATCH_HEADER_SIZE)
+        try:
+            return read_batch_header(data, 0)
+        except CorruptBatchError:
+            return None
+
+    # -- truncation -------------------------------------------------------------------------
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch whose last offset is >= ``offset``; returns bytes removed.
+
+        Truncation is by whole batches, so ``next_offset`` afterwards is one past the last
+        remaining batch, which may be below ``offset``.
+        """
+        found = self.find(offset)
+        if found is None:
+            return 0
+        pos, _h = found
+        removed = self.size - pos
+        os.ftruncate(self.fd, pos)
+        self.size = pos
+        self.index.truncate_to_position(pos)
+        self.time_index.truncate_to_offset(offset)
+        # Recompute the tail state from the last remaining index entry.
+        idx_off, start = self.index.last_entry()
+        self.next_offset = self.base_offset
+        self._bytes_since_index = self.size - start
+        last_t = self.time_index.last_entry()
+        self.max_timestamp, self.offset_of_max_timestamp = last_t if last_t else (-1, self.base_offset)
+        if pos == 0:
+            self.first_batch_timestamp = None
+        for p, h, _b, _off in FileScan(self.fd, start, self.size, with_bytes=False):
+            if h.max_timestamp > self.max_timestamp:
+                self.max_timestamp = h.max_timestamp
+                self.offset_of_max_timestamp = h.base_offset + h.last_offset_delta
+            self.next_offset = h.base_offset + h.last_offset_delta + 1
+        return removed
+
+    # -- durability and lifecycle -----------------------------------------------------------
+    def flush(self) -> None:
+        os.fsync(self.fd)
+
+    def write_indexes(self, *, sync: bool) -> None:
+        self.index.write(sync=sync)
+        self.time_index.write(sync=sync)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            os.close(self.fd)
+
+    def delete_files(self) -> None:
+        for p in (self.path, self.index.path, self.time_index.path):
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base={self.base_offset}, size={self.size}, next={self.next_offset})"
+
+
+def _count_plausible_batches(fd: int, start: int, end: int) -> int:
+    """How many batch-shaped records follow a corruption point (for the warning only)."""
+    count, pos = 0, start
+    while pos + LOG_OVERHEAD <= end and count < 1_000_000:
+        prefix = os.pread(fd, LOG_OVERHEAD, pos)
+        if len(prefix) < LOG_OVERHEAD:
+            break
+        _b, length = _PREFIX.unpack(prefix)
+        count += 1
+        if length < _MIN_BATCH_LENGTH:
+            break
+        pos += LOG_OVERHEAD + length
+    return max(count, 1)

@@ -1,0 +1,206 @@
+"""``dump_log`` over segment files written with our codecs: batch/record lines, the offsets
+decoder's Kafka-formatter output, directories, and corrupt or torn files (never a traceback)."""
+
+from __future__ import annotations
+
+import io
+import struct
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from coordinator.dump_log import dump_log, format_offsets_record
+from protocol.compression import Compression
+from protocol.consumer_offsets import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    serialize,
+)
+from protocol.records import ControlRecordType, Record, build_batch, control_record, encode_batch
+
+
+def segment(directory: Path, base_offset: int, *batches: bytes) -> Path:
+    path = directory / f"{base_offset:020d}.log"
+    path.write_bytes(b"".join(batches))
+    return path
+
+
+def run(path: Path, offsets_decoder: bool = True) -> tuple[int, list[str]]:
+    out = io.StringIO()
+    code = dump_log(path, offsets_decoder, out)
+    return code, out.getvalue().splitlines()
+
+
+MEMBER = MemberMetadata("m1", "cli", "/10.0.0.1", 300000, 10000, b"\x00" * 12, b"\x00" * 7, group_instance_id=None)
+
+
+def offsets_batches() -> list[bytes]:
+    commit = serialize(OffsetCommitKey("g", "t", 0), OffsetCommitValue(42, "meta", 1000, leader_epoch=3))
+    expiring = serialize(OffsetCommitKey("g", "t", 1), OffsetCommitValue(7, "", 1000, expire_timestamp=5000))
+    tomb = serialize(OffsetCommitKey("g", "t", 2), None)
+    group = serialize(GroupMetadataKey("g"), GroupMetadataValue("consumer", 1, "range", "m1", 1000, (MEMBER,)))
+    group_tomb = serialize(GroupMetadataKey("old"), None)
+    return [
+        build_batch([commit, expiring], timestamp_ms=1000, base_offset=0),
+        build_batch([tomb, group], timestamp_ms=2000, base_offset=2, compression=Compression.ZSTD),
+        build_batch([group_tomb], timestamp_ms=3000, base_offset=4, compression=Compression.SNAPPY),
+    ]
+
+
+def test_offsets_segment_with_decoder(tmp_path: Path) -> None:
+    path = segment(tmp_path, 0, *offsets_batches())
+    code, lines = run(path)
+    assert code == 0
+    assert lines[0] == f"Dumping {path}"
+    assert lines[1] == "Log starting offset: 0"
+    batch_lines = [line for line in lines if line.startswith("baseOffset:")]
+    assert len(batch_lines) == 3
+    assert batch_lines[0].startswith("baseOffset: 0 lastOffset: 1 count: 2 baseSequence: -1 lastSequence: -1 ")
+    assert " position: 0 CreateTime: 1000 " in batch_lines[0] and batch_lines[0].endswith("isvalid: true")
+    assert "compresscodec: zstd" in batch_lines[1] and "compresscodec: snappy" in batch_lines[2]
+    decoded = [line[4:] for line in lines if line.startswith("|   ")]
+    assert decoded == [
+        "[g,t,0]::OffsetAndMetadata(offset=42, leaderEpoch=Optional[3], metadata=meta, commitTimestamp=1000, "
+        "expireTimestamp=None)",
+        "[g,t,1]::OffsetAndMetadata(offset=7, leaderEpoch=Optional.empty, metadata=, commitTimestamp=1000, "
+        "expireTimestamp=Some(5000))",
+        "[g,t,2]::null",
+        "g::GroupMetadata(protocolType=consumer, generation=1, protocol=range, leader=m1, "
+        "currentStateTimestamp=Optional[1000], members=[MemberMetadata(memberId=m1, groupInstanceId=Optional.empty, "
+        "clientId=cli, clientHost=/10.0.0.1, rebalanceTimeoutMs=300000, sessionTimeoutMs=10000, "
+        "subscription=12 bytes, assignment=7 bytes)])",
+        "old::null",
+    ]
+    records = [line for line in lines if line.startswith("| offset:")]
+    assert records[2] == "| offset: 2 CreateTime: 2000 keySize: 12 valueSize: -1 sequence: -1 headerKeys: []"
+
+
+def test_without_decoder_only_sizes_are_printed(tmp_path: Path) -> None:
+    batch = build_batch([(b"k", b"value", [("trace", b"1"), ("x", None)])], timestamp_ms=5, base_offset=9)
+    code, lines = run(segment(tmp_path, 9, batch), offsets_decoder=False)
+    assert code == 0
+    assert lines[-1] == "| offset: 9 CreateTime: 5 keySize: 1 valueSize: 5 sequence: -1 headerKeys: [trace, x]"
+    assert not any(line.startswith("|   ") for line in lines)
+
+
+def test_producer_batch_and_control_marker(tmp_path: Path) -> None:
+    data = encode_batch(
+        [Record(0, 0, b"k", b"v"), Record(1, 0, b"k2", b"v2")],
+        base_offset=10, base_timestamp=100, producer_id=77, producer_epoch=1, base_sequence=5, transactional=True,
+    )
+    marker = encode_batch(
+        [control_record(ControlRecordType.COMMIT, 9)],
+        base_offset=12, base_timestamp=200, producer_id=77, producer_epoch=1, transactional=True, control=True,
+    )
+    code, lines = run(segment(tmp_path, 10, data, marker), offsets_decoder=False)
+    assert code == 0
+    assert "baseSequence: 5 lastSequence: 6 producerId: 77 producerEpoch: 1" in lines[2]
+    assert "isTransactional: true isControl: false" in lines[2]
+    assert lines[4].endswith("sequence: 6 headerKeys: []")
+    assert "isControl: true" in lines[5]
+    assert lines[6].endswith("endTxnMarker: COMMIT coordinatorEpoch: 9")
+    # Control records are not offsets records: the decoder adds no line for them.
+    _, decoded = run(tmp_path / "00000000000000000010.log")
+    assert decoded[-1] == lines[6]
+
+
+def test_log_append_time_and_delete_horizon(tmp_path: Path) -> None:
+    data = encode_batch([Record(0, 0, b"k", None)], base_timestamp=1, max_timestamp=999, log_append_time=True,
+                        delete_horizon=5000)
+    _, lines = run(segment(tmp_path, 0, data), offsets_decoder=False)
+    assert "deleteHorizonMs: OptionalLong[5000]" in lines[2] and "LogAppendTime: 999" in lines[2]
+    assert lines[3].startswith("| offset: 0 LogAppendTime: 999 ")
+
+
+def test_directory_is_dumped_in_base_offset_order(tmp_path: Path) -> None:
+    second = segment(tmp_path, 100, build_batch([(b"b", b"2")], timestamp_ms=1, base_offset=100))
+    first = segment(tmp_path, 0, build_batch([(b"a", b"1")], timestamp_ms=1))
+    (tmp_path / "00000000000000000000.index").write_bytes(b"\x00" * 8)  # not a log: ignored
+    code, lines = run(tmp_path, offsets_decoder=False)
+    assert code == 0
+    dumping = [line for line in lines if line.startswith("Dumping")]
+    assert dumping == [f"Dumping {first}", f"Dumping {second}"]
+
+
+def test_crc_corruption_names_file_and_position_and_stops_that_file(tmp_path: Path) -> None:
+    good = build_batch([(b"a", b"1")], timestamp_ms=1)
+    bad = bytearray(build_batch([(b"b", b"2")], timestamp_ms=1, base_offset=1))
+    bad[-1] ^= 0xFF
+    after = build_batch([(b"c", b"3")], timestamp_ms=1, base_offset=2)
+    broken = segment(tmp_path, 0, good, bytes(bad), after)
+    fine = segment(tmp_path, 3, build_batch([(b"d", b"4")], timestamp_ms=1, base_offset=3))
+    code, lines = run(tmp_path, offsets_decoder=False)
+    assert code == 1
+    assert f"Corrupt batch in {broken} at byte position {len(good)}: CRC mismatch; stopped reading this file" in lines
+    assert any("isvalid: false" in line for line in lines)
+    assert not any("baseOffset: 2 " in line for line in lines)  # the file was abandoned
+    assert f"Dumping {fine}" in lines and "baseOffset: 3 " in lines[-2]
+
+
+def test_impossible_batch_length_is_reported(tmp_path: Path) -> None:
+    data = bytearray(build_batch([(b"a", b"1")], timestamp_ms=1))
+    struct.pack_into(">i", data, 8, 3)
+    path = segment(tmp_path, 0, bytes(data))
+    code, lines = run(path)
+    assert code == 1
+    assert lines[-1].startswith(f"Corrupt batch in {path} at byte position 0: batch length 3 too small")
+
+
+def test_bad_record_content_with_valid_crc_is_reported(tmp_path: Path) -> None:
+    data = bytearray(build_batch([(b"a", b"1")], timestamp_ms=1))
+    struct.pack_into(">i", data, 57, 5)  # claims 5 records
+    from kafka.record._crc32c import crc
+
+    struct.pack_into(">I", data, 17, crc(bytes(data[21:])))
+    code, lines = run(segment(tmp_path, 0, bytes(data)))
+    assert code == 1 and lines[-1].startswith("Corrupt batch in ") and "at byte position 0" in lines[-1]
+
+
+def test_torn_tail_is_reported(tmp_path: Path) -> None:
+    good = build_batch([(b"a", b"1")], timestamp_ms=1)
+    path = segment(tmp_path, 0, good, good[:30])
+    code, lines = run(path)
+    assert code == 1
+    assert lines[-1] == f"Incomplete batch in {path} at byte position {len(good)}: 30 trailing bytes do not form a whole batch"
+
+
+def test_nothing_to_dump(tmp_path: Path) -> None:
+    assert run(tmp_path)[0] == 2
+    assert run(tmp_path / "missing.log")[0] == 2
+
+
+def test_empty_segment_is_fine(tmp_path: Path) -> None:
+    assert run(segment(tmp_path, 0))[0] == 0
+
+
+def test_formatter_on_records_it_does_not_know() -> None:
+    assert format_offsets_record(b"\x00\x03\x00\x01g", b"\x00\x00").startswith("unknown record type:")
+    assert format_offsets_record(b"\x00\x01\xff", None).startswith("undecodable:")
+    assert format_offsets_record(None, b"x").startswith("undecodable:")
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(1, 255)), max_size=5), cut=st.integers(0, 10**6))
+def test_damaged_files_never_raise(tmp_path: Path, flips: list[tuple[int, int]], cut: int) -> None:
+    data = bytearray(b"".join(offsets_batches()))
+    for where, xor in flips:
+        data[where % len(data)] ^= xor
+    data = data[: len(data) - cut % 40]
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(bytes(data))
+    code, _ = run(path)
+    assert code in (0, 1)
+
+
+@pytest.mark.parametrize("codec", list(Compression))
+def test_every_codec_dumps(tmp_path: Path, codec: Compression) -> None:
+    batch = build_batch([serialize(OffsetCommitKey("g", "t", 0), OffsetCommitValue(1, "", 2))], timestamp_ms=1,
+                        compression=codec)
+    code, lines = run(segment(tmp_path, 0, batch))
+    assert code == 0 and f"compresscodec: {codec.name.lower()}" in lines[2]
+    assert lines[-1].startswith("|   [g,t,0]::OffsetAndMetadata(offset=1,")
