@@ -1,0 +1,354 @@
+"""The coordinator runtime: one state machine ("shard") per ``__consumer_offsets`` partition.
+
+Generic: it knows records, logs, timers and durability, not groups. A shard is anything with
+``replay(key, value)`` (key/value from ``protocol.consumer_offsets``; value None is a tombstone)
+and ``on_loaded()``; operations are plain functions of the shard returning a result with
+``records``, ``response`` and an optional ``on_appended`` callback.
+
+Theory of operation. asyncio runs one callback at a time, so an operation that runs start to
+finish without awaiting is already serial: operations on one partition never interleave. Each
+write operation:
+
+1. runs ``op(shard)``, which validates and returns (records, response) without touching the
+   records' state;
+2. queues the records to the partition log as one batch (the log assigns offsets in queue order,
+   so the runtime knows them at once) and replays them into the shard with the same ``replay``
+   that loading uses;
+3. answers only once the log says the batch is durable — and so does every answer of that
+   partition produced after it, reads included: nothing a client sees can be lost by a crash.
+
+Replaying at queue time, before durability, lets the next operation see the effects of the
+previous one without waiting an fsync, so commits to one partition share fsyncs (group commit).
+If an append fails, the log refuses further appends (an I/O error leaves its tail unknown); the
+partition is marked failed and every answer still waiting on it fails, so the service answers
+NOT_COORDINATOR and clients go elsewhere or retry. A restart reloads the partition from what the
+log holds — state that was replayed but never became durable is never seen by anyone.
+
+Rules:
+
+1. Only ``replay`` changes record state; loading a partition is replaying its log from the start,
+   then ``on_loaded()``. There is no second code path.
+2. A response, a parked response completed by a later operation or timer, and an operation's
+   ``on_appended`` all wait for the partition's durable offset to pass everything written up to
+   the end of the operation that produced them.
+3. While a partition loads, its operations are refused (the service answers
+   COORDINATOR_LOAD_IN_PROGRESS); loading yields to the event loop every ``LOAD_YIELD_RECORDS``
+   records so partitions already loaded keep being served.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import time
+from typing import Any, Callable, Protocol
+
+from protocol.consumer_offsets import UnknownRecordVersion, deserialize, serialize
+from protocol.records import CorruptBatchError, build_batch, decode_records, iter_batch_positions, read_batch_header
+
+from .log_manager import LogManager, PartitionLog
+
+__all__ = ["CoordinatorRuntime", "PartitionState", "NotActiveError", "SystemClock", "AsyncioTimer", "Shard"]
+
+log = logging.getLogger("groupcoord.runtime")
+
+#: Records replayed between yields to the event loop while loading.
+LOAD_YIELD_RECORDS = 2048
+#: Bytes read from the log per step while loading.
+LOAD_READ_BYTES = 1 << 20
+
+
+class Shard(Protocol):
+    def replay(self, key: Any, value: Any) -> None: ...
+
+    def on_loaded(self) -> None: ...
+
+
+class PartitionState(enum.Enum):
+    LOADING = "loading"
+    ACTIVE = "active"
+    FAILED = "failed"
+
+
+class NotActiveError(Exception):
+    """The partition is not serving: ``state`` says why (None: not hosted here)."""
+
+    def __init__(self, partition: int, state: PartitionState | None) -> None:
+        super().__init__(f"partition {partition} is {state.value if state else 'not owned'}")
+        self.partition = partition
+        self.state = state
+
+
+class SystemClock:
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000
+
+
+class AsyncioTimer:
+    """Keyed timers of one partition; an expiry runs its operation as a write (records first)."""
+
+    def __init__(self, runtime: CoordinatorRuntime, partition: int) -> None:
+        self._runtime = runtime
+        self._partition = partition
+        self._handles: dict[str, asyncio.TimerHandle] = {}
+
+    def schedule(self, key: str, delay_ms: int, operation: Callable[[], Any]) -> None:
+        old = self._handles.pop(key, None)
+        if old is not None:
+            old.cancel()
+        loop = asyncio.get_running_loop()
+        self._handles[key] = loop.call_later(max(delay_ms, 0) / 1000.0, self._fire, key, operation)
+
+    def cancel(self, key: str) -> None:
+        handle = self._handles.pop(key, None)
+        if handle is not None:
+            handle.cancel()
+
+    def is_scheduled(self, key: str) -> bool:
+        return key in self._handles
+
+    def cancel_all(self) -> None:
+        for handle in self._handles.values():
+            handle.cancel()
+        self._handles.clear()
+
+    def _fire(self, key: str, operation: Callable[[], Any]) -> None:
+        self._handles.pop(key, None)
+        try:
+            self._runtime.write(self._partition, lambda _shard: operation())
+        except NotActiveError:
+            pass  # the partition was unloaded or failed; its timers die with it
+        except Exception:
+            log.exception("timer operation failed", extra={"timer": key, "partition": self._partition})
+
+
+class _Context:
+    __slots__ = ("partition", "state", "shard", "plog", "timer", "last_written", "completions", "in_op", "waiting")
+
+    def __init__(self, partition: int, plog: PartitionLog) -> None:
+        self.partition = partition
+        self.state = PartitionState.LOADING
+        self.shard: Any = None
+        self.plog = plog
+        self.timer: AsyncioTimer | None = None
+        #: One past the last offset written (queued) to this partition's log.
+        self.last_written = plog.high_watermark
+        #: Parked responses completed during the running operation, released after it.
+        self.completions: list[tuple[asyncio.Future[Any], Any]] = []
+        self.in_op = False
+        #: Answers waiting for durability; failed together if the partition fails.
+        self.waiting: set[asyncio.Future[Any]] = set()
+
+
+class CoordinatorRuntime:
+    """Runs shards over the partitions of one compacted topic."""
+
+    def __init__(self, logs: LogManager, topic: str,
+                 shard_factory: Callable[[int, AsyncioTimer, SystemClock], Shard],
+                 clock: SystemClock | None = None) -> None:
+        self.logs = logs
+        self.topic = topic
+        self.shard_factory = shard_factory
+        self.clock = clock or SystemClock()
+        self._contexts: dict[int, _Context] = {}
+        self.load_seconds: dict[int, float] = {}
+
+    # --- state --------------------------------------------------------------------------------
+
+    def state(self, partition: int) -> PartitionState | None:
+        ctx = self._contexts.get(partition)
+        return ctx.state if ctx is not None else None
+
+    def shard(self, partition: int) -> Any:
+        ctx = self._active(partition)
+        return ctx.shard
+
+    def _active(self, partition: int) -> _Context:
+        ctx = self._contexts.get(partition)
+        if ctx is None or ctx.state is not PartitionState.ACTIVE:
+            raise NotActiveError(partition, ctx.state if ctx else None)
+        return ctx
+
+    # --- loading ------------------------------------------------------------------------------
+
+    async def load(self, partition: int) -> None:
+        """Become the coordinator of ``partition``: replay its log into a fresh shard."""
+        plog = self.logs.get(self.topic, partition)
+        if plog is None:
+            raise KeyError(f"{self.topic}-{partition} is not hosted here")
+        old = self._contexts.get(partition)
+        if old is not None and old.timer is not None:
+            old.timer.cancel_all()
+        ctx = _Context(partition, plog)
+        self._contexts[partition] = ctx
+        ctx.timer = AsyncioTimer(self, partition)
+        ctx.shard = self.shard_factory(partition, ctx.timer, self.clock)
+        started = time.monotonic()
+        try:
+            await self._replay_log(ctx)
+            ctx.in_op = True
+            try:
+                ctx.shard.on_loaded()
+            finally:
+                ctx.in_op = False
+        except Exception:
+            log.exception("loading failed", extra={"partition": f"{self.topic}-{partition}"})
+            ctx.state = PartitionState.FAILED
+            return
+        ctx.last_written = plog.high_watermark
+        ctx.state = PartitionState.ACTIVE
+        self.load_seconds[partition] = time.monotonic() - started
+        self._release_completions(ctx)
+
+    async def _replay_log(self, ctx: _Context) -> None:
+        plog = ctx.plog
+        offset = plog.log_start_offset
+        end = plog.high_watermark
+        replayed = 0
+        while offset < end:
+            data = plog.log.read(offset, LOAD_READ_BYTES)
+            if not data:
+                break
+            last = offset
+            for pos, header in iter_batch_positions(data):
+                last = header.last_offset
+                if header.last_offset < offset or header.is_control:
+                    continue  # before the requested offset, or a transaction marker
+                try:
+                    records = decode_records(data, pos, header)
+                except CorruptBatchError as exc:
+                    log.warning("skipping a corrupt batch while loading",
+                                extra={"partition": f"{self.topic}-{ctx.partition}", "offset": header.base_offset,
+                                       "reason": exc.reason})
+                    continue
+                for record in records:
+                    if header.base_offset + record.offset_delta < offset or record.key is None:
+                        continue
+                    try:
+                        key, value = deserialize(record.key, record.value)
+                    except UnknownRecordVersion as exc:
+                        # Kafka skips unknown record types with a warning: they may be left over
+                        # from an aborted upgrade.
+                        log.warning("skipping a record of unknown version",
+                                    extra={"partition": f"{self.topic}-{ctx.partition}",
+                                           "offset": header.base_offset + record.offset_delta, "reason": str(exc)})
+                        continue
+                    ctx.shard.replay(key, value)
+                    replayed += 1
+                    if replayed % LOAD_YIELD_RECORDS == 0:
+                        await asyncio.sleep(0)
+            offset = last + 1
+
+    # --- operations ---------------------------------------------------------------------------
+
+    def write(self, partition: int, op: Callable[[Any], Any]) -> asyncio.Future[Any]:
+        """Run a write operation now; the returned future gets its response once durable."""
+        ctx = self._active(partition)
+        loop = asyncio.get_running_loop()
+        ctx.in_op = True
+        try:
+            result = op(ctx.shard)
+            records = list(getattr(result, "records", None) or ())
+            if records:
+                self._append(ctx, records)
+        finally:
+            ctx.in_op = False
+        fut: asyncio.Future[Any] = loop.create_future()
+        self._after_durable(ctx, ctx.last_written, fut, getattr(result, "response", result),
+                            getattr(result, "on_appended", None))
+        self._release_completions(ctx)
+        return fut
+
+    def read(self, partition: int, op: Callable[[Any], Any]) -> asyncio.Future[Any]:
+        """Run a read now; its answer waits for pending writes to be durable (rule 2)."""
+        ctx = self._active(partition)
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._after_durable(ctx, ctx.last_written, fut, op(ctx.shard), None)
+        return fut
+
+    def response_future(self, partition: int) -> tuple[Any, asyncio.Future[Any]]:
+        """A parked-response handle for the shard, and the asyncio future the service awaits.
+
+        ``handle.set_result(x)``, called by the shard during some later operation or timer, is
+        delivered once that operation's records are durable.
+        """
+        ctx = self._contexts[partition]
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        runtime = self
+
+        class _Handle:
+            done = False
+
+            def set_result(self, value: Any) -> None:
+                if self.done:
+                    return
+                self.done = True
+                ctx.completions.append((fut, value))
+                if not ctx.in_op:
+                    runtime._release_completions(ctx)
+
+        return _Handle(), fut
+
+    def _append(self, ctx: _Context, records: list[tuple[Any, Any]]) -> None:
+        items = [serialize(key, value) for key, value in records]
+        batch = bytearray(build_batch(items, timestamp_ms=self.clock.now_ms()))
+        header = read_batch_header(batch, 0)
+        base, durable = ctx.plog.append_batch(batch, header)
+        ctx.last_written = base + header.last_offset_delta + 1
+        for key, value in records:
+            ctx.shard.replay(key, value)
+        asyncio.ensure_future(self._watch_append(ctx, durable))
+
+    async def _watch_append(self, ctx: _Context, durable: Any) -> None:
+        try:
+            await durable
+        except Exception as exc:
+            log.error("coordinator append failed; the partition stops serving until a restart reloads it",
+                      extra={"partition": f"{self.topic}-{ctx.partition}", "reason": str(exc)})
+            if ctx.state is PartitionState.ACTIVE:
+                ctx.state = PartitionState.FAILED
+                if ctx.timer is not None:
+                    ctx.timer.cancel_all()
+                waiting, ctx.waiting = ctx.waiting, set()
+                for fut in waiting:
+                    if not fut.done():
+                        fut.set_exception(NotActiveError(ctx.partition, ctx.state))
+
+    def _after_durable(self, ctx: _Context, offset: int, fut: asyncio.Future[Any], response: Any,
+                       on_appended: Callable[[], None] | None) -> None:
+        def deliver(_: Any = None) -> None:
+            ctx.waiting.discard(fut)
+            if fut.done():
+                return
+            if ctx.state is PartitionState.FAILED:
+                fut.set_exception(NotActiveError(ctx.partition, ctx.state))
+                return
+            if on_appended is not None:
+                ctx.in_op = True
+                try:
+                    on_appended()
+                finally:
+                    ctx.in_op = False
+                self._release_completions(ctx)
+            fut.set_result(response)
+
+        if ctx.plog.high_watermark >= offset:
+            deliver()
+        else:
+            ctx.waiting.add(fut)
+            waiter = asyncio.ensure_future(ctx.plog.wait_durable(offset))
+            waiter.add_done_callback(deliver)
+
+    def _release_completions(self, ctx: _Context) -> None:
+        if not ctx.completions or ctx.state is PartitionState.LOADING:
+            return
+        pending, ctx.completions = ctx.completions, []
+        for fut, value in pending:
+            self._after_durable(ctx, ctx.last_written, fut, value, None)
+
+    def unload_all(self) -> None:
+        for ctx in self._contexts.values():
+            if ctx.timer is not None:
+                ctx.timer.cancel_all()
+        self._contexts.clear()
