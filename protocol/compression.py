@@ -73,20 +73,55 @@ def compress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
     raise CompressionError(f"unknown compression codec {codec}")
 
 
-def decompress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
-    """Decompress a batch's records section. Raises CompressionError on any malformed input."""
+#: The most one batch may decompress to. Kafka's consumers and validator stream records out of a
+#: compressed batch; we decompress whole batches, so a small "bomb" (a megabyte of zstd that
+#: expands to gigabytes) must be refused instead of exhausting memory. 128 MiB is over a hundred
+#: times the default max.message.bytes: no real producer's batch comes near it.
+MAX_DECOMPRESSED_BYTES = 128 << 20
+#: First guess of the expansion ratio; the buffer doubles until the data fits or the cap is hit.
+_FIRST_GUESS_RATIO = 8
+_BUFFER_TOO_SMALL = "failed to write whole buffer"
+
+
+def _bounded(module: object, data: bytes | bytearray | memoryview, limit: int) -> bytes:
+    """Decompress with ``module.decompress_into`` into a buffer that grows up to ``limit``."""
+    size = min(max(len(data) * _FIRST_GUESS_RATIO, 1 << 16), limit)
+    while True:
+        out = bytearray(size)
+        try:
+            n = module.decompress_into(data, out)  # type: ignore[attr-defined]
+        except Exception as exc:
+            if _BUFFER_TOO_SMALL not in str(exc):
+                raise
+            if size >= limit:
+                raise CompressionError(f"batch decompresses to more than {limit} bytes") from None
+            size = min(size * 2, limit)
+            continue
+        if n == size and size < limit:
+            # Exactly full: it may have been cut at the buffer's end; try once more with room.
+            size = min(size * 2, limit)
+            continue
+        if n == size:
+            raise CompressionError(f"batch decompresses to {limit} bytes or more")
+        del out[n:]
+        return bytes(out)
+
+
+def decompress(codec: int, data: bytes | bytearray | memoryview, max_size: int = MAX_DECOMPRESSED_BYTES) -> bytes:
+    """Decompress a batch's records section. Raises CompressionError on any malformed input and
+    on output larger than ``max_size``."""
     try:
         if codec == Compression.NONE:
             return bytes(data)
         if codec == Compression.GZIP:
-            return bytes(cramjam.gzip.decompress(data))
+            return _bounded(cramjam.gzip, data, max_size)
         if codec == Compression.SNAPPY:
-            return _snappy_decompress(bytes(data))
+            return _snappy_decompress(bytes(data), max_size)
         if codec == Compression.LZ4:
-            return bytes(cramjam.lz4.decompress(data))
+            return _bounded(cramjam.lz4, data, max_size)
         if codec == Compression.ZSTD:
             # cramjam decodes zstd as a stream, so frames without a content size are fine.
-            return bytes(cramjam.zstd.decompress(data))
+            return _bounded(cramjam.zstd, data, max_size)
     except CompressionError:
         raise
     except Exception as exc:  # cramjam raises its own DecompressionError, and ValueError/OSError
@@ -103,18 +138,21 @@ def _xerial_compress(data: bytes) -> bytes:
     return b"".join(parts)
 
 
-def _snappy_decompress(data: bytes) -> bytes:
+def _snappy_decompress(data: bytes, max_size: int) -> bytes:
     if data.startswith(_XERIAL_MAGIC):
-        return _xerial_decompress(data)
+        return _xerial_decompress(data, max_size)
     if data.startswith(_FRAMED_SNAPPY_MAGIC):
-        return bytes(cramjam.snappy.decompress(data))
+        return _bounded(cramjam.snappy, data, max_size)
+    if cramjam.snappy.decompress_raw_len(data) > max_size:
+        raise CompressionError(f"batch decompresses to more than {max_size} bytes")
     return bytes(cramjam.snappy.decompress_raw(data))
 
 
-def _xerial_decompress(data: bytes) -> bytes:
+def _xerial_decompress(data: bytes, max_size: int) -> bytes:
     if len(data) < _XERIAL_HEADER_SIZE:
         raise CompressionError("xerial snappy header is truncated")
     out = []
+    total = 0
     pos = _XERIAL_HEADER_SIZE
     end = len(data)
     while pos < end:
@@ -124,6 +162,11 @@ def _xerial_decompress(data: bytes) -> bytes:
         pos += 4
         if size < 0 or pos + size > end:
             raise CompressionError(f"xerial snappy block of {size} bytes overruns the data")
-        out.append(bytes(cramjam.snappy.decompress_raw(data[pos : pos + size])))
+        block = data[pos : pos + size]
+        # A raw snappy block starts with its uncompressed length: check it before expanding.
+        total += cramjam.snappy.decompress_raw_len(block)
+        if total > max_size:
+            raise CompressionError(f"batch decompresses to more than {max_size} bytes")
+        out.append(bytes(cramjam.snappy.decompress_raw(block)))
         pos += size
     return b"".join(out)

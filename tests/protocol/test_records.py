@@ -450,3 +450,19 @@ def test_overlong_varint_is_corrupt() -> None:
     _refresh_crc(data)
     with pytest.raises(CorruptBatchError, match="varint"):
         decode_records(bytes(data))
+
+
+@pytest.mark.parametrize("codec", [Compression.GZIP, Compression.SNAPPY, Compression.LZ4, Compression.ZSTD])
+def test_decompression_bombs_are_refused_without_expanding_them(codec: int) -> None:
+    import resource
+
+    from protocol.compression import CompressionError, compress, decompress
+
+    bomb = compress(codec, bytes(64 << 20))  # 64 MiB of zeros, a few KB compressed
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(CompressionError, match="decompresses to"):
+        decompress(codec, bomb, max_size=1 << 20)
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kib < 32 << 10  # far less than the 64 MiB the bomb holds
+    assert decompress(codec, compress(codec, b"x" * 1000), max_size=1 << 20) == b"x" * 1000
+    assert decompress(codec, bomb) == bytes(64 << 20)  # under the default cap it is fine
