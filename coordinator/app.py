@@ -21,13 +21,17 @@ from .config_apis import ConfigApis
 from .context import NodeInfo
 from .data_dir import DataDir
 from .fetch import FetchApis
+from .group.config import GroupConfig
+from .group.shard import GroupCoordinatorShard
+from .group_service import GroupService
 from .log_manager import LogManager
 from .offset_apis import OffsetApis
 from .produce import ProduceApis
 from .producer_ids import ProducerIdApis, ProducerIdManager
 from .server import KafkaServer
 from .topic_apis import TopicApis
-from .topic_registry import TopicRegistry
+from .runtime import CoordinatorRuntime
+from .topic_registry import CONSUMER_OFFSETS, TopicRegistry
 from .topic_service import TopicService
 
 __all__ = ["App"]
@@ -44,6 +48,25 @@ class App:
         self.logs = LogManager(config.data_dir, self.registry, config)
         self.topics.listeners.append(self.logs)
         self.producer_ids = ProducerIdManager(config.data_dir)
+        group_config = GroupConfig(
+            session_timeout_min_ms=int(config["group.min.session.timeout.ms"]),
+            session_timeout_max_ms=int(config["group.max.session.timeout.ms"]),
+            initial_rebalance_delay_ms=int(config["group.initial.rebalance.delay.ms"]),
+            max_size=int(config["group.max.size"]),
+            offsets_retention_ms=int(config["offsets.retention.minutes"]) * 60_000,
+            offsets_retention_check_interval_ms=int(config["offsets.retention.check.interval.ms"]),
+            offset_metadata_max_bytes=int(config["offset.metadata.max.bytes"]),
+        )
+
+        def partition_exists(topic: str, partition: int) -> bool:
+            info = self.registry.get(topic)
+            return info is not None and 0 <= partition < info.num_partitions
+
+        self.runtime = CoordinatorRuntime(
+            self.logs, CONSUMER_OFFSETS,
+            lambda p, timer, clock: GroupCoordinatorShard(group_config, clock, timer, partition_exists))
+        self.groups = GroupService(self.runtime, self.registry)
+        self.topics.listeners.append(self.groups)
         self.server: KafkaServer | None = None
         self._stop = asyncio.Event()
         self._signals = 0
@@ -57,6 +80,7 @@ class App:
         handlers.update(FetchApis(self.logs).handlers())
         handlers.update(OffsetApis(self.logs).handlers())
         handlers.update(ProducerIdApis(self.producer_ids).handlers())
+        handlers.update(self.groups.handlers())
         missing = set(SUPPORTED_VERSIONS) - set(handlers)
         if missing:  # the one api table must only advertise what is implemented
             raise RuntimeError(f"advertised apis without a handler: {sorted(k.name for k in missing)}")
@@ -79,6 +103,7 @@ class App:
         self.server.handlers = self._build_handlers(node)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._on_signal, sig)
+        self.groups.load_all()
         await self.server.start()
         log.info("listening", extra={"listen": f"{bound_host}:{bound_port}", "advertised": f"{adv_host}:{adv_port}",
                                      "node_id": node.node_id, "cluster_id": node.cluster_id,
@@ -86,6 +111,7 @@ class App:
         await self._stop.wait()
         log.info("shutting down")
         await self.server.shutdown()
+        self.groups.shutdown()
         await self.logs.close_all()
         self.close()
         log.info("stopped")

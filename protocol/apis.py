@@ -153,6 +153,19 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
     # Idempotent producers only; v6 adds two-phase-commit transactions (KIP-939).
     ApiKey.INIT_PRODUCER_ID: (0, 5),
+    # The classic group protocol (reference/kafka_coordinator.md §1.8). v4 JoinGroup brings
+    # MEMBER_ID_REQUIRED (KIP-394), v5 static membership (KIP-345), v9 SkipAssignment (KIP-814).
+    ApiKey.JOIN_GROUP: (0, 9),
+    ApiKey.SYNC_GROUP: (0, 5),
+    ApiKey.HEARTBEAT: (0, 4),
+    ApiKey.LEAVE_GROUP: (0, 5),
+    # Kafka 4.x schemas start OffsetCommit at v2; v10 names topics by id only.
+    ApiKey.OFFSET_COMMIT: (2, 9),
+    ApiKey.OFFSET_FETCH: (1, 9),
+    ApiKey.OFFSET_DELETE: (0, 0),
+    ApiKey.DESCRIBE_GROUPS: (0, 5),
+    ApiKey.LIST_GROUPS: (0, 5),
+    ApiKey.DELETE_GROUPS: (0, 2),
 }
 
 

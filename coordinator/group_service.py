@@ -1,0 +1,293 @@
+"""The group APIs on the wire: route each group to its ``__consumer_offsets`` partition, refuse work
+for partitions that are loading or not ours, and run the shard's handlers through the runtime.
+
+Routing is Kafka's: ``abs(java_hash(group_id)) % partitions of __consumer_offsets``. Answers for
+a partition that is not served (reference ``kafka_coordinator.md`` §3.5):
+
+* loading: COORDINATOR_LOAD_IN_PROGRESS — except Heartbeat, answered NONE so the member keeps its
+  session, and SyncGroup, answered REBALANCE_IN_PROGRESS so the member rejoins;
+* not owned (or failed): NOT_COORDINATOR, so the client looks the coordinator up again.
+
+Requests naming several groups (OffsetFetch v8+, DescribeGroups, DeleteGroups) are split by
+partition, run per partition and merged back in request order; ListGroups asks every partition
+and fails whole with the error of any partition that cannot answer (the new coordinator's rule).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import types
+from typing import Any, Callable
+
+from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
+from kafka.protocol.consumer import OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse
+
+from protocol.apis import ApiKey
+from protocol.errors import ErrorCode
+from protocol.hashing import partition_for
+
+from .context import RequestContext
+from .group.responses import heartbeat_response, join_error, leave_response, sync_response
+from .runtime import CoordinatorRuntime, NotActiveError, PartitionState
+from .topic_registry import CONSUMER_OFFSETS, TopicRegistry
+
+__all__ = ["GroupService"]
+
+E = ErrorCode
+
+
+def _client_host(peer: str) -> str:
+    # Kafka records a member's host as Java's InetAddress.toString(): "/1.2.3.4".
+    host = peer.rsplit(":", 1)[0].strip("[]")
+    return "/" + host
+
+
+class GroupService:
+    def __init__(self, runtime: CoordinatorRuntime, registry: TopicRegistry) -> None:
+        self.runtime = runtime
+        self.registry = registry
+        self._loader: asyncio.Task[None] | None = None
+
+    # --- becoming the coordinator -------------------------------------------------------------
+
+    def load_all(self) -> None:
+        """Load every ``__consumer_offsets`` partition in the background, one at a time (as
+        Kafka's single-threaded loader does); each serves as soon as it is loaded."""
+        info = self.registry.get(CONSUMER_OFFSETS)
+        if info is None:
+            return
+
+        async def run() -> None:
+            for p in range(info.num_partitions):
+                await self.runtime.load(p)
+
+        self._loader = asyncio.ensure_future(run())
+
+    def topic_created(self, info: Any) -> None:
+        if info.name == CONSUMER_OFFSETS:
+            self.load_all()
+
+    def topic_deleted(self, info: Any) -> None:
+        pass
+
+    def partitions_added(self, info: Any, old_count: int) -> None:
+        pass
+
+    def shutdown(self) -> None:
+        if self._loader is not None:
+            self._loader.cancel()
+        self.runtime.unload_all()
+
+    # --- routing ------------------------------------------------------------------------------
+
+    def partition_of(self, group_id: str) -> int | None:
+        info = self.registry.get(CONSUMER_OFFSETS)
+        if info is None:
+            return None
+        return partition_for(group_id or "", info.num_partitions)
+
+    def _error_for(self, partition: int | None) -> int:
+        """NONE if ``partition`` serves requests, else the error to answer with."""
+        if partition is None:
+            return E.NOT_COORDINATOR
+        state = self.runtime.state(partition)
+        if state is PartitionState.ACTIVE:
+            return E.NONE
+        if state is PartitionState.LOADING:
+            return E.COORDINATOR_LOAD_IN_PROGRESS
+        return E.NOT_COORDINATOR
+
+    async def _write(self, partition: int, op: Callable[[Any], Any]) -> Any:
+        return await self.runtime.write(partition, op)
+
+    # --- membership ---------------------------------------------------------------------------
+
+    async def join_group(self, ctx: RequestContext, request: Any) -> Any:
+        v = ctx.api_version
+        p = self.partition_of(request.group_id)
+        error = self._error_for(p)
+        if error:
+            return join_error(v, error, request.member_id or "")
+        assert p is not None
+        handle, parked = self.runtime.response_future(p)
+        try:
+            await self._write(p, lambda s: s.join_group(request, v, ctx.client_id or "", _client_host(ctx.peer), handle))
+            return await parked
+        except NotActiveError:
+            return join_error(v, E.NOT_COORDINATOR, request.member_id or "")
+
+    async def sync_group(self, ctx: RequestContext, request: Any) -> Any:
+        v = ctx.api_version
+        p = self.partition_of(request.group_id)
+        error = self._error_for(p)
+        if error == E.COORDINATOR_LOAD_IN_PROGRESS:
+            error = E.REBALANCE_IN_PROGRESS
+        if error:
+            return sync_response(v, error)
+        assert p is not None
+        handle, parked = self.runtime.response_future(p)
+        try:
+            await self._write(p, lambda s: s.sync_group(request, v, handle))
+            return await parked
+        except NotActiveError:
+            return sync_response(v, E.NOT_COORDINATOR)
+
+    async def heartbeat(self, ctx: RequestContext, request: Any) -> Any:
+        v = ctx.api_version
+        p = self.partition_of(request.group_id)
+        error = self._error_for(p)
+        if error == E.COORDINATOR_LOAD_IN_PROGRESS:
+            return heartbeat_response(v, E.NONE)
+        if error:
+            return heartbeat_response(v, error)
+        try:
+            return await self._write(p, lambda s: s.heartbeat(request, v))  # type: ignore[arg-type]
+        except NotActiveError:
+            return heartbeat_response(v, E.NOT_COORDINATOR)
+
+    async def leave_group(self, ctx: RequestContext, request: Any) -> Any:
+        v = ctx.api_version
+        p = self.partition_of(request.group_id)
+        error = self._error_for(p)
+        if error:
+            return leave_response(v, error, [])
+        try:
+            return await self._write(p, lambda s: s.leave_group(request, v))  # type: ignore[arg-type]
+        except NotActiveError:
+            return leave_response(v, E.NOT_COORDINATOR, [])
+
+    # --- offsets ------------------------------------------------------------------------------
+
+    async def offset_commit(self, ctx: RequestContext, request: Any) -> Any:
+        v = ctx.api_version
+        p = self.partition_of(request.group_id)
+        error = self._error_for(p)
+        if not error:
+            try:
+                return await self._write(p, lambda s: s.commit_offsets(request, v))  # type: ignore[arg-type]
+            except NotActiveError:
+                error = E.NOT_COORDINATOR
+        T = OffsetCommitResponse.OffsetCommitResponseTopic
+        return OffsetCommitResponse(version=v, throttle_time_ms=0, topics=[
+            T(name=t.name, partitions=[T.OffsetCommitResponsePartition(partition_index=x.partition_index,
+                                                                      error_code=int(error)) for x in t.partitions])
+            for t in request.topics])
+
+    async def offset_fetch(self, ctx: RequestContext, request: Any) -> Any:
+        v = ctx.api_version
+        if v < 8:
+            p = self.partition_of(request.group_id)
+            error = self._error_for(p)
+            if not error:
+                try:
+                    return await self.runtime.read(p, lambda s: s.fetch_offsets(request, v))  # type: ignore[arg-type]
+                except NotActiveError:
+                    error = E.NOT_COORDINATOR
+            return OffsetFetchResponse(version=v, throttle_time_ms=0, error_code=int(error), topics=[])
+        # v8+: several groups, possibly on several partitions.
+        by_partition: dict[int | None, list[Any]] = {}
+        for g in request.groups:
+            by_partition.setdefault(self.partition_of(g.group_id), []).append(g)
+        answers: dict[str, Any] = {}
+        for p, groups in by_partition.items():
+            error = self._error_for(p)
+            if not error:
+                sub = types.SimpleNamespace(groups=groups, require_stable=request.require_stable)
+                try:
+                    resp = await self.runtime.read(p, lambda s, sub=sub: s.fetch_offsets(sub, v))  # type: ignore[arg-type]
+                    for g in resp.groups:
+                        answers[g.group_id] = g
+                    continue
+                except NotActiveError:
+                    error = E.NOT_COORDINATOR
+            for g in groups:
+                answers[g.group_id] = OffsetFetchResponse.OffsetFetchResponseGroup(
+                    group_id=g.group_id, error_code=int(error), topics=[])
+        return OffsetFetchResponse(version=v, throttle_time_ms=0,
+                                   groups=[answers[g.group_id] for g in request.groups])
+
+    async def offset_delete(self, ctx: RequestContext, request: Any) -> Any:
+        v = ctx.api_version
+        p = self.partition_of(request.group_id)
+        error = self._error_for(p)
+        if not error:
+            try:
+                return await self._write(p, lambda s: s.delete_offsets(request, v))  # type: ignore[arg-type]
+            except NotActiveError:
+                error = E.NOT_COORDINATOR
+        return OffsetDeleteResponse(version=v, error_code=int(error), throttle_time_ms=0, topics=[])
+
+    # --- admin --------------------------------------------------------------------------------
+
+    async def describe_groups(self, ctx: RequestContext, request: Any) -> Any:
+        v = ctx.api_version
+        answers = await self._per_partition(
+            request.groups, lambda gid: gid,
+            lambda p, subset: self.runtime.read(p, lambda s: s.describe_groups(
+                types.SimpleNamespace(groups=subset, include_authorized_operations=False), v)),
+            lambda resp: {g.group_id: g for g in resp.groups},
+            lambda gid, error: DescribeGroupsResponse.DescribedGroup(
+                error_code=int(error), error_message=None, group_id=gid, group_state="", protocol_type="",
+                protocol_data="", members=[], authorized_operations=None))
+        return DescribeGroupsResponse(version=v, throttle_time_ms=0, groups=[answers[g] for g in request.groups])
+
+    async def delete_groups(self, ctx: RequestContext, request: Any) -> Any:
+        v = ctx.api_version
+        answers = await self._per_partition(
+            request.groups_names, lambda gid: gid,
+            lambda p, subset: self.runtime.write(p, lambda s: s.delete_groups(
+                types.SimpleNamespace(groups_names=subset), v)),
+            lambda resp: {r.group_id: r for r in resp.results},
+            lambda gid, error: DeleteGroupsResponse.DeletableGroupResult(group_id=gid, error_code=int(error)))
+        return DeleteGroupsResponse(version=v, throttle_time_ms=0, results=[answers[g] for g in request.groups_names])
+
+    async def _per_partition(self, items: list[str], group_of: Callable[[str], str],
+                             run: Callable[[int, list[str]], Any], unpack: Callable[[Any], dict[str, Any]],
+                             failed: Callable[[str, int], Any]) -> dict[str, Any]:
+        by_partition: dict[int | None, list[str]] = {}
+        for item in items:
+            by_partition.setdefault(self.partition_of(group_of(item)), []).append(item)
+        answers: dict[str, Any] = {}
+        for p, subset in by_partition.items():
+            error = self._error_for(p)
+            if not error:
+                try:
+                    answers.update(unpack(await run(p, subset)))  # type: ignore[arg-type]
+                    continue
+                except NotActiveError:
+                    error = E.NOT_COORDINATOR
+            for item in subset:
+                answers[item] = failed(item, error)
+        return answers
+
+    async def list_groups(self, ctx: RequestContext, request: Any) -> Any:
+        v = ctx.api_version
+        info = self.registry.get(CONSUMER_OFFSETS)
+        listed: list[Any] = []
+        error = E.NONE
+        for p in range(info.num_partitions if info is not None else 0):
+            state = self.runtime.state(p)
+            if state is PartitionState.ACTIVE:
+                try:
+                    listed += (await self.runtime.read(p, lambda s: s.list_groups(request, v))).groups
+                except NotActiveError:
+                    continue
+            elif state is PartitionState.LOADING:
+                error = E.COORDINATOR_LOAD_IN_PROGRESS
+        if error:
+            return ListGroupsResponse(version=v, throttle_time_ms=0, error_code=int(error), groups=[])
+        return ListGroupsResponse(version=v, throttle_time_ms=0, error_code=0, groups=listed)
+
+    def handlers(self) -> dict[ApiKey, Any]:
+        return {
+            ApiKey.JOIN_GROUP: self.join_group,
+            ApiKey.SYNC_GROUP: self.sync_group,
+            ApiKey.HEARTBEAT: self.heartbeat,
+            ApiKey.LEAVE_GROUP: self.leave_group,
+            ApiKey.OFFSET_COMMIT: self.offset_commit,
+            ApiKey.OFFSET_FETCH: self.offset_fetch,
+            ApiKey.OFFSET_DELETE: self.offset_delete,
+            ApiKey.DESCRIBE_GROUPS: self.describe_groups,
+            ApiKey.LIST_GROUPS: self.list_groups,
+            ApiKey.DELETE_GROUPS: self.delete_groups,
+        }
