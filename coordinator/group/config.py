@@ -1,0 +1,30 @@
+"""Settings of the group coordinator (Kafka names and defaults, ``GroupCoordinatorConfig``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["GroupConfig"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GroupConfig:
+    #: group.min.session.timeout.ms / group.max.session.timeout.ms: JoinGroup session timeouts
+    #: outside these bounds get INVALID_SESSION_TIMEOUT (a too-short timeout makes members flap,
+    #: a too-long one keeps dead members in the group).
+    session_timeout_min_ms: int = 6_000
+    session_timeout_max_ms: int = 1_800_000
+    #: group.initial.rebalance.delay.ms (KIP-134): wait this long for more members when an Empty
+    #: group starts rebalancing, so consumers starting together cause one rebalance, not several.
+    initial_rebalance_delay_ms: int = 3_000
+    #: group.max.size (KIP-389): members per group; Kafka's default is Integer.MAX_VALUE.
+    max_size: int = 2_147_483_647
+    #: A brand-new member's liveness deadline while its first JoinGroup is parked (its socket is
+    #: muted, so a disconnect cannot be seen): Kafka's NewMemberJoinTimeoutMs, 5 minutes.
+    new_member_join_timeout_ms: int = 300_000
+    #: offsets.retention.minutes (7 days since KIP-186) in milliseconds.
+    offsets_retention_ms: int = 7 * 24 * 60 * 60 * 1000
+    #: offsets.retention.check.interval.ms: how often expired offsets are looked for.
+    offsets_retention_check_interval_ms: int = 600_000
+    #: offset.metadata.max.bytes: longest CommittedMetadata, in UTF-16 code units as Java counts.
+    offset_metadata_max_bytes: int = 4_096

@@ -1,0 +1,285 @@
+"""Committed offsets: OffsetCommit, OffsetFetch, OffsetDelete, expiry (KIP-211), and the replay of
+OffsetCommit records.
+
+Kafka ``OffsetMetadataManager``; reference ``kafka_coordinator.md`` §2. Like Kafka's managers, this
+class has two kinds of methods: 1) request handlers, which validate and return OffsetCommit records
+(tombstones to delete) in a :class:`CoordinatorResult`, or a response for reads; 2)
+``replay_offset_commit``, the only code that changes ``offsets``, also used to load a partition.
+
+Rules:
+
+1. ``offsets`` (group -> (topic, partition) -> value) is hard state: only replay changes it, so an
+   acknowledged commit stays visible until a later commit, a deletion or an expiry overwrites it.
+2. Commit validation follows Kafka's classic group (per state and generation); a commit with
+   generation -1 from a client that is not a member ("simple" consumer, admin tool) is accepted
+   only while the group is Empty, and creates the group if it does not exist.
+3. No transactional offsets exist here (TxnOffsetCommit is not served), so RequireStable never
+   finds an unstable partition; the runtime still runs such fetches behind pending writes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from kafka.protocol.consumer import OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse
+
+from protocol.consumer_offsets import OffsetCommitKey, OffsetCommitValue
+from protocol.errors import ErrorCode
+
+from .classic_group import CONSUMER_PROTOCOL_TYPE, ClassicGroup
+from .config import GroupConfig
+from .group_manager import GroupManager
+from .group_state import GroupState
+from .timing import Clock, CoordinatorResult, Record
+
+__all__ = ["OffsetManager", "utf16_length"]
+
+E = ErrorCode
+S = GroupState
+
+CommitTopic = OffsetCommitResponse.OffsetCommitResponseTopic
+CommitPartition = CommitTopic.OffsetCommitResponsePartition
+FetchTopic = OffsetFetchResponse.OffsetFetchResponseTopic
+FetchPartition = FetchTopic.OffsetFetchResponsePartition
+FetchGroup = OffsetFetchResponse.OffsetFetchResponseGroup
+FetchGroupTopic = FetchGroup.OffsetFetchResponseTopics
+FetchGroupPartition = FetchGroupTopic.OffsetFetchResponsePartitions
+DeleteTopic = OffsetDeleteResponse.OffsetDeleteResponseTopic
+DeletePartition = DeleteTopic.OffsetDeleteResponsePartition
+
+#: One partition's fetch answer: (partition, offset, leader epoch, metadata, error).
+FetchedPartition = tuple[int, int, int, str, int]
+
+
+def utf16_length(text: str) -> int:
+    """Length as Java's ``String.length()`` counts it (UTF-16 code units), which is what
+    offset.metadata.max.bytes is compared against."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+class OffsetManager:
+    """Offsets of one ``__consumer_offsets`` partition. Call only from its serial executor."""
+
+    def __init__(self, config: GroupConfig, clock: Clock, groups: GroupManager,
+                 partition_exists: Callable[[str, int], bool]) -> None:
+        self.config = config
+        self.clock = clock
+        self.groups = groups
+        self.partition_exists = partition_exists
+        #: group -> (topic, partition) -> committed offset (hard state; replay only).
+        self.offsets: dict[str, dict[tuple[str, int], OffsetCommitValue]] = {}
+
+    # =========================================================================================
+    # OffsetCommit (v2-9)
+
+    def commit_offsets(self, request: Any, api_version: int) -> CoordinatorResult:
+        now = self.clock.now_ms()
+        group_id = request.group_id
+        results: dict[str, list[tuple[int, int]]] = {}
+        wanted: list[tuple[str, Any]] = []
+        for topic in request.topics:
+            out = results.setdefault(topic.name, [])
+            for part in topic.partitions:
+                if self.partition_exists(topic.name, part.partition_index):
+                    wanted.append((topic.name, part))
+                else:  # the broker layer answers these before the coordinator sees the request
+                    out.append((part.partition_index, E.UNKNOWN_TOPIC_OR_PARTITION))
+        error = E.NONE
+        if wanted:
+            error = self._validate_commit(request, api_version) if group_id is not None else E.INVALID_GROUP_ID
+        records: list[Record] = []
+        for topic_name, part in wanted:
+            part_error = error
+            if not error:
+                metadata = part.committed_metadata or ""
+                if utf16_length(metadata) > self.config.offset_metadata_max_bytes:
+                    part_error = E.OFFSET_METADATA_TOO_LARGE
+                else:
+                    records.append((OffsetCommitKey(group_id, topic_name, part.partition_index),
+                                    self._commit_value(request, api_version, part, metadata, now)))
+            results[topic_name].append((part.partition_index, part_error))
+        response = OffsetCommitResponse(
+            version=api_version, throttle_time_ms=0,
+            topics=[CommitTopic(name=name, partitions=[CommitPartition(partition_index=p, error_code=int(e))
+                                                       for p, e in parts])
+                    for name, parts in results.items()])
+        return CoordinatorResult(records, response)
+
+    def _commit_value(self, request: Any, api_version: int, part: Any, metadata: str, now: int) -> OffsetCommitValue:
+        expire = None
+        if 2 <= api_version <= 4 and request.retention_time_ms != -1:
+            expire = now + request.retention_time_ms  # legacy per-commit retention (written as value v1)
+        return OffsetCommitValue(
+            offset=part.committed_offset,
+            metadata=metadata,
+            commit_timestamp=now,
+            leader_epoch=part.committed_leader_epoch if api_version >= 6 else -1,
+            expire_timestamp=expire,
+        )
+
+    def _validate_commit(self, request: Any, api_version: int) -> int:
+        generation = request.generation_id_or_member_epoch
+        member_id = request.member_id or ""
+        instance_id = request.group_instance_id if api_version >= 7 else None
+        group = self.groups.groups.get(request.group_id)
+        if group is None:
+            if generation >= 0:
+                return E.GROUP_ID_NOT_FOUND if api_version >= 9 else E.ILLEGAL_GENERATION
+            group = self.groups.ensure_group(request.group_id)
+        if group.state is S.DEAD:
+            return E.COORDINATOR_NOT_AVAILABLE
+        if generation < 0 and group.state is S.EMPTY:
+            return E.NONE
+        if generation >= 0 or member_id or instance_id is not None:
+            error = self.groups.validate_member(group, member_id, instance_id)
+            if error:
+                return error
+            if generation != group.generation_id:
+                return E.ILLEGAL_GENERATION
+        elif group.state is not S.EMPTY:
+            return E.UNKNOWN_MEMBER_ID
+        if group.state is S.COMPLETING_REBALANCE:
+            return E.REBALANCE_IN_PROGRESS
+        self.groups.touch_member(group, member_id)
+        return E.NONE
+
+    # =========================================================================================
+    # OffsetFetch (v1-9)
+
+    def fetch_offsets(self, request: Any, api_version: int) -> Any:
+        """A read: the response itself. v8+ requests name several groups; all must belong to
+        this partition (the service splits requests by partition)."""
+        if api_version >= 8:
+            groups = []
+            for g in request.groups:
+                topics = None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics]
+                fetched = self.fetch_group_offsets(g.group_id, topics)
+                groups.append(FetchGroup(group_id=g.group_id, error_code=0, topics=[
+                    FetchGroupTopic(name=name, partitions=[
+                        FetchGroupPartition(partition_index=p, committed_offset=o, committed_leader_epoch=le,
+                                            metadata=m, error_code=int(e)) for p, o, le, m, e in parts])
+                    for name, parts in fetched]))
+            return OffsetFetchResponse(version=api_version, throttle_time_ms=0, groups=groups)
+        topics = None if request.topics is None else [(t.name, list(t.partition_indexes)) for t in request.topics]
+        fetched = self.fetch_group_offsets(request.group_id, topics)
+        return OffsetFetchResponse(
+            version=api_version, throttle_time_ms=0, error_code=0,
+            topics=[FetchTopic(name=name, partitions=[
+                FetchPartition(partition_index=p, committed_offset=o,
+                               committed_leader_epoch=le if api_version >= 5 else -1, metadata=m, error_code=int(e))
+                for p, o, le, m, e in parts]) for name, parts in fetched])
+
+    def fetch_group_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None
+                            ) -> list[tuple[str, list[FetchedPartition]]]:
+        """Committed offsets of a group: the requested partitions (unknown ones: offset -1, no
+        error), or every committed partition when ``topics`` is None."""
+        committed = self.offsets.get(group_id, {})
+        if topics is None:
+            by_topic: dict[str, list[FetchedPartition]] = {}
+            for (topic, partition), value in sorted(committed.items()):
+                by_topic.setdefault(topic, []).append(
+                    (partition, value.offset, value.leader_epoch, value.metadata, E.NONE))
+            return list(by_topic.items())
+        out: list[tuple[str, list[FetchedPartition]]] = []
+        for topic, partitions in topics:
+            parts: list[FetchedPartition] = []
+            for partition in partitions:
+                value = committed.get((topic, partition))
+                if value is None:
+                    parts.append((partition, -1, -1, "", E.NONE))
+                else:
+                    parts.append((partition, value.offset, value.leader_epoch, value.metadata, E.NONE))
+            out.append((topic, parts))
+        return out
+
+    # =========================================================================================
+    # OffsetDelete (v0, KIP-496)
+
+    def delete_offsets(self, request: Any, api_version: int) -> CoordinatorResult:
+        group = self.groups.groups.get(request.group_id)
+        if group is None or group.state is S.DEAD:
+            return CoordinatorResult(response=OffsetDeleteResponse(
+                version=api_version, throttle_time_ms=0, error_code=int(E.GROUP_ID_NOT_FOUND), topics=[]))
+        if group.state is not S.EMPTY and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return CoordinatorResult(response=OffsetDeleteResponse(
+                version=api_version, throttle_time_ms=0, error_code=int(E.NON_EMPTY_GROUP), topics=[]))
+        committed = self.offsets.get(group.group_id, {})
+        records: list[Record] = []
+        topics = []
+        for topic in request.topics:
+            subscribed = group.state is not S.EMPTY and group.is_subscribed_to_topic(topic.name)
+            parts = []
+            for part in topic.partitions:
+                p = part.partition_index
+                if not self.partition_exists(topic.name, p):
+                    error = E.UNKNOWN_TOPIC_OR_PARTITION
+                elif subscribed:
+                    error = E.GROUP_SUBSCRIBED_TO_TOPIC
+                else:
+                    error = E.NONE
+                    if (topic.name, p) in committed:
+                        records.append((OffsetCommitKey(group.group_id, topic.name, p), None))
+                parts.append(DeletePartition(partition_index=p, error_code=int(error)))
+            topics.append(DeleteTopic(name=topic.name, partitions=parts))
+        return CoordinatorResult(records, OffsetDeleteResponse(version=api_version, throttle_time_ms=0,
+                                                               error_code=0, topics=topics))
+
+    # =========================================================================================
+    # Expiry (KIP-211) and group deletion
+
+    def expired_offset_tombstones(self, group: ClassicGroup, now_ms: int) -> tuple[list[Record], bool]:
+        """Tombstones for the group's expired offsets, and whether no offset would remain."""
+        committed = self.offsets.get(group.group_id)
+        if not committed:
+            return [], True
+        base = self._expiry_base(group)
+        if base is None:
+            return [], False
+        only_unsubscribed = group.state is S.STABLE
+        retention = self.config.offsets_retention_ms
+        records: list[Record] = []
+        for (topic, partition), value in committed.items():
+            if only_unsubscribed and group.is_subscribed_to_topic(topic):
+                continue
+            if value.expire_timestamp is not None and value.expire_timestamp >= 0:
+                expired = now_ms >= value.expire_timestamp
+            else:
+                expired = now_ms - base(value) >= retention
+            if expired:
+                records.append((OffsetCommitKey(group.group_id, topic, partition), None))
+        return records, len(records) == len(committed)
+
+    @staticmethod
+    def _expiry_base(group: ClassicGroup) -> Callable[[OffsetCommitValue], int] | None:
+        """What an offset's age is measured from, or None when nothing of the group expires."""
+        if group.protocol_type is None:  # simple group: from each commit
+            return lambda value: value.commit_timestamp
+        if group.state is S.EMPTY:  # KIP-211: from when the group became Empty
+            became_empty = group.state_timestamp_ms
+            return lambda value: value.commit_timestamp if became_empty is None else became_empty
+        if group.state is S.STABLE and group.protocol_type == CONSUMER_PROTOCOL_TYPE \
+                and group.subscribed_topics is not None:
+            return lambda value: value.commit_timestamp  # topics no member subscribes to any more
+        return None
+
+    def offset_tombstones(self, group_id: str) -> list[Record]:
+        return [(OffsetCommitKey(group_id, topic, partition), None)
+                for topic, partition in self.offsets.get(group_id, {})]
+
+    def has_offsets(self, group_id: str) -> bool:
+        return bool(self.offsets.get(group_id))
+
+    # =========================================================================================
+    # Replay
+
+    def replay_offset_commit(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
+        if value is None:
+            committed = self.offsets.get(key.group)
+            if committed is not None:
+                committed.pop((key.topic, key.partition), None)
+                if not committed:
+                    del self.offsets[key.group]
+            return
+        self.offsets.setdefault(key.group, {})[(key.topic, key.partition)] = value
+        if self.groups.loaded and key.group not in self.groups.groups:
+            self.groups.ensure_group(key.group)

@@ -1,0 +1,282 @@
+"""A stand-in for the coordinator runtime: mock clock and timer, an in-memory record log.
+
+Like Kafka's ``GroupMetadataManagerTestContext``: every request wrapper runs the shard's handler,
+appends the result's records to the in-memory log, replays them into the shard (as the runtime
+does), then runs ``on_appended``. ``sleep(ms)`` moves the clock, firing due timers in deadline
+order and treating each timer operation like a write. ``reload()`` builds a fresh shard from the
+log alone, as a partition load after a crash would.
+"""
+
+from __future__ import annotations
+
+import itertools
+import struct
+from typing import Any, Callable
+
+from kafka.protocol.admin import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
+from kafka.protocol.consumer import (
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    OffsetCommitRequest,
+    OffsetDeleteRequest,
+    OffsetFetchRequest,
+    SyncGroupRequest,
+)
+
+from coordinator.group.config import GroupConfig
+from coordinator.group.shard import GroupCoordinatorShard
+from coordinator.group.timing import CoordinatorResult, Record, ResponseFuture
+from protocol.consumer_offsets import GroupMetadataKey, OffsetCommitKey
+
+Protocols = list[tuple[str, bytes]]
+
+
+def subscription(*topics: str, user_data: bytes | None = None) -> bytes:
+    """A ConsumerProtocolSubscription v0: int16 version, topics, nullable user data."""
+    out = struct.pack(">hi", 0, len(topics))
+    for topic in topics:
+        raw = topic.encode()
+        out += struct.pack(">h", len(raw)) + raw
+    out += struct.pack(">i", -1) if user_data is None else struct.pack(">i", len(user_data)) + user_data
+    return out
+
+
+def protocols(*topics: str, names: tuple[str, ...] = ("range",)) -> Protocols:
+    return [(name, subscription(*topics)) for name in names]
+
+
+class MockClock:
+    def __init__(self, now_ms: int = 1_000_000) -> None:
+        self.now = now_ms
+
+    def now_ms(self) -> int:
+        return self.now
+
+
+class MockTimer:
+    """Keyed timers that fire only when ``GroupTestContext.sleep`` moves the clock past them."""
+
+    def __init__(self, clock: MockClock) -> None:
+        self.clock = clock
+        self.timeouts: dict[str, tuple[int, int, Callable[[], CoordinatorResult]]] = {}
+        self._seq = itertools.count()
+        #: How many times schedule() was called (to check that heartbeats do not churn timers).
+        self.schedule_calls = 0
+
+    def schedule(self, key: str, delay_ms: int, operation: Callable[[], CoordinatorResult]) -> None:
+        self.schedule_calls += 1
+        self.timeouts[key] = (self.clock.now + max(delay_ms, 0), next(self._seq), operation)
+
+    def cancel(self, key: str) -> None:
+        self.timeouts.pop(key, None)
+
+    def is_scheduled(self, key: str) -> bool:
+        return key in self.timeouts
+
+    def deadline(self, key: str) -> int | None:
+        entry = self.timeouts.get(key)
+        return entry[0] if entry else None
+
+    def pop_next_due(self, until_ms: int) -> tuple[int, Callable[[], CoordinatorResult]] | None:
+        if not self.timeouts:
+            return None
+        key, (deadline, _, op) = min(self.timeouts.items(), key=lambda kv: (kv[1][0], kv[1][1]))
+        if deadline > until_ms:
+            return None
+        del self.timeouts[key]
+        return deadline, op
+
+
+class GroupTestContext:
+    def __init__(self, config: GroupConfig | None = None, partition_exists: Callable[[str, int], bool] | None = None,
+                 log: list[Record] | None = None, now_ms: int = 1_000_000,
+                 ids: itertools.count[int] | None = None) -> None:
+        self.config = config or GroupConfig()
+        self.partition_exists = partition_exists or (lambda topic, partition: True)
+        self.clock = MockClock(now_ms)
+        self.timer = MockTimer(self.clock)
+        self._ids = ids or itertools.count(1)
+        self.shard = GroupCoordinatorShard(self.config, self.clock, self.timer, self.partition_exists,
+                                           new_uuid=lambda: f"uuid{next(self._ids)}")
+        #: Every record written, in order: the partition's log.
+        self.log: list[Record] = []
+        for key, value in log or ():
+            self.log.append((key, value))
+            self.shard.replay(key, value)
+        self.shard.on_loaded()
+        #: Records written by the last request or sleep.
+        self.last_records: list[Record] = []
+
+    @property
+    def groups(self) -> Any:
+        return self.shard.group_manager.groups
+
+    def group(self, group_id: str) -> Any:
+        return self.shard.group_manager.groups[group_id]
+
+    # --- runtime stand-in ----------------------------------------------------------------------
+
+    def _apply(self, result: CoordinatorResult, collect: list[Record] | None = None) -> CoordinatorResult:
+        for key, value in result.records:
+            self.log.append((key, value))
+            self.shard.replay(key, value)
+        if collect is None:
+            self.last_records = list(result.records)
+        else:
+            collect.extend(result.records)
+        if result.on_appended is not None:
+            result.on_appended()
+        return result
+
+    def sleep(self, ms: int) -> list[Record]:
+        """Advance the clock by ``ms``, running due timer operations as writes, in order."""
+        target = self.clock.now + ms
+        written: list[Record] = []
+        while (due := self.timer.pop_next_due(target)) is not None:
+            deadline, op = due
+            self.clock.now = max(self.clock.now, deadline)
+            self._apply(op(), written)
+        self.clock.now = target
+        self.last_records = written
+        return written
+
+    def reload(self) -> GroupTestContext:
+        """A new context whose shard was loaded from this context's log (a crash and restart)."""
+        return GroupTestContext(self.config, self.partition_exists, list(self.log), self.clock.now, self._ids)
+
+    # --- requests ------------------------------------------------------------------------------
+
+    def join_group(self, group_id: str, member_id: str = "", *, protocols: Protocols | None = None,
+                   protocol_type: str = "consumer", session_timeout_ms: int = 10_000,
+                   rebalance_timeout_ms: int = 30_000, group_instance_id: str | None = None, version: int = 9,
+                   client_id: str = "client", client_host: str = "/127.0.0.1") -> ResponseFuture:
+        request = JoinGroupRequest(
+            version=version, group_id=group_id, session_timeout_ms=session_timeout_ms,
+            rebalance_timeout_ms=rebalance_timeout_ms, member_id=member_id, group_instance_id=group_instance_id,
+            protocol_type=protocol_type,
+            protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name=n, metadata=m)
+                       for n, m in (protocols if protocols is not None else globals()["protocols"]("foo"))],
+            reason=None)
+        future = ResponseFuture()
+        self._apply(self.shard.join_group(request, version, client_id, client_host, future))
+        return future
+
+    def join_new_member(self, group_id: str, **kwargs: Any) -> tuple[str, ResponseFuture]:
+        """A dynamic member's two-step join (KIP-394): MEMBER_ID_REQUIRED, then the real join."""
+        first = self.join_group(group_id, **kwargs).result()
+        assert first.error_code == 79, first
+        return first.member_id, self.join_group(group_id, first.member_id, **kwargs)
+
+    def sync_group(self, group_id: str, member_id: str, generation_id: int, *,
+                   assignments: dict[str, bytes] | None = None, group_instance_id: str | None = None,
+                   protocol_type: str | None = None, protocol_name: str | None = None,
+                   version: int = 5) -> ResponseFuture:
+        request = SyncGroupRequest(
+            version=version, group_id=group_id, generation_id=generation_id, member_id=member_id,
+            group_instance_id=group_instance_id, protocol_type=protocol_type, protocol_name=protocol_name,
+            assignments=[SyncGroupRequest.SyncGroupRequestAssignment(member_id=m, assignment=a)
+                         for m, a in (assignments or {}).items()])
+        future = ResponseFuture()
+        self._apply(self.shard.sync_group(request, version, future))
+        return future
+
+    def heartbeat(self, group_id: str, member_id: str, generation_id: int, *,
+                  group_instance_id: str | None = None, version: int = 4) -> Any:
+        request = HeartbeatRequest(version=version, group_id=group_id, generation_id=generation_id,
+                                   member_id=member_id, group_instance_id=group_instance_id)
+        return self._apply(self.shard.heartbeat(request, version)).response
+
+    def leave_group(self, group_id: str, members: list[tuple[str, str | None]], *, version: int = 5) -> Any:
+        if version < 3:
+            request = LeaveGroupRequest(version=version, group_id=group_id, member_id=members[0][0])
+        else:
+            request = LeaveGroupRequest(version=version, group_id=group_id, members=[
+                LeaveGroupRequest.MemberIdentity(member_id=m, group_instance_id=i, reason=None) for m, i in members])
+        return self._apply(self.shard.leave_group(request, version)).response
+
+    def commit_offsets(self, group_id: str, offsets: dict[tuple[str, int], int | tuple[int, str | None, int]], *,
+                       generation_id: int = -1, member_id: str = "", group_instance_id: str | None = None,
+                       retention_time_ms: int = -1, version: int = 8) -> Any:
+        by_topic: dict[str, list[Any]] = {}
+        for (topic, partition), spec in offsets.items():
+            offset, metadata, epoch = spec if isinstance(spec, tuple) else (spec, "", -1)
+            by_topic.setdefault(topic, []).append(OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
+                partition_index=partition, committed_offset=offset, committed_leader_epoch=epoch,
+                committed_metadata=metadata))
+        request = OffsetCommitRequest(
+            version=version, group_id=group_id, generation_id_or_member_epoch=generation_id, member_id=member_id,
+            group_instance_id=group_instance_id, retention_time_ms=retention_time_ms,
+            topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name=t, partitions=p) for t, p in by_topic.items()])
+        return self._apply(self.shard.commit_offsets(request, version)).response
+
+    def fetch_offsets(self, group_id: str, topics: dict[str, list[int]] | None, *, version: int = 7,
+                      require_stable: bool = False) -> Any:
+        if version >= 8:
+            request = OffsetFetchRequest(version=version, require_stable=require_stable, groups=[
+                OffsetFetchRequest.OffsetFetchRequestGroup(
+                    group_id=group_id, member_id=None, member_epoch=-1,
+                    topics=None if topics is None else [
+                        OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics(
+                            name=t, partition_indexes=p) for t, p in topics.items()])])
+        else:
+            request = OffsetFetchRequest(
+                version=version, group_id=group_id, require_stable=require_stable,
+                topics=None if topics is None else [
+                    OffsetFetchRequest.OffsetFetchRequestTopic(name=t, partition_indexes=p) for t, p in topics.items()])
+        return self.shard.fetch_offsets(request, version)
+
+    def committed(self, group_id: str, topic: str, partition: int, version: int = 7) -> int:
+        response = self.fetch_offsets(group_id, {topic: [partition]}, version=version)
+        return response.topics[0].partitions[0].committed_offset
+
+    def delete_offsets(self, group_id: str, offsets: dict[str, list[int]]) -> Any:
+        request = OffsetDeleteRequest(version=0, group_id=group_id, topics=[
+            OffsetDeleteRequest.OffsetDeleteRequestTopic(
+                name=t, partitions=[OffsetDeleteRequest.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition(
+                    partition_index=p) for p in ps]) for t, ps in offsets.items()])
+        return self._apply(self.shard.delete_offsets(request, 0)).response
+
+    def describe_groups(self, *group_ids: str, version: int = 5) -> Any:
+        request = DescribeGroupsRequest(version=version, groups=list(group_ids), include_authorized_operations=False)
+        return self.shard.describe_groups(request, version)
+
+    def list_groups(self, states: list[str] | None = None, types: list[str] | None = None, version: int = 5) -> Any:
+        request = ListGroupsRequest(version=version, states_filter=states or [], types_filter=types or [])
+        return self.shard.list_groups(request, version)
+
+    def delete_groups(self, *group_ids: str, version: int = 2) -> Any:
+        request = DeleteGroupsRequest(version=version, groups_names=list(group_ids))
+        return self._apply(self.shard.delete_groups(request, version)).response
+
+    # --- scenarios -----------------------------------------------------------------------------
+
+    def stable_group(self, group_id: str, count: int, *, topics: tuple[str, ...] = ("foo",),
+                     session_timeout_ms: int = 10_000, rebalance_timeout_ms: int = 30_000) -> tuple[list[str], int]:
+        """``count`` dynamic members join an new group, the leader assigns ``b"assign-<i>"``,
+        everyone syncs. Returns (member ids with the leader first, generation)."""
+        kwargs = dict(protocols=protocols(*topics), session_timeout_ms=session_timeout_ms,
+                      rebalance_timeout_ms=rebalance_timeout_ms)
+        joins = [self.join_new_member(group_id, **kwargs) for _ in range(count)]
+        for _ in range(100):  # members joining during the initial delay extend it (KIP-134)
+            if all(f.done() for _, f in joins):
+                break
+            self.sleep(max(self.config.initial_rebalance_delay_ms, 1))
+        responses = [f.result() for _, f in joins]
+        assert all(r.error_code == 0 for r in responses), responses
+        leader = responses[0].leader
+        generation = responses[0].generation_id
+        ids = [leader] + [m for m, _ in joins if m != leader]
+        syncs = [self.sync_group(group_id, m, generation,
+                                 assignments={x: f"assign-{x}".encode() for x in ids} if m == leader else None)
+                 for m in ids[1:] + ids[:1]]
+        assert all(s.result().error_code == 0 for s in syncs), [s.result() for s in syncs]
+        return ids, generation
+
+
+def offset_key(group: str, topic: str, partition: int) -> OffsetCommitKey:
+    return OffsetCommitKey(group, topic, partition)
+
+
+def group_key(group: str) -> GroupMetadataKey:
+    return GroupMetadataKey(group)
