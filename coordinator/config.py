@@ -41,6 +41,7 @@ def _int(lo: int, hi: int) -> Callable[[str], int]:
             raise ValueError
         return value
 
+    parse.upper_bound = hi  # type: ignore[attr-defined]  # INT or LONG, for DescribeConfigs
     return parse
 
 

@@ -15,7 +15,7 @@ from protocol.errors import ErrorCode
 
 from .config import SETTINGS, Config
 from .context import NodeInfo, RequestContext
-from .topic_configs import TOPIC_CONFIGS, TYPE_BOOLEAN, TYPE_LONG, TYPE_STRING, effective_topic_configs
+from .topic_configs import TOPIC_CONFIGS, TYPE_BOOLEAN, TYPE_INT, TYPE_LONG, TYPE_STRING, effective_topic_configs
 from .topic_service import TopicService
 
 __all__ = ["ConfigApis"]
@@ -38,11 +38,12 @@ def _text(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def _broker_type(value: Any) -> int:
-    if isinstance(value, bool):
+def _broker_type(setting: Any) -> int:
+    """Kafka's ConfigDef type: settings bounded by Integer.MAX_VALUE are INT, wider ones LONG."""
+    if isinstance(setting.default, bool):
         return TYPE_BOOLEAN
-    if isinstance(value, int):
-        return TYPE_LONG
+    if isinstance(setting.default, int):
+        return TYPE_INT if getattr(setting.parse, "upper_bound", 2**63 - 1) <= 2**31 - 1 else TYPE_LONG
     return TYPE_STRING
 
 
@@ -118,7 +119,7 @@ class ConfigApis:
                 chain.append(Synonym(name=key, value=_text(setting.default), source=SOURCE_DEFAULT))
             entries.append(Entry(name=key, value=_text(value), read_only=True, config_source=source,
                                  is_default=not explicit, is_sensitive=False, synonyms=chain,
-                                 config_type=_broker_type(setting.default), documentation=setting.doc if docs else None))
+                                 config_type=_broker_type(setting), documentation=setting.doc if docs else None))
         return Result(error_code=0, error_message=None, resource_type=RESOURCE_BROKER, resource_name=name, configs=entries)
 
     def handlers(self) -> dict[ApiKey, Any]:

@@ -60,6 +60,12 @@ class PartitionConfig:
     log_append_time: bool
     #: None keeps what the producer sent (``compression.type=producer``).
     compression: int | None
+    #: ``min.insync.replicas``: acks=all needs this many in-sync replicas; there is one.
+    min_insync_replicas: int = 1
+    #: ``message.timestamp.before.max.ms`` / ``after.max.ms`` (KIP-937): how far a CreateTime
+    #: record's timestamp may lie in the past / future of the append time.
+    timestamp_before_max_ms: int = 2**63 - 1
+    timestamp_after_max_ms: int = 2**63 - 1
 
 
 def topic_settings(info: TopicInfo, config: Config) -> tuple[LogOptions, PartitionConfig]:
@@ -89,7 +95,10 @@ def topic_settings(info: TopicInfo, config: Config) -> tuple[LogOptions, Partiti
     )
     codec = values["compression.type"]
     partition = PartitionConfig(int(values["max.message.bytes"]), values["message.timestamp.type"] == "LogAppendTime",
-                                None if codec == "producer" else _CODECS[codec])
+                                None if codec == "producer" else _CODECS[codec],
+                                min_insync_replicas=int(values["min.insync.replicas"]),
+                                timestamp_before_max_ms=int(values["message.timestamp.before.max.ms"]),
+                                timestamp_after_max_ms=int(values["message.timestamp.after.max.ms"]))
     return options, partition
 
 

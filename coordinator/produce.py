@@ -60,9 +60,11 @@ _I32 = struct.Struct(">i")
 
 
 class _Refused(Exception):
-    def __init__(self, error: int, message: str | None = None) -> None:
+    def __init__(self, error: int, message: str | None = None, record_errors: list[tuple[int, str]] | None = None) -> None:
         self.error = error
         self.message = message
+        #: (record index in the batch, message): Produce v8+ ``record_errors`` (KIP-467).
+        self.record_errors = record_errors or []
 
 
 class ProduceApis:
@@ -95,10 +97,18 @@ class ProduceApis:
                     plog = self.logs.get(info.name, part.index)
                     if plog is None:
                         raise _Refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                    if acks == -1 and plog.config.min_insync_replicas > 1:
+                        # One replica is in sync, ever: acks=all cannot meet a higher minimum.
+                        raise _Refused(ErrorCode.NOT_ENOUGH_REPLICAS,
+                                       f"The size of the current ISR 1 is insufficient to satisfy the min.isr "
+                                       f"requirement of {plog.config.min_insync_replicas}")
                     pending.append((result, self._append(plog, part.records, result)))
                 except _Refused as refused:
                     result.error_code = refused.error
                     result.error_message = refused.message
+                    result.record_errors = [
+                        ProduceResponse.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage(
+                            batch_index=i, batch_index_error_message=m) for i, m in refused.record_errors]
                 except Exception:
                     log.exception("produce failed", extra={"peer": ctx.peer})
                     result.error_code = ErrorCode.UNKNOWN_SERVER_ERROR
@@ -192,6 +202,21 @@ class ProduceApis:
         if not decoded or len(decoded) != header.records_count or header.last_offset_delta != len(decoded) - 1 or any(
                 r.offset_delta != i for i, r in enumerate(decoded)):
             raise _Refused(ErrorCode.INVALID_RECORD, "record offset deltas must run 0..count-1")
+        config = plog.config
+        if not config.log_append_time and (config.timestamp_before_max_ms < 2**63 - 1
+                                           or config.timestamp_after_max_ms < 2**63 - 1):
+            # KIP-937: CreateTime records too far from the append time are refused, naming them.
+            now = int(time.time() * 1000)
+            bad = []
+            for i, record in enumerate(decoded):
+                ts = record.timestamp(header)
+                if ts < now - config.timestamp_before_max_ms or ts > now + config.timestamp_after_max_ms:
+                    bad.append((i, f"Timestamp {ts} of message with offset {i} is out of range. The timestamp "
+                                   f"should be within [{now - config.timestamp_before_max_ms}, "
+                                   f"{now + config.timestamp_after_max_ms}]"))
+            if bad:
+                raise _Refused(ErrorCode.INVALID_TIMESTAMP, "One or more records have been rejected due to invalid timestamp",
+                               bad)
         target = plog.config.compression
         if target is not None and target != header.compression:
             # Kafka re-compresses when the topic names a codec other than the producer's.
