@@ -9,7 +9,8 @@ never ``coordinator``. Modules, each named for what it holds:
   * ``offset_index`` / ``time_index``  the sparse ``.index`` / ``.timeindex``
   * ``segment``      ``LogSegment``: one ``.log`` + indexes; append, lookup, recover, truncate
   * ``recovery``     the numbered passes run when a partition directory is opened
-  * ``log``          ``Log``: group-committed appends, reads, roll, truncation, retention
+  * ``group_commit`` the append queue: offsets in queue order, one write + one fsync per round
+  * ``log``          ``Log``: the façade: append, reads, roll, truncation, retention, close
   * ``cleaner``      compaction with crash-safe segment swaps
 """
 

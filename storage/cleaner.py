@@ -7,7 +7,8 @@ Theory of operation (after Kafka's ``LogCleaner``):
     (``cleaner-offset-checkpoint``) splits it into a *clean* head, already compacted, and a
     *dirty* tail. A pass runs when ``dirty / cleanable >= min.cleanable.dirty.ratio``.
   * A pass reads the dirty segments once to build ``key -> last offset`` (key bytes exactly),
-    then rewrites every cleanable segment: a record survives unless a later record has the same
+    stopping early once the map holds ``cleaner_max_keys`` keys (then only the segments up to
+    there count as cleaned this pass), then rewrites every cleanable segment up to that point: a record survives unless a later record has the same
     key; a record without a key always survives; a tombstone (null value) survives until the
     delete horizon of its batch has passed. The first pass that keeps a tombstone stamps its
     batch with ``now + delete.retention.ms`` (the batch delete-horizon attribute, KIP-534), so
@@ -35,6 +36,7 @@ Crash safety of the swap (each segment is replaced one-to-one, same base offset)
 from __future__ import annotations
 
 import asyncio
+import bisect
 import logging
 import os
 import time
@@ -42,6 +44,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from protocol.records import (
+    CONTROL_MASK,
     DELETE_HORIZON_MASK,
     LOG_OVERHEAD,
     BatchHeader,
@@ -50,7 +53,17 @@ from protocol.records import (
     read_batch_header,
 )
 
-from .files import CLEANED_SUFFIX, CLEANER_OFFSET_FILE, LOG_SUFFIX, SWAP_SUFFIX, fsync_dir, read_checkpoint, segment_path, write_checkpoint
+from .errors import LogClosedError
+from .files import (
+    CLEANED_SUFFIX,
+    CLEANER_OFFSET_FILE,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    fsync_dir,
+    read_checkpoint,
+    segment_path,
+    write_checkpoint,
+)
 from .segment import LogSegment
 
 if TYPE_CHECKING:
@@ -110,19 +123,44 @@ def dirty_ratio(log: Log) -> float:
     return _plan(log).ratio
 
 
-def _build_offset_map(dirty: list[LogSegment]) -> tuple[dict[bytes, int], int]:
-    offset_map: dict[bytes, int] = {}
+@dataclass(slots=True)
+class _OffsetMap:
+    """What the dirty section says: the last offset of every key, plus what lets the rewrite skip
+    decoding most dirty batches."""
+
+    last: dict[bytes, int]
+    #: Sorted ``last`` values: a dirty batch holding none of them is wholly superseded, one
+    #: holding ``records_count`` of them is wholly retained, and neither needs decoding.
+    survivors: list[int]
+    #: Base offsets of dirty batches with a keyless record or a tombstone: always decoded.
+    special: set[int]
+    bytes_read: int
+    #: How many of the dirty segments the map covers (fewer than all when it filled up).
+    segments: int
+
+
+def _build_offset_map(dirty: list[LogSegment], max_keys: int | None = None) -> _OffsetMap:
+    """Scan dirty segments in order; stop after the segment that brings the map to ``max_keys``
+    (at least one segment is always covered), as Kafka stops when its dedupe buffer is full."""
+    last: dict[bytes, int] = {}
+    special: set[int] = set()
     read = 0
+    covered = 0
     for seg in dirty:
+        if max_keys is not None and covered and len(last) >= max_keys:
+            break
+        covered += 1
         for _pos, h, buf, off in seg.batches(with_bytes=True):
             read += LOG_OVERHEAD + h.batch_length
-            if h.is_control:
+            if h.attributes & CONTROL_MASK:
                 continue
             base = h.base_offset
             for r in decode_records(buf, off, h, check_crc=False):
+                if r.key is None or r.value is None:
+                    special.add(base)
                 if r.key is not None:
-                    offset_map[r.key] = base + r.offset_delta
-    return offset_map, read
+                    last[r.key] = base + r.offset_delta
+    return _OffsetMap(last, sorted(last.values()), special, read, covered)
 
 
 class _Counts:
@@ -132,8 +170,8 @@ class _Counts:
         self.records = self.tombstones = self.batches = self.written = 0
 
 
-def _clean_segment(old: LogSegment, offset_map: dict[bytes, int], now: int, delete_retention_ms: int,
-                   counts: _Counts) -> LogSegment:
+def _clean_segment(old: LogSegment, omap: _OffsetMap, now: int, delete_retention_ms: int,
+                   counts: _Counts, *, dirty: bool = False) -> LogSegment:
     new = LogSegment(old.directory, old.base_offset, index_interval_bytes=old.index_interval_bytes,
                      now_ms=old.created_ms, suffix=LOG_SUFFIX + CLEANED_SUFFIX)
     os.ftruncate(new.fd, 0)
@@ -150,8 +188,27 @@ def _clean_segment(old: LogSegment, offset_map: dict[bytes, int], now: int, dele
             new.note_appended(pos, headers)
             parts, headers, buffered = [], [], 0
 
+    offset_map = omap.last
+    survivors = omap.survivors
+    special = omap.special
     for _pos, h, buf, off in old.batches(with_bytes=True):
         size = LOG_OVERHEAD + h.batch_length
+        if dirty and not h.is_control and h.base_offset not in special:
+            # Fast path: every record has a key and a value, so survivors are exactly the
+            # batch's offsets that are some key's last offset.
+            base = h.base_offset
+            n = bisect.bisect_right(survivors, base + h.last_offset_delta) - bisect.bisect_left(survivors, base)
+            if n == 0:
+                counts.records += h.records_count
+                counts.batches += 1
+                continue
+            if n == h.records_count:
+                parts.append(memoryview(buf)[off : off + size])
+                headers.append(h)
+                buffered += size
+                if buffered >= _WRITE_CHUNK:
+                    flush_parts()
+                continue
         if not h.is_control:
             records = decode_records(buf, off, h, check_crc=False)
             horizon = h.base_timestamp if h.attributes & DELETE_HORIZON_MASK else None
@@ -238,11 +295,19 @@ async def clean_log(log: Log, *, force: bool = False) -> CleanResult | None:
         now = log.clock()
         started = time.perf_counter()
         counts = _Counts()
-        offset_map, read = await loop.run_in_executor(None, _build_offset_map, plan.dirty)
+        omap = await loop.run_in_executor(None, _build_offset_map, plan.dirty, log.options.cleaner_max_keys)
+        read = omap.bytes_read
+        cleanable, end_offset = plan.cleanable, plan.end_offset
+        if omap.segments < len(plan.dirty):  # the map filled up: clean up to its last segment only
+            last_covered = plan.dirty[omap.segments - 1]
+            cleanable = cleanable[: cleanable.index(last_covered) + 1]
+            end_offset = log._segments[log._segments.index(last_covered) + 1].base_offset
+        dirty = set(map(id, plan.dirty[: omap.segments]))
         replaced = 0
-        for old in plan.cleanable:
+        for old in cleanable:
             new = await loop.run_in_executor(
-                None, _clean_segment, old, offset_map, now, log.options.delete_retention_ms, counts)
+                None, lambda: _clean_segment(old, omap, now, log.options.delete_retention_ms, counts,
+                                             dirty=id(old) in dirty))
             read += old.size
             if old not in log._segments or log.closed:
                 new.close()
@@ -254,9 +319,9 @@ async def clean_log(log: Log, *, force: bool = False) -> CleanResult | None:
                 log._segments[i] = new
                 log._retire(old, delete=False)
                 replaced += 1
-        await loop.run_in_executor(None, write_checkpoint, log.directory / CLEANER_OFFSET_FILE, plan.end_offset)
+        await loop.run_in_executor(None, write_checkpoint, log.directory / CLEANER_OFFSET_FILE, end_offset)
         result = CleanResult(replaced, plan.dirty_bytes, read, counts.written, counts.records, counts.tombstones,
-                             counts.batches, plan.end_offset, time.perf_counter() - started)
+                             counts.batches, end_offset, time.perf_counter() - started)
         logger.info("cleaned %s: %s", log.directory, result)
         return result
 
@@ -269,6 +334,8 @@ async def run_cleaner(log: Log, interval_s: float = 15.0) -> None:
             await log.clean()
         except asyncio.CancelledError:
             raise
+        except LogClosedError:
+            return
         except Exception:  # noqa: BLE001
             logger.exception("compaction of %s failed", log.directory)
         await asyncio.sleep(interval_s)

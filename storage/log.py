@@ -1,26 +1,24 @@
 """``Log``: one partition's log: an ordered list of segments, the last one active.
 
 Theory of operation.
-  *Appends* are group-committed. ``append`` validates the caller's batches in full (size, magic,
-  CRC, record count) and queues them with a future. One writer task per log drains the queue a
-  round at a time: it assigns offsets in queue order by rewriting each batch's base offset (the
-  CRC does not cover it), rolls to a new segment where ``segment.bytes``/``segment.ms`` say so,
-  then writes everything with one ``pwrite`` per segment and, under the ``fsync`` policy, one
-  fsync, all in an executor thread so the event loop keeps accepting appends meanwhile. Only then,
-  back on the loop, are sizes, indexes and the log end offset advanced and the futures resolved.
-  So offsets follow queue order, an append returns only once durable under the policy, and
-  readers, who never look past a segment's ``size``, never see unwritten bytes.
+  *Appends* are group-committed by ``storage.group_commit``: input is validated in full (size,
+  magic, CRC, record count), queued, given offsets in queue order, written with one ``pwrite``
+  and (under the ``fsync`` policy) one fsync per round in an executor thread, and acknowledged
+  only when its round commits, in order. Readers never look past a segment's ``size``, which only
+  a commit advances, so they never see bytes that are not yet written (nor, under ``fsync``, not
+  yet durable).
   *Reads* are synchronous and lock-free: they run on the loop between rounds and see a
   consistent list of segments. They return whole batches starting with the one holding the
   requested offset (at least one batch even when larger than ``max_bytes``, as in Kafka), as
   bytes (``read``) or as a file range for ``sendfile`` (``slice``).
-  *Structural changes* (roll, truncation, retention, compaction swaps, close) take the write
-  lock, so they never interleave with a round. Compaction (``storage.cleaner``) does its heavy
-  work in a thread on sealed segments and only swaps segment objects on the loop.
+  *Structural changes* (roll, flush, truncation, retention, close) take the write lock, so they
+  never interleave with a round. Compaction (``storage.cleaner``) holds only the structure lock
+  (which keeps truncation and retention away from the sealed segments it reads), does its heavy
+  work in a thread and swaps segment objects on the loop; appends go on meanwhile.
 
 Rules / invariants:
-  1. Offsets strictly increase across the log; an appended batch starts one past the last
-     offset of the log (truncation leaves the end at a batch boundary).
+  1. Offsets strictly increase across the log; an appended batch starts at ``log_end_offset``
+     (compaction and truncation may leave a gap below it, never data above it).
   2. ``log_start_offset <= log_end_offset``; both persist (log-start checkpoint; the end is
      implied by the data).
   3. The recovery point only advances past data that was fsynced; it is checkpointed when a
@@ -35,31 +33,18 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
 import logging
 import os
 import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, NamedTuple, Sequence
+from typing import TYPE_CHECKING, AsyncIterator, Callable
 
-from protocol.records import (
-    LOG_OVERHEAD,
-    BatchHeader,
-    CorruptBatchError,
-    compute_crc,
-    decode_records,
-    iter_batch_positions,
-    set_base_offset,
-)
+from protocol.records import decode_records
 
-from .errors import (
-    InvalidBatchError,
-    LogClosedError,
-    OffsetOutOfRangeError,
-    RecordTooLargeError,
-    StorageIOError,
-)
+from .errors import LogClosedError, OffsetOutOfRangeError, StorageIOError
 from .files import (
     CLEAN_SHUTDOWN_FILE,
     CLEANER_OFFSET_FILE,
@@ -68,25 +53,21 @@ from .files import (
     RECOVERY_POINT_FILE,
     fsync_dir,
     partition_dir,
+    pread_exact,
     read_checkpoint,
     write_checkpoint,
 )
+from .group_commit import AppendResult, BatchesInput, GroupCommitWriter, validate_batches
 from .options import LogOptions
 from .recovery import LoadResult, load_segments
-from .segment import MAX_SEGMENT_POSITION, LogSegment
+from .segment import LogSegment
+
+if TYPE_CHECKING:
+    from .cleaner import CleanResult
 
 __all__ = ["Log", "AppendResult", "FileSlice"]
 
 logger = logging.getLogger("groupcoord.storage")
-
-BatchesInput = bytes | bytearray | memoryview | Sequence[bytes | bytearray | memoryview]
-
-
-class AppendResult(NamedTuple):
-    """Offsets assigned to one ``append`` call (inclusive)."""
-
-    base_offset: int
-    last_offset: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,30 +84,7 @@ class FileSlice:
     first_offset: int
 
     def read(self) -> bytes:
-        from .files import pread_exact
-
         return pread_exact(self.fd, self.length, self.position)
-
-
-class _Pending:
-    __slots__ = ("buf", "batches", "future", "base", "last")
-
-    def __init__(self, buf: bytearray, batches: list[tuple[int, BatchHeader]], future: asyncio.Future[AppendResult]):
-        self.buf = buf
-        self.batches = batches
-        self.future = future
-        self.base = -1
-        self.last = -1
-
-
-class _Write:
-    __slots__ = ("segment", "position", "parts", "headers")
-
-    def __init__(self, segment: LogSegment, position: int) -> None:
-        self.segment = segment
-        self.position = position
-        self.parts: list[memoryview] = []
-        self.headers: list[BatchHeader] = []
 
 
 def _wall_ms() -> int:
@@ -156,15 +114,20 @@ class Log:
         #: What the recovery-point file on disk says; the cleaner stays below it.
         self._recovery_point_checkpointed = loaded.recovery_point
         self.load_result = loaded
-        self._pending: list[_Pending] = []
-        self._writer: asyncio.Task[None] | None = None
-        #: Held by a write round and by structural changes of the tail (roll, truncation, close).
+        #: Exclusive operations waiting for the write lock; the writer yields to them.
+        self._exclusive_waiters = 0
+        #: The append queue and its writer task (``storage.group_commit``).
+        self._writer = GroupCommitWriter(self)
+        #: Held by the writer for a session of rounds, and by exclusive operations (roll, flush,
+        #: truncation, retention, close) through ``_exclusive``.
         self._write_lock = asyncio.Lock()
         #: Held by the cleaner for a whole pass, and by operations that delete or cut sealed
         #: segments (truncation, retention, close) so they never pull a file from under it.
         self._structure_lock = asyncio.Lock()
         self._last_sync_ms = clock()
         self._flush_timer: asyncio.TimerHandle | None = None
+        #: The background flush the timer started (kept so it is not garbage-collected).
+        self._flush_task: asyncio.Task[None] | None = None
         self._closed = False
         self._failed: BaseException | None = None
         #: Retired segments waiting out ``file_delete_delay_ms``: (timer, finisher).
@@ -227,34 +190,6 @@ class Log:
             raise StorageIOError(f"log {self.directory} failed earlier: {self._failed}")
 
     # -- appending --------------------------------------------------------------------------
-    def _validate(self, data: BatchesInput) -> tuple[bytearray, list[tuple[int, BatchHeader]]]:
-        if isinstance(data, (bytes, bytearray, memoryview)):
-            buf = bytearray(data)
-        else:
-            buf = bytearray(b"".join(data))
-        if not buf:
-            raise InvalidBatchError("append of zero bytes")
-        batches: list[tuple[int, BatchHeader]] = []
-        end = 0
-        limit = self.options.max_batch_bytes
-        try:
-            for pos, h in iter_batch_positions(buf):
-                size = LOG_OVERHEAD + h.batch_length
-                if size > limit:
-                    raise RecordTooLargeError(f"batch at byte {pos} is {size} bytes, over max_batch_bytes={limit}")
-                if h.records_count < 1 or h.last_offset_delta != h.records_count - 1:
-                    raise InvalidBatchError(
-                        f"batch at byte {pos}: {h.records_count} records but last offset delta {h.last_offset_delta}")
-                if compute_crc(buf, pos, size) != h.crc:
-                    raise InvalidBatchError(f"batch at byte {pos}: CRC mismatch")
-                batches.append((pos, h))
-                end = pos + size
-        except CorruptBatchError as exc:
-            raise InvalidBatchError(str(exc)) from None
-        if end != len(buf):
-            raise InvalidBatchError(f"{len(buf) - end} trailing bytes after the last whole batch at byte {end}")
-        return buf, batches
-
     async def append(self, batches: BatchesInput) -> AppendResult:
         """Append one or more v2 batches (bytes, or a list of batch bytes) as one unit.
 
@@ -262,129 +197,25 @@ class Log:
         data is written and, under the ``fsync`` policy, fsynced. Raises ``InvalidBatchError``
         or ``RecordTooLargeError`` with nothing appended.
         """
-        self._check_open()
-        buf, parsed = self._validate(batches)
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[AppendResult] = loop.create_future()
-        self._pending.append(_Pending(buf, parsed, fut))
-        if self._writer is None:
-            self._writer = loop.create_task(self._drain())
-        return await fut
-
-    async def _drain(self) -> None:
-        try:
-            while self._pending:
-                async with self._write_lock:
-                    if not self._pending:
-                        break
-                    items, self._pending = self._pending, []
-                    await self._round(items)
-        finally:
-            self._writer = None
-
-    def _should_roll(self, seg: LogSegment, pos: int, first_ts: int | None, h: BatchHeader, next_off: int) -> bool:
-        if pos == 0:
-            return False
-        o = self.options
-        size = LOG_OVERHEAD + h.batch_length
-        if pos + size > o.segment_bytes or pos + size > MAX_SEGMENT_POSITION:
-            return True
-        if next_off + h.last_offset_delta - seg.base_offset > MAX_SEGMENT_POSITION:
-            return True  # relative offsets are int32 in the index
-        if first_ts is not None and first_ts >= 0:
-            return h.max_timestamp - first_ts > o.segment_ms
-        return self.clock() - seg.created_ms > o.segment_ms
-
-    async def _round(self, items: list[_Pending]) -> None:
         if self._closed or self._failed is not None:
-            err = LogClosedError("log closed") if self._closed else StorageIOError(str(self._failed))
-            for it in items:
-                if not it.future.done():
-                    it.future.set_exception(err)
-            return
-        seg = self._segments[-1]
-        pos = seg.size
-        next_off = seg.next_offset
-        first_ts = seg.first_batch_timestamp
-        write = _Write(seg, pos)
-        writes = [write]
-        sealed: list[LogSegment] = []
-        new_segments: list[LogSegment] = []
-        now = self.clock()
-        for it in items:
-            view = memoryview(it.buf)
-            it.base = next_off
-            for bpos, h in it.batches:
-                if self._should_roll(seg, pos, first_ts, h, next_off):
-                    seg.seal()
-                    sealed.append(seg)
-                    seg = LogSegment(self.directory, next_off, index_interval_bytes=self.options.index_interval_bytes,
-                                     now_ms=now)
-                    new_segments.append(seg)
-                    pos, first_ts = 0, None
-                    write = _Write(seg, 0)
-                    writes.append(write)
-                if first_ts is None:
-                    first_ts = h.max_timestamp
-                set_base_offset(it.buf, bpos, next_off)
-                size = LOG_OVERHEAD + h.batch_length
-                write.parts.append(view[bpos : bpos + size])
-                write.headers.append(h._replace(base_offset=next_off))
-                next_off += h.last_offset_delta + 1
-                pos += size
-            it.last = next_off - 1
-        policy = self.options.flush_policy
-        sync = policy == "fsync" or (policy == "interval" and now - self._last_sync_ms >= self.options.flush_interval_ms)
-        checkpoint = new_segments[-1].base_offset if new_segments else None
-        loop = asyncio.get_running_loop()
-        try:
-            await loop.run_in_executor(None, self._write_round, writes, sealed, sync, checkpoint)
-        except BaseException as exc:  # noqa: BLE001 - every appender must learn of it
-            self._failed = exc
-            logger.error("log %s: write failed, refusing further appends: %r", self.directory, exc)
-            err = StorageIOError(f"write to {self.directory} failed: {exc!r}")
-            for it in items:
-                if not it.future.done():
-                    it.future.set_exception(err)
-            for s in new_segments:
-                s.close()
-            if isinstance(exc, asyncio.CancelledError):
-                raise
-            return
-        for w in writes:
-            if w.headers:
-                w.segment.note_appended(w.position, w.headers)
-        for s in new_segments:
-            self._segments.append(s)
-            self._bases.append(s.base_offset)
-        if checkpoint is not None:
-            self._recovery_point = max(self._recovery_point, checkpoint)
-            self._recovery_point_checkpointed = max(self._recovery_point_checkpointed, checkpoint)
-        if sync:
-            self._recovery_point = next_off
-            self._last_sync_ms = now
-        elif policy == "interval":
-            self._arm_flush_timer()
-        for it in items:
-            if not it.future.done():
-                it.future.set_result(AppendResult(it.base, it.last))
+            self._check_open()
+        buf, batches_ = validate_batches(batches, self.options.max_batch_bytes)
+        return await self._writer.submit(buf, batches_)
 
-    def _write_round(self, writes: list[_Write], sealed: list[LogSegment], sync: bool, checkpoint: int | None) -> None:
-        """Executor side of a round: write, seal rolled segments, fsync."""
-        for w in writes:
-            if w.parts:
-                w.segment.write_at(w.position, b"".join(w.parts) if len(w.parts) > 1 else w.parts[0])
-        for s in sealed:
-            s.flush()
-            s.write_indexes(sync=True)
-        if sync:
-            writes[-1].segment.flush()
-            for w in writes[:-1]:
-                if w.segment not in sealed:
-                    w.segment.flush()
-        if checkpoint is not None:
-            fsync_dir(self.directory)  # the new segment files' directory entries
-            write_checkpoint(self.directory / RECOVERY_POINT_FILE, checkpoint)
+    @contextlib.asynccontextmanager
+    async def _exclusive(self) -> AsyncIterator[None]:
+        """The write lock, for an operation that must not interleave with write rounds; the
+        writer stops starting rounds while anyone waits here, so this cannot starve."""
+        self._exclusive_waiters += 1
+        waiting = True
+        try:
+            async with self._write_lock:
+                self._exclusive_waiters -= 1
+                waiting = False
+                yield
+        finally:
+            if waiting:
+                self._exclusive_waiters -= 1
 
     def _arm_flush_timer(self) -> None:
         if self._flush_timer is None and not self._closed:
@@ -393,20 +224,22 @@ class Log:
             def fire() -> None:
                 self._flush_timer = None
                 if not self._closed:
-                    loop.create_task(self._timed_flush())
+                    self._flush_task = loop.create_task(self._timed_flush())
 
             self._flush_timer = loop.call_later(self.options.flush_interval_ms / 1000, fire)
 
     async def _timed_flush(self) -> None:
         try:
             await self.flush()
+        except LogClosedError:
+            pass
         except Exception as exc:  # noqa: BLE001 - logged; the next append reports the failure
             logger.error("log %s: background flush failed: %r", self.directory, exc)
 
     async def flush(self) -> None:
         """fsync everything appended so far and advance the recovery point (not checkpointed)."""
         self._check_open()
-        async with self._write_lock:
+        async with self._exclusive():
             seg = self._segments[-1]
             end = seg.next_offset
             await asyncio.get_running_loop().run_in_executor(None, seg.flush)
@@ -416,7 +249,7 @@ class Log:
     async def roll(self) -> LogSegment:
         """Seal the active segment and start a new one at the log end (no-op if it is empty)."""
         self._check_open()
-        async with self._write_lock:
+        async with self._exclusive():
             return await self._roll_locked()
 
     async def _roll_locked(self) -> LogSegment:
@@ -515,7 +348,7 @@ class Log:
         self._check_open()
         if offset < self._log_start_offset:
             raise OffsetOutOfRangeError(f"cannot truncate to {offset}, below log start {self._log_start_offset}")
-        async with self._structure_lock, self._write_lock:
+        async with self._structure_lock, self._exclusive():
             if offset >= self.log_end_offset:
                 return self.log_end_offset
             while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
@@ -585,7 +418,7 @@ class Log:
     async def advance_log_start_offset(self, offset: int) -> None:
         """Raise the log start (Kafka DeleteRecords); whole segments below it are deleted."""
         self._check_open()
-        async with self._structure_lock, self._write_lock:
+        async with self._structure_lock, self._exclusive():
             offset = min(offset, self.log_end_offset)
             if offset <= self._log_start_offset:
                 return
@@ -599,7 +432,7 @@ class Log:
         o = self.options
         if o.cleanup_policy != "delete":
             return 0
-        async with self._structure_lock, self._write_lock:
+        async with self._structure_lock, self._exclusive():
             sealed = self._segments[:-1]
             now = self.clock()
             count = 0
@@ -624,7 +457,7 @@ class Log:
             return count
 
     # -- compaction ---------------------------------------------------------------------------
-    async def clean(self, *, force: bool = False) -> object | None:
+    async def clean(self, *, force: bool = False) -> CleanResult | None:
         """Run one compaction pass if the dirty ratio calls for it (or ``force``). See ``storage.cleaner``."""
         from .cleaner import clean_log
 
@@ -639,7 +472,7 @@ class Log:
         """Flush everything, write indexes and checkpoints, then the clean-shutdown marker."""
         if self._closed:
             return
-        async with self._structure_lock, self._write_lock:
+        async with self._structure_lock, self._exclusive():
             self._closed = True
             if self._flush_timer is not None:
                 self._flush_timer.cancel()
@@ -647,11 +480,12 @@ class Log:
 
             def work() -> None:
                 if healthy:
+                    # Sealed segments had their indexes written when they rolled, were rebuilt
+                    # or were swapped in by the cleaner; only the active one is behind.
                     active = self._segments[-1]
                     active.flush()
                     active.seal()
-                    for s in self._segments:
-                        s.write_indexes(sync=True)
+                    active.write_indexes(sync=True)
                     write_checkpoint(self.directory / RECOVERY_POINT_FILE, self.log_end_offset)
                     write_checkpoint(self.directory / LOG_START_OFFSET_FILE, self._log_start_offset)
                     (self.directory / CLEAN_SHUTDOWN_FILE).write_bytes(b"")
@@ -669,15 +503,15 @@ class Log:
         self._deferred = []
 
     def abort(self) -> None:
-        """Drop the log as a crash would: close file descriptors, write nothing (for tests)."""
+        """Drop the log as a crash would: close file descriptors, write nothing (for tests and
+        for giving up on a failed log). Call it with no append in flight: a write already in
+        the executor could otherwise land on a reused descriptor number."""
         self._closed = True
         if self._flush_timer is not None:
             self._flush_timer.cancel()
         for s in self._segments:
             s.close()
-        for handle, finish in self._deferred:
-            handle.cancel()
-        self._deferred = []
+        self._finish_deferred()  # retired segments: close their descriptors too
 
     async def delete(self) -> None:
         """Close the log and remove its directory."""

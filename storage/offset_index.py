@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import bisect
 import os
-import struct
 import sys
 from array import array
 from pathlib import Path
@@ -34,7 +33,6 @@ from .files import atomic_write
 __all__ = ["OffsetIndex", "OFFSET_ENTRY_SIZE"]
 
 OFFSET_ENTRY_SIZE = 8
-_ENTRY = struct.Struct(">ii")
 
 
 class OffsetIndex:

@@ -29,6 +29,7 @@ class LogOptions:
     #: ``segment.bytes``. 1 GiB as in Kafka: big enough that per-segment costs (three files,
     #: an fd, a directory entry) are negligible, small enough that retention and compaction can
     #: work in useful steps. A batch larger than this still goes in (alone in its segment).
+    #: Values above 2 GiB - 1 act as 2 GiB - 1: index entries hold int32 file positions.
     segment_bytes: int = 1 << 30
     #: ``segment.ms``. 7 days as in Kafka: time-based retention can only drop whole segments, so
     #: a quiet log still rolls and becomes deletable.
@@ -59,6 +60,11 @@ class LogOptions:
     #: ``min.cleanable.dirty.ratio``: 0.5 as in Kafka; clean when at least half of the non-active
     #: log has not been cleaned yet, which bounds write amplification to about 2x.
     min_cleanable_dirty_ratio: float = 0.5
+    #: Most distinct keys one compaction pass maps (Kafka bounds the same map by
+    #: ``log.cleaner.dedupe.buffer.size``). A million keys of the size ``__consumer_offsets`` uses
+    #: cost on the order of 150 MB of Python dict; a pass that reaches it cleans the dirty
+    #: segments mapped so far and leaves the rest for the next pass.
+    cleaner_max_keys: int = 1_000_000
     #: ``file.delete.delay.ms``: 60 s as in Kafka; a replaced or deleted segment's file descriptor
     #: stays open this long so in-flight zero-copy reads of it complete.
     file_delete_delay_ms: int = 60_000
@@ -78,6 +84,8 @@ class LogOptions:
             raise ValueError(f"cleanup_policy must be delete or compact, got {self.cleanup_policy!r}")
         if not 0.0 <= self.min_cleanable_dirty_ratio <= 1.0:
             raise ValueError(f"min_cleanable_dirty_ratio must be in [0, 1], got {self.min_cleanable_dirty_ratio}")
+        if self.cleaner_max_keys < 1:
+            raise ValueError(f"cleaner_max_keys must be positive, got {self.cleaner_max_keys}")
         if self.delete_retention_ms < 0:
             raise ValueError(f"delete_retention_ms must be >= 0, got {self.delete_retention_ms}")
 

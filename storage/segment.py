@@ -31,13 +31,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from crc32c import crc32c as _crc32c
+
 from protocol.records import (
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC_V2,
     BatchHeader,
     CorruptBatchError,
-    compute_crc,
     read_batch_header,
 )
 
@@ -53,6 +54,10 @@ MAX_SEGMENT_POSITION = (1 << 31) - 1
 #: keeping memory per scan small.
 SCAN_CHUNK_BYTES = 1 << 20
 _PREFIX = struct.Struct(">qi")
+#: The v2 batch header as flat fields (same layout as ``protocol.records``), for the recovery loop.
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+#: The CRC covers the batch from its attributes field (byte 21) to the end.
+_CRC_START = 21
 _MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD
 
 
@@ -72,6 +77,7 @@ class FileScan:
 
     def __iter__(self) -> Iterator[tuple[int, BatchHeader, bytes, int]]:
         fd, limit = self.fd, self.limit
+        unpack, new_header = _HEADER.unpack_from, tuple.__new__  # hot loop: no keyword constructor
         pos = self.start
         buf = b""
         buf_start = pos
@@ -99,12 +105,11 @@ class FileScan:
                 if len(buf) < min(size, BATCH_HEADER_SIZE) or (self.with_bytes and len(buf) < size):
                     self.problem = "short read"
                     return
-            try:
-                header = read_batch_header(buf, off)
-            except CorruptBatchError as exc:
-                self.problem = exc.reason
+            fields = unpack(buf, off)
+            if fields[3] != MAGIC_V2:
+                self.problem = f"unsupported magic {fields[3]}"
                 return
-            yield pos, header, buf, off
+            yield pos, new_header(BatchHeader, fields), buf, off
             pos += size
             self.end = pos
 
@@ -160,23 +165,32 @@ class LogSegment:
             view = view[n:]
             position += n
 
-    def note_appended(self, position: int, headers: list[BatchHeader]) -> None:
-        """Account for batches now written at ``position`` onward; called in log order."""
+    def note_appended(self, position: int, headers: list[BatchHeader], bases: list[int] | None = None) -> None:
+        """Account for batches now written at ``position`` onward; called in log order.
+
+        ``bases`` are the batches' base offsets when they differ from ``headers`` (offsets were
+        assigned after the headers were parsed).
+        """
         interval = self.index_interval_bytes
-        for h in headers:
-            if h.max_timestamp > self.max_timestamp:
-                self.max_timestamp = h.max_timestamp
-                self.offset_of_max_timestamp = h.base_offset + h.last_offset_delta
-            if self.first_batch_timestamp is None:
-                self.first_batch_timestamp = h.max_timestamp
-            if self._bytes_since_index > interval:
-                self.index.append(h.base_offset + h.last_offset_delta, position)
-                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-                self._bytes_since_index = 0
+        since = self._bytes_since_index
+        max_ts = self.max_timestamp
+        if self.first_batch_timestamp is None and headers:
+            self.first_batch_timestamp = headers[0].max_timestamp
+        last = self.next_offset - 1
+        for i, h in enumerate(headers):
+            last = (h.base_offset if bases is None else bases[i]) + h.last_offset_delta
+            if h.max_timestamp > max_ts:
+                max_ts = self.max_timestamp = h.max_timestamp
+                self.offset_of_max_timestamp = last
+            if since > interval:
+                self.index.append(last, position)
+                self.time_index.maybe_append(max_ts, self.offset_of_max_timestamp)
+                since = 0
             size = LOG_OVERHEAD + h.batch_length
             position += size
-            self._bytes_since_index += size
-            self.next_offset = h.base_offset + h.last_offset_delta + 1
+            since += size
+        self._bytes_since_index = since
+        self.next_offset = last + 1
         self.size = position
 
     def seal(self) -> None:
@@ -224,53 +238,93 @@ class LogSegment:
         ``expected_next`` is the offset the first batch may not go below (the previous segment's
         end); ``strict_from`` is the recovery point: once the expected next offset reaches it,
         batches must be exactly contiguous (rule 2).
+
+        This is the recovery hot loop, so it reads 1 MiB chunks and works on raw ``struct``
+        tuples and the C CRC, without building a header object or a generator frame per batch;
+        index entries follow the same rule as ``note_appended``.
         """
         self.index.clear()
         self.time_index.clear()
-        self.next_offset = self.base_offset
-        self.max_timestamp = -1
-        self.offset_of_max_timestamp = self.base_offset
-        self.first_batch_timestamp = None
-        self._bytes_since_index = 0
-        self.size = 0
-        file_size = os.fstat(self.fd).st_size
+        fd = self.fd
+        file_size = os.fstat(fd).st_size
         expected = max(self.base_offset, expected_next if expected_next is not None else self.base_offset)
-        reason: str | None = None
+        strict_at = strict_from if strict_from is not None else 1 << 63
+        interval = self.index_interval_bytes
+        index_append = self.index.append
+        time_append = self.time_index.maybe_append
+        unpack = _HEADER.unpack_from
+        crc32c = _crc32c
+        max_ts, offset_of_max = -1, self.base_offset
+        first_ts: int | None = None
+        since = 0
         count = 0
-        scan = FileScan(self.fd, 0, file_size, with_bytes=True)
-        pending: list[BatchHeader] = []
-        pending_pos = 0
-        for pos, h, buf, off in scan:
-            strict = strict_from is not None and expected >= strict_from
-            if h.base_offset < expected or (strict and h.base_offset != expected):
-                reason = f"batch base offset {h.base_offset} where {expected} was expected"
+        reason: str | None = None
+        pos = 0
+        buf = b""
+        view = memoryview(buf)
+        buf_start = 0
+        while True:
+            off = pos - buf_start
+            avail = len(buf) - off
+            if avail < BATCH_HEADER_SIZE:
+                if pos >= file_size:
+                    break
+                buf = pread_exact(fd, SCAN_CHUNK_BYTES, pos)
+                view = memoryview(buf)
+                buf_start, off, avail = pos, 0, len(buf)
+                if avail < BATCH_HEADER_SIZE:
+                    reason = f"{avail} trailing bytes, less than a batch header"
+                    break
+            (base, length, _epoch, magic, crc, _attrs, lod, _bts, mts, _pid, _pep, _seq,
+             _count) = unpack(buf, off)
+            if length < _MIN_BATCH_LENGTH:
+                reason = f"batch length {length} too small"
                 break
-            if h.magic != MAGIC_V2 or compute_crc(buf, off, LOG_OVERHEAD + h.batch_length) != h.crc:
+            size = LOG_OVERHEAD + length
+            if size > avail:
+                if pos + size > file_size:
+                    reason = f"batch of {size} bytes runs past the end of the file"
+                    break
+                buf = pread_exact(fd, max(SCAN_CHUNK_BYTES, size), pos)
+                view = memoryview(buf)
+                buf_start = pos
+                continue
+            if magic != MAGIC_V2:
+                reason = f"unsupported magic {magic}"
+                break
+            if base < expected or (expected >= strict_at and base != expected):
+                reason = f"batch base offset {base} where {expected} was expected"
+                break
+            if lod < 0 or base + lod - self.base_offset > MAX_SEGMENT_POSITION:
+                reason = f"last offset {base + lod} impossible in a segment based at {self.base_offset}"
+                break
+            if crc32c(view[off + _CRC_START : off + size]) != crc:
                 reason = "CRC mismatch"
                 break
-            if h.last_offset_delta < 0:
-                reason = f"negative last offset delta {h.last_offset_delta}"
-                break
-            if not pending:
-                pending_pos = pos
-            pending.append(h)
-            if len(pending) >= 1024:
-                self.note_appended(pending_pos, pending)
-                pending = []
-            expected = h.base_offset + h.last_offset_delta + 1
+            last = base + lod
+            if first_ts is None:
+                first_ts = mts
+            if mts > max_ts:
+                max_ts, offset_of_max = mts, last
+            if since > interval:
+                index_append(last, pos)
+                time_append(max_ts, offset_of_max)
+                since = 0
+            since += size
+            pos += size
             count += 1
-        else:
-            reason = scan.problem
-        if pending:
-            self.note_appended(pending_pos, pending)
-        valid = self.size
-        truncated = file_size - valid
+            expected = last + 1
+        self.size = pos
+        self.next_offset = expected if count else self.base_offset
+        self.max_timestamp, self.offset_of_max_timestamp = max_ts, offset_of_max
+        self.first_batch_timestamp = first_ts
+        self._bytes_since_index = since
+        truncated = file_size - pos
         dropped = 0
         if truncated:
-            dropped = _count_plausible_batches(self.fd, valid, file_size)
-            os.ftruncate(self.fd, valid)
-        self.size = valid
-        return SegmentRecovery(valid, truncated, dropped, reason if truncated else None, count)
+            dropped = _count_plausible_batches(fd, pos, file_size)
+            os.ftruncate(fd, pos)
+        return SegmentRecovery(pos, truncated, dropped, reason if truncated else None, count)
 
     def load_state(self, *, indexes_trusted: bool) -> bool:
         """Restore in-memory state of a segment whose data needs no validation.

@@ -1,3 +1,6 @@
+"""Compaction: last value per key, tombstone horizons, control batches, dirty-ratio trigger,
+background cleaning, and crash safety of the segment swap."""
+
 from __future__ import annotations
 
 import os
@@ -164,8 +167,8 @@ async def test_interrupted_swap_recovers_a_complete_log(tmp_path: Path, stage: s
     await log.roll()
     before = all_records(log)
     old = log.segments[0]
-    offset_map, _ = _build_offset_map(list(log.segments[:-1]))
-    new = _clean_segment(old, offset_map, log.clock(), DAY, _Counts())
+    omap = _build_offset_map(list(log.segments[:-1]))
+    new = _clean_segment(old, omap, log.clock(), DAY, _Counts(), dirty=True)
     new.close()
     cleaned = segment_path(log.directory, old.base_offset, LOG_SUFFIX + CLEANED_SUFFIX)
     swap = segment_path(log.directory, old.base_offset, LOG_SUFFIX + SWAP_SUFFIX)
@@ -185,4 +188,45 @@ async def test_interrupted_swap_recovers_a_complete_log(tmp_path: Path, stage: s
         expected = last_values(appended)
         assert {o for o, _v in expected.values()} <= {o for o, _k, _v in after}
         assert set(after) <= set(before)
+    await log.close()
+
+
+@pytest.mark.asyncio
+async def test_background_cleaner_compacts_and_stops_with_the_log(tmp_path: Path) -> None:
+    import asyncio
+
+    from storage import offsets_topic_options, run_cleaner
+
+    assert offsets_topic_options().cleanup_policy == "compact"
+    assert offsets_topic_options().segment_bytes == 100 * 1024 * 1024
+    log = Log.open(tmp_path, "t", 0, OPTS)
+    await _fill(log, 100, 3)
+    await log.roll()
+    task = asyncio.create_task(run_cleaner(log, interval_s=0.01))
+    for _ in range(200):
+        if dirty_ratio(log) == 0.0:
+            break
+        await asyncio.sleep(0.01)
+    assert len(all_records(log)) == 3
+    await log.close()
+    await asyncio.wait_for(task, 1)
+
+
+@pytest.mark.asyncio
+async def test_a_full_key_map_cleans_in_several_passes(tmp_path: Path) -> None:
+    log = Log.open(tmp_path, "t", 0, OPTS.with_(cleaner_max_keys=5))
+    appended = []
+    for i in range(120):  # distinct keys, then overwrite them all
+        k = b"key-%d" % (i % 60)
+        r = await log.append(batch((k, b"v%d" % i)))
+        appended.append((r.base_offset, k, b"v%d" % i))
+    await log.roll()
+    passes = 0
+    while dirty_ratio(log) > 0:  # each pass maps 5 keys (one segment here), then stops
+        assert await log.clean(force=True) is not None
+        passes += 1
+        assert passes < 100
+    assert passes > 1
+    expected = {(o, k, v) for k, (o, v) in last_values(appended).items()}
+    assert set(all_records(log)) == expected
     await log.close()

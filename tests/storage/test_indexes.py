@@ -1,3 +1,5 @@
+"""OffsetIndex and TimeIndex: lookups, file round trips, and refusal of damaged files."""
+
 from __future__ import annotations
 
 from pathlib import Path

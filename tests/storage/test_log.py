@@ -1,3 +1,6 @@
+"""Log: offsets, validation, read limits, rolling, lookups, truncation, retention, flush policies,
+group commit and exclusive operations under load."""
+
 from __future__ import annotations
 
 import asyncio
@@ -209,3 +212,83 @@ async def test_clean_reopen_trusts_indexes_and_unclean_rebuilds(tmp_path: Path) 
     assert log.log_end_offset == 101
     assert [o for o, _k, _v in all_records(log)] == list(range(101))
     await log.close()
+
+
+@pytest.mark.asyncio
+async def test_interval_policy_flushes_in_the_background(tmp_path: Path) -> None:
+    log = Log.open(tmp_path, "t", 0, LogOptions(flush_policy="interval", flush_interval_ms=50))
+    await log.append(kv(0))  # first round: the interval since open has not passed
+    await log.append(kv(1))
+    assert log.recovery_point < 2
+    await asyncio.sleep(0.2)
+    assert log.recovery_point == 2
+    await log.close()
+
+
+@pytest.mark.asyncio
+async def test_exclusive_operations_are_not_starved_by_a_stream_of_appends(tmp_path: Path) -> None:
+    log = Log.open(tmp_path, "t", 0, SMALL)
+    stop = False
+
+    async def writer(n: int) -> None:
+        i = 0
+        while not stop:
+            await log.append(kv(n * 1_000_000 + i))
+            i += 1
+
+    tasks = [asyncio.create_task(writer(n)) for n in range(8)]
+    await asyncio.sleep(0.05)
+    for _ in range(5):
+        await asyncio.wait_for(log.roll(), 5)
+        await asyncio.wait_for(log.flush(), 5)
+    stop = True
+    await asyncio.gather(*tasks)
+    offsets = [o for o, _k, _v in all_records(log)]
+    assert offsets == list(range(log.log_end_offset))
+    await log.close()
+
+
+@pytest.mark.asyncio
+async def test_appends_and_reads_proceed_during_compaction(tmp_path: Path) -> None:
+    opts = LogOptions(segment_bytes=20_000, flush_policy="none", cleanup_policy="compact")
+    log = Log.open(tmp_path, "t", 0, opts)
+    for i in range(3000):
+        await log.append(kv(i % 50))
+    await log.roll()
+    clean = asyncio.create_task(log.clean(force=True))
+    appended = 0
+    while not clean.done():
+        await log.append(kv(7))
+        log.read(log.log_start_offset, 1000)
+        appended += 1
+    result = await clean
+    assert result is not None and appended > 0
+    recs = all_records(log)
+    assert len({k for _o, k, _v in recs}) == 50
+    await log.close()
+
+
+@pytest.mark.asyncio
+async def test_slice_works_with_sendfile_and_survives_segment_deletion(tmp_path: Path) -> None:
+    import os
+    import socket
+
+    log = Log.open(tmp_path, "t", 0, SMALL.with_(retention_bytes=0, file_delete_delay_ms=60_000))
+    for i in range(40):
+        await log.append(kv(i))
+    s = log.slice(0, 300)
+    assert s is not None
+    expected = log.read(0, 300)
+    await log.apply_retention()  # deletes the segment the slice points into
+    assert log.log_start_offset > 0
+    a, b = socket.socketpair()
+    try:
+        sent = os.sendfile(a.fileno(), s.fd, s.position, s.length)
+        assert sent == s.length
+        assert b.recv(65536) == expected
+    finally:
+        a.close()
+        b.close()
+    assert await log.read_async(log.log_start_offset, 100)
+    await log.delete()
+    assert not log.directory.exists()

@@ -133,3 +133,40 @@ async def test_missing_checkpoints_rescan_everything(tmp_path: Path) -> None:
     assert log.load_result.scanned_bytes == log.size_bytes
     assert log.log_end_offset == end
     await log.close()
+
+
+@pytest.mark.asyncio
+async def test_open_survives_garbage_in_every_file(tmp_path: Path) -> None:
+    import random
+
+    rng = random.Random(7)
+    log, _ = await _filled(tmp_path, 60)
+    await log.close()
+    d = tmp_path / "t-0"
+    pristine = {p.name: p.read_bytes() for p in d.iterdir()}
+    for _ in range(30):
+        for name, data in pristine.items():
+            (d / name).write_bytes(data)
+        victims = rng.sample(sorted(pristine), k=rng.randint(1, 4))
+        for name in victims:
+            data = bytearray(pristine[name])
+            action = rng.choice(["flip", "cut", "garbage"])
+            if action == "flip" and data:
+                i = rng.randrange(len(data))
+                data[i] ^= 1 << rng.randrange(8)
+            elif action == "cut":
+                del data[rng.randrange(len(data) + 1):]
+            else:
+                data = bytearray(rng.randbytes(rng.randrange(200)))
+            (d / name).write_bytes(bytes(data))
+        full_scan = rng.random() < 0.5
+        if full_scan:  # nothing left to trust: every byte is validated, so every read must work
+            (d / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
+            (d / RECOVERY_POINT_FILE).unlink(missing_ok=True)
+        log = Log.open(tmp_path, "t", 0, OPTS)  # must never raise
+        if full_scan:
+            offsets = [o for o, _k, _v in all_records(log)]
+            assert offsets == sorted(set(offsets))
+        end = log.log_end_offset
+        assert (await log.append(kv(0))).base_offset == end
+        await log.close()

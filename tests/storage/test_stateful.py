@@ -15,8 +15,10 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Iterator
 
-from hypothesis import HealthCheck, settings
+import pytest
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -26,11 +28,22 @@ from storage import Log, LogOptions
 from .helpers import all_batches
 
 OPTS = LogOptions(segment_bytes=400, index_interval_bytes=64, flush_policy="none", cleanup_policy="compact",
-                  file_delete_delay_ms=0)
+                  file_delete_delay_ms=0, cleaner_max_keys=2)  # 2 keys: passes often stop early
 KEYS = [b"a", b"b", b"c", b"d", b"e"]
 
 records_st = st.lists(
     st.tuples(st.sampled_from(KEYS), st.one_of(st.none(), st.binary(min_size=0, max_size=20))), min_size=1, max_size=3)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _no_fsync() -> Iterator[None]:
+    """Simulated crashes keep the page cache, so real fsyncs buy nothing here but time."""
+    real = os.fsync
+    os.fsync = lambda fd: None
+    try:
+        yield
+    finally:
+        os.fsync = real
 
 
 class LogMachine(RuleBasedStateMachine):
@@ -70,10 +83,10 @@ class LogMachine(RuleBasedStateMachine):
         async def go():  # type: ignore[no-untyped-def]
             return await asyncio.gather(*[self.log.append(p) for p in payloads])
 
+        expected_next = self.log.log_end_offset
         results = self.run(go())
-        expected_next = max(self.model, default=-1) + 1
         for batches, res in zip(appends, results):
-            assert res.base_offset == expected_next or not self.model
+            assert res.base_offset == expected_next  # appends land at the end, in queue order
             off = res.base_offset
             for recs in batches:
                 last = off + len(recs) - 1
@@ -104,13 +117,15 @@ class LogMachine(RuleBasedStateMachine):
             assert got == b""
             return
         positions = list(iter_batch_positions(got))
-        assert positions, "a read below the end returns at least one batch"
+        if not positions:  # only possible when compaction left nothing at or after the offset
+            assert not [o for o in self.model if o >= offset]
+            return
         assert sum(h.size for _p, h in positions) == len(got)
         assert len(got) <= max_bytes or len(positions) == 1
         first = positions[0][1]
         assert first.last_offset >= offset
-        live_after = [o for o in self.model if o >= offset]
-        assert live_after and first.base_offset <= min(live_after) <= first.last_offset
+        # nothing retained between the requested offset and the first batch returned
+        assert not [o for o in self.model if offset <= o < first.base_offset]
 
     @precondition(lambda self: self.log.log_end_offset > self.log.log_start_offset)
     @rule(data=st.data())
@@ -171,10 +186,13 @@ class LogMachine(RuleBasedStateMachine):
         if self.log.closed:
             return
         assert self.log_records() == self.model
-        assert self.log.log_end_offset == (max(self.model) + 1 if self.model else self.log.log_end_offset)
+        if self.model:
+            # compaction can leave a gap at the end (an emptied batch or segment), never data past it
+            assert self.log.log_end_offset >= max(r[2] for r in self.model.values()) + 1
 
 
 LogMachine.TestCase.settings = settings(
-    max_examples=60, stateful_step_count=30, deadline=None,
+    max_examples=int(os.environ.get('STORAGE_STATEFUL_EXAMPLES', '60')), stateful_step_count=30, deadline=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],  # explain's tracing is slow
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 TestLogMachine = LogMachine.TestCase
