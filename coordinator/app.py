@@ -110,8 +110,11 @@ class App:
                                      "data_dir": str(self.config.data_dir)})
         await self._stop.wait()
         log.info("shutting down")
-        await self.server.shutdown()
+        # Resign as coordinator first, so parked JoinGroup/SyncGroup requests are answered
+        # (NOT_COORDINATOR) instead of holding the shutdown until their rebalance times out.
+        self.server.stop_accepting()
         self.groups.shutdown()
+        await self.server.shutdown()
         await self.logs.close_all()
         self.close()
         log.info("stopped")

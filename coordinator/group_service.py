@@ -68,7 +68,9 @@ class GroupService:
             self.load_all()
 
     def topic_deleted(self, info: Any) -> None:
-        pass
+        # The committed offsets of a deleted topic go at once, in every group of every partition.
+        for p in self.runtime.active_partitions():
+            self.runtime.write(p, lambda s: s.on_topics_deleted({info.name}))
 
     def partitions_added(self, info: Any, old_count: int) -> None:
         pass

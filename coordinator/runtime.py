@@ -348,7 +348,21 @@ class CoordinatorRuntime:
             self._after_durable(ctx, ctx.last_written, fut, value, None)
 
     def unload_all(self) -> None:
-        for ctx in self._contexts.values():
+        """Stop coordinating every partition: timers stop, and shards with an ``on_unloaded``
+        answer what they hold parked (delivered once durable, like any answer)."""
+        for ctx in list(self._contexts.values()):
             if ctx.timer is not None:
                 ctx.timer.cancel_all()
+            unloaded = getattr(ctx.shard, "on_unloaded", None)
+            if ctx.state is PartitionState.ACTIVE and unloaded is not None:
+                ctx.in_op = True
+                try:
+                    unloaded()
+                finally:
+                    ctx.in_op = False
+                self._release_completions(ctx)
+            ctx.state = PartitionState.FAILED if ctx.state is PartitionState.FAILED else PartitionState.LOADING
         self._contexts.clear()
+
+    def active_partitions(self) -> list[int]:
+        return [p for p, ctx in self._contexts.items() if ctx.state is PartitionState.ACTIVE]

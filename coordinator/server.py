@@ -321,11 +321,14 @@ class KafkaServer:
                 if conn.idle and now - conn.last_activity > self.idle_timeout:
                     conn.close(f"idle for more than {int(self.idle_timeout * 1000)} ms (connections.max.idle.ms)")
 
-    async def shutdown(self, grace: float = 30.0) -> None:
-        """Stop accepting, let in-flight requests finish (up to ``grace`` seconds), close all."""
+    def stop_accepting(self) -> None:
         self.stopping = True
         if self._server is not None:
             self._server.close()
+
+    async def shutdown(self, grace: float = 30.0) -> None:
+        """Stop accepting, let in-flight requests finish (up to ``grace`` seconds), close all."""
+        self.stop_accepting()
         if self._reaper is not None:
             self._reaper.cancel()
         deadline = time.monotonic() + grace

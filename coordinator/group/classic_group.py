@@ -184,7 +184,9 @@ class ClassicGroup:
         self.awaiting_join.discard(member_id)
         self.pending_sync.discard(member_id)
         if self.leader_id == member_id:
-            self.leader_id = next(iter(self.members), None)
+            # Any member will do (Kafka takes an arbitrary one). The newest is O(1) to find even
+            # after mass removals from the front, where iterating a dict from its start is not.
+            self.leader_id = next(reversed(self.members), None)
         return member
 
     def set_join(self, member: ClassicGroupMember, join: ParkedResponse | None) -> None:

@@ -262,6 +262,12 @@ class OffsetManager:
             return lambda value: value.commit_timestamp  # topics no member subscribes to any more
         return None
 
+    def topic_tombstones(self, topics: set[str]) -> list[Record]:
+        """Tombstones for every group's offsets of deleted topics (Kafka ``onPartitionsDeleted``)."""
+        return [(OffsetCommitKey(group_id, topic, partition), None)
+                for group_id, committed in self.offsets.items()
+                for topic, partition in committed if topic in topics]
+
     def offset_tombstones(self, group_id: str) -> list[Record]:
         return [(OffsetCommitKey(group_id, topic, partition), None)
                 for topic, partition in self.offsets.get(group_id, {})]

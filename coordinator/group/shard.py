@@ -157,6 +157,11 @@ class GroupCoordinatorShard:
         return CoordinatorResult(records, DeleteGroupsResponse(version=api_version, throttle_time_ms=0,
                                                                results=results))
 
+    def on_topics_deleted(self, topics: set[str]) -> CoordinatorResult:
+        """Topics were deleted: their committed offsets go at once, in every group (a write the
+        service runs on every partition)."""
+        return CoordinatorResult(self.offset_manager.topic_tombstones(set(topics)))
+
     def _group_tombstones(self, group_id: str) -> list[Record]:
         return self.offset_manager.offset_tombstones(group_id) + [(GroupMetadataKey(group_id), None)]
 

@@ -9,6 +9,7 @@ log alone, as a partition load after a crash would.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import struct
 from typing import Any, Callable
@@ -55,18 +56,25 @@ class MockClock:
 
 
 class MockTimer:
-    """Keyed timers that fire only when ``GroupTestContext.sleep`` moves the clock past them."""
+    """Keyed timers that fire only when ``GroupTestContext.sleep`` moves the clock past them.
+
+    A heap ordered by (deadline, scheduling order); a replaced or cancelled timer leaves a stale
+    heap entry that is skipped when popped.
+    """
 
     def __init__(self, clock: MockClock) -> None:
         self.clock = clock
         self.timeouts: dict[str, tuple[int, int, Callable[[], CoordinatorResult]]] = {}
+        self._heap: list[tuple[int, int, str]] = []
         self._seq = itertools.count()
         #: How many times schedule() was called (to check that heartbeats do not churn timers).
         self.schedule_calls = 0
 
     def schedule(self, key: str, delay_ms: int, operation: Callable[[], CoordinatorResult]) -> None:
         self.schedule_calls += 1
-        self.timeouts[key] = (self.clock.now + max(delay_ms, 0), next(self._seq), operation)
+        entry = (self.clock.now + max(delay_ms, 0), next(self._seq), operation)
+        self.timeouts[key] = entry
+        heapq.heappush(self._heap, (entry[0], entry[1], key))
 
     def cancel(self, key: str) -> None:
         self.timeouts.pop(key, None)
@@ -79,13 +87,18 @@ class MockTimer:
         return entry[0] if entry else None
 
     def pop_next_due(self, until_ms: int) -> tuple[int, Callable[[], CoordinatorResult]] | None:
-        if not self.timeouts:
-            return None
-        key, (deadline, _, op) = min(self.timeouts.items(), key=lambda kv: (kv[1][0], kv[1][1]))
-        if deadline > until_ms:
-            return None
-        del self.timeouts[key]
-        return deadline, op
+        while self._heap:
+            deadline, seq, key = self._heap[0]
+            entry = self.timeouts.get(key)
+            if entry is None or entry[1] != seq:
+                heapq.heappop(self._heap)  # cancelled or replaced
+                continue
+            if deadline > until_ms:
+                return None
+            heapq.heappop(self._heap)
+            del self.timeouts[key]
+            return deadline, entry[2]
+        return None
 
 
 class GroupTestContext:

@@ -277,3 +277,12 @@ def test_offsets_of_a_group_that_has_members_again_stop_expiring() -> None:
         ctx.sleep(8_000)
         ctx.heartbeat("g", ids[0], generation)
     assert ctx.committed("g", "foo", 0) == 1
+
+
+def test_deleted_topics_lose_their_offsets_in_every_group() -> None:
+    ctx = GroupTestContext()
+    ctx.commit_offsets("a", {("gone", 0): 1, ("kept", 0): 2})
+    ctx.commit_offsets("b", {("gone", 3): 1})
+    ctx._apply(ctx.shard.on_topics_deleted({"gone"}))
+    assert ctx.last_records == [(offset_key("a", "gone", 0), None), (offset_key("b", "gone", 3), None)]
+    assert ctx.committed("a", "kept", 0) == 2 and ctx.committed("b", "gone", 3) == -1
