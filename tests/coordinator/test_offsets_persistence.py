@@ -57,6 +57,9 @@ def test_offsets_acknowledged_before_sigkill_come_back_exactly(server) -> None:
     _setup(server)
     groups = [f"group-{i}" for i in range(40)]
     acknowledged: dict[str, dict[int, tuple[int, str]]] = {g: {} for g in groups}
+    # The commit each committer had sent but not seen answered when the server died: it may or may
+    # not have become durable, so either outcome is right for it (and only for it).
+    in_flight: dict[int, tuple[str, dict[int, int]]] = {}
     lock = threading.Lock()
     stop = threading.Event()
 
@@ -70,9 +73,11 @@ def test_offsets_acknowledged_before_sigkill_come_back_exactly(server) -> None:
                 while not stop.is_set():
                     group = rng.choice(mine)
                     offsets = {p: rng.randrange(10**9) for p in rng.sample(range(PARTITIONS), 3)}
+                    in_flight[seed] = (group, offsets)
                     if _commit(c, group, offsets) == 0:
                         with lock:
                             acknowledged[group].update({p: (o, f"m{o}") for p, o in offsets.items()})
+                    del in_flight[seed]
         except (ConnectionError, OSError):
             pass
 
@@ -88,7 +93,13 @@ def test_offsets_acknowledged_before_sigkill_come_back_exactly(server) -> None:
     assert committed > 100
     server.start()
     with WireClient(server.host, server.port) as c:
-        assert _fetch_all(c, groups) == acknowledged
+        fetched = _fetch_all(c, groups)
+    for group in groups:
+        pending = [offsets for g, offsets in in_flight.values() if g == group]
+        allowed = [acknowledged[group]]
+        for offsets in pending:
+            allowed.append({**acknowledged[group], **{p: (o, f"m{o}") for p, o in offsets.items()}})
+        assert fetched[group] in allowed, group
 
 
 def test_offsets_survive_a_graceful_restart_and_unknown_groups_stay_empty(server) -> None:
