@@ -117,8 +117,22 @@ class App:
         await self.server.shutdown()
         await self.logs.close_all()
         self.close()
+        self._keep_second_signal_fatal(loop)
         log.info("stopped")
         return 0
+
+    def _keep_second_signal_fatal(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Closing the loop would restore the default signal actions, so a second SIGTERM in the
+        last moments would kill us with a signal instead of exiting at once as promised. Swap in
+        a plain handler while the signals are blocked, so none slips through the gap."""
+        signals = {signal.SIGTERM, signal.SIGINT}
+        signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+        try:
+            for sig in signals:
+                loop.remove_signal_handler(sig)
+                signal.signal(sig, lambda _sig, _frame: os._exit(1))
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)
 
     def _on_signal(self, sig: int) -> None:
         self._signals += 1

@@ -12,6 +12,8 @@ import os
 import uuid
 from pathlib import Path
 
+from storage.files import atomic_write
+
 from .config import ConfigError
 
 __all__ = ["DataDir", "new_cluster_id", "atomic_write"]
@@ -26,21 +28,6 @@ def new_cluster_id() -> str:
         text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
         if not text.startswith("-"):
             return text
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so a crash leaves either the old or the new file, never a mix."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 class DataDir:

@@ -33,7 +33,6 @@ from protocol.records import (
     LOG_OVERHEAD,
     MAGIC_V2,
     TIMESTAMP_TYPE_MASK,
-    Compression,
     CorruptBatchError,
     compute_crc,
     decode_records,
@@ -49,8 +48,6 @@ __all__ = ["ProduceApis"]
 
 log = logging.getLogger("groupcoord.produce")
 
-_CODECS = {"gzip": Compression.GZIP, "snappy": Compression.SNAPPY, "lz4": Compression.LZ4,
-           "zstd": Compression.ZSTD, "uncompressed": Compression.NONE}
 _PARTITION_LEADER_EPOCH_OFFSET = 12
 _MAGIC_OFFSET = 16
 _ATTRIBUTES_OFFSET = 21
