@@ -7,8 +7,9 @@ new data (Fetch long polls) and for durability (duplicate produce retries).
 Rules:
 
 1. Every append to a partition goes through its ``PartitionLog``. Offsets are assigned by the log
-   in the order appends are queued, so the wrapper knows a batch's offset the moment it queues it,
-   and updates producer state then — before the next request's sequence check.
+   in the order appends are queued (``append_validated`` queues before it returns), so the wrapper
+   knows a batch's offset the moment it queues it, and updates producer state then — before the
+   next request's sequence check.
 2. The high watermark is the log end offset: the storage engine exposes data to readers only once
    it is written under the flush policy, which is what "committed" means on a single node.
 3. Producer state survives a clean restart as a snapshot taken at the log end on close; it is used
@@ -130,13 +131,14 @@ class PartitionLog:
     def append_batch(self, batch: bytearray, header: BatchHeader) -> tuple[int, Awaitable[None]]:
         """Queue one validated batch; returns its base offset and an awaitable for durability."""
         base = self._next_offset
+        queued = self.log.append_validated(batch, header)
         self._next_offset = base + header.last_offset_delta + 1
         self.producers.update(header, base)
-        return base, asyncio.ensure_future(self._append(batch, base))
+        return base, asyncio.ensure_future(self._appended(queued, base))
 
-    async def _append(self, batch: bytearray, expected_base: int) -> None:
+    async def _appended(self, queued: Awaitable[Any], expected_base: int) -> None:
         try:
-            result = await self.log.append(batch)
+            result = await queued
         finally:
             self._wake()
         if result.base_offset != expected_base:  # rule 1 broken: a bug, say so loudly

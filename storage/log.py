@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, AsyncIterator, Callable
 
-from protocol.records import decode_records
+from protocol.records import BatchHeader, decode_records
 
 from .errors import LogClosedError, OffsetOutOfRangeError, StorageIOError
 from .files import (
@@ -201,6 +201,17 @@ class Log:
             self._check_open()
         buf, batches_ = validate_batches(batches, self.options.max_batch_bytes)
         return await self._writer.submit(buf, batches_)
+
+    def append_validated(self, buf: bytearray, header: BatchHeader) -> asyncio.Future[AppendResult]:
+        """Queue one batch its caller has already checked in full (one whole v2 batch, CRC, size
+        limit, record count), skipping the second pass and copy ``append`` would make.
+
+        The batch is queued before this returns, so offsets follow call order; the future
+        resolves as ``append`` would return. ``buf`` is owned by the log from here on.
+        """
+        if self._closed or self._failed is not None:
+            self._check_open()
+        return self._writer.submit(buf, [(0, header)])
 
     @contextlib.asynccontextmanager
     async def _exclusive(self) -> AsyncIterator[None]:

@@ -292,3 +292,20 @@ async def test_slice_works_with_sendfile_and_survives_segment_deletion(tmp_path:
     assert await log.read_async(log.log_start_offset, 100)
     await log.delete()
     assert not log.directory.exists()
+
+
+@pytest.mark.asyncio
+async def test_append_validated_queues_in_call_order(tmp_path: Path) -> None:
+    from protocol.records import build_batch, read_batch_header
+    from storage.log import Log
+
+    log = Log.open(tmp_path, "t", 0)
+    batches = [bytearray(build_batch([(None, b"%d" % i)] * (i + 1), timestamp_ms=1)) for i in range(20)]
+    futures = [log.append_validated(b, read_batch_header(b, 0)) for b in batches]
+    results = await asyncio.gather(*futures)
+    expected, base = [], 0
+    for i in range(20):
+        expected.append((base, base + i))
+        base += i + 1
+    assert [(r.base_offset, r.last_offset) for r in results] == expected
+    await log.close()
