@@ -162,6 +162,8 @@ class ProduceApis:
             struct.pack_into(">q", batch, _MAX_TIMESTAMP_OFFSET, now)
             _CRC.pack_into(batch, 17, compute_crc(batch, 0, len(batch)))
             result.log_append_time_ms = now
+            # The log indexes and retains by the header it is handed: give it the rewritten one.
+            header = read_batch_header(batch, 0)
         base_offset, durable = plog.append_batch(batch, header)
         result.base_offset = base_offset
         result.log_start_offset = plog.log_start_offset

@@ -1,0 +1,237 @@
+"""One consumer-group member process for the group tests, for the Python stock clients.
+
+    python tests/clients/group_member.py CLIENT bootstrap topic group strategy instanceId|- sessionMs \
+        stopFile pollDelayMs maxPollRecords
+
+CLIENT: confluent | kafka-python | aiokafka. strategy: range | roundrobin | cooperative-sticky.
+Prints the line protocol of ``java/GroupConsumer.java`` (A/REV/LOST/R/C/CF/STARTED/CLOSED), commits
+synchronously after every non-empty poll, and runs until stopFile exists (then closes) or is killed.
+Standalone on purpose (no imports from the repo), so it can be started and SIGKILLed as a process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+
+
+def out(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def parts(ps) -> str:  # type: ignore[no-untyped-def]
+    return ",".join(str(p) for p in sorted(ps))
+
+
+def run_confluent(bootstrap, topic, group, strategy, instance, session, stop, delay, max_poll) -> None:  # type: ignore[no-untyped-def]
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    conf = {"bootstrap.servers": bootstrap, "group.id": group, "partition.assignment.strategy": strategy,
+            "session.timeout.ms": session, "heartbeat.interval.ms": 500, "max.poll.interval.ms": 30000,
+            "enable.auto.commit": False, "auto.offset.reset": "earliest", "reconnect.backoff.max.ms": 500}
+    if instance != "-":
+        conf["group.instance.id"] = instance
+    c = Consumer(conf)
+    owned: set[int] = set()
+    cooperative = strategy == "cooperative-sticky"
+
+    def on_assign(consumer, tps) -> None:  # type: ignore[no-untyped-def]
+        nonlocal owned
+        ps = {tp.partition for tp in tps}
+        owned = owned | ps if cooperative else ps
+        out("A " + parts(owned))
+
+    pending: dict[int, int] = {}  # processed, not yet committed: retried, and committed before a revoke
+
+    def commit(offsets: dict[int, int]) -> bool:
+        if not offsets:
+            return True
+        try:
+            c.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
+            for p, o in offsets.items():
+                out(f"C {p} {o}")
+            return True
+        except KafkaException as e:
+            out(f"CF {e}")
+            return False
+
+    def on_revoke(consumer, tps) -> None:  # type: ignore[no-untyped-def]
+        ps = {tp.partition for tp in tps}
+        commit({p: pending.pop(p) for p in ps if p in pending})
+        if ps:
+            out("REV " + parts(ps))
+        owned.difference_update(ps)
+
+    def on_lost(consumer, tps) -> None:  # type: ignore[no-untyped-def]
+        ps = {tp.partition for tp in tps}
+        if ps:
+            out("LOST " + parts(ps))
+        owned.difference_update(ps)
+
+    c.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
+    out("STARTED")
+    try:
+        while not os.path.exists(stop):
+            msgs = c.consume(num_messages=max_poll, timeout=0.2)
+            if not msgs:
+                continue
+            for m in msgs:
+                if m.error() is not None:
+                    out(f"E {m.error()}")
+                    continue
+                out(f"R {m.partition()} {m.offset()}")
+                pending[m.partition()] = m.offset() + 1
+            for p in [p for p in pending if p not in owned]:
+                del pending[p]
+            if commit(dict(pending)):
+                pending.clear()
+            if delay:
+                time.sleep(delay / 1000)
+    finally:
+        c.close()
+        out("CLOSED")
+
+
+def run_kafka_python(bootstrap, topic, group, strategy, instance, session, stop, delay, max_poll) -> None:  # type: ignore[no-untyped-def]
+    from kafka import KafkaConsumer, OffsetAndMetadata, TopicPartition
+    from kafka.consumer.subscription_state import ConsumerRebalanceListener
+    from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
+    from kafka.coordinator.assignors.range import RangePartitionAssignor
+    from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+
+    assignor = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor,
+                "cooperative-sticky": CooperativeStickyAssignor}[strategy]
+    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, partition_assignment_strategy=[assignor],
+                      group_instance_id=None if instance == "-" else instance, session_timeout_ms=session,
+                      heartbeat_interval_ms=500, max_poll_interval_ms=30000, enable_auto_commit=False,
+                      auto_offset_reset="earliest", reconnect_backoff_max_ms=500, request_timeout_ms=40000)
+
+    pending: dict[int, int] = {}  # processed, not yet committed: retried, and committed before a revoke
+
+    def commit(offsets: dict[int, int]) -> bool:
+        if not offsets:
+            return True
+        try:
+            c.commit({TopicPartition(topic, p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()})
+            for p, o in offsets.items():
+                out(f"C {p} {o}")
+            return True
+        except Exception as e:  # noqa: BLE001 - reported as a line
+            out(f"CF {type(e).__name__}: {e}")
+            return False
+
+    class L(ConsumerRebalanceListener):
+        def on_partitions_revoked(self, revoked):  # type: ignore[no-untyped-def]
+            commit({tp.partition: pending.pop(tp.partition) for tp in revoked if tp.partition in pending})
+            if revoked:
+                out("REV " + parts(tp.partition for tp in revoked))
+
+        def on_partitions_assigned(self, assigned):  # type: ignore[no-untyped-def]
+            out("A " + parts(tp.partition for tp in c.assignment()))
+
+        def on_partitions_lost(self, lost):  # type: ignore[no-untyped-def]
+            if lost:
+                out("LOST " + parts(tp.partition for tp in lost))
+
+    c.subscribe([topic], listener=L())
+    out("STARTED")
+    try:
+        while not os.path.exists(stop):
+            batch = c.poll(timeout_ms=200, max_records=max_poll)
+            if not batch:
+                continue
+            for tp, msgs in batch.items():
+                for m in msgs:
+                    out(f"R {m.partition} {m.offset}")
+                    pending[m.partition] = m.offset + 1
+            owned = {tp.partition for tp in c.assignment()}
+            for p in [p for p in pending if p not in owned]:
+                del pending[p]
+            if commit(dict(pending)):
+                pending.clear()
+            if delay:
+                time.sleep(delay / 1000)
+    finally:
+        c.close()
+        out("CLOSED")
+
+
+async def _aiokafka(bootstrap, topic, group, strategy, instance, session, stop, delay, max_poll) -> None:  # type: ignore[no-untyped-def]
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka.abc import ConsumerRebalanceListener
+    from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+    from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+
+    assignor = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}[strategy]
+    kw = {}
+    if instance != "-":
+        kw["group_instance_id"] = instance
+    c = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, partition_assignment_strategy=(assignor,),
+                         session_timeout_ms=session, heartbeat_interval_ms=500, max_poll_interval_ms=30000,
+                         enable_auto_commit=False, auto_offset_reset="earliest", retry_backoff_ms=200, **kw)
+
+    pending: dict[int, int] = {}  # processed, not yet committed: retried, and committed before a revoke
+
+    async def commit(offsets: dict[int, int]) -> bool:
+        if not offsets:
+            return True
+        try:
+            await c.commit({TopicPartition(topic, p): o for p, o in offsets.items()})
+            for p, o in offsets.items():
+                out(f"C {p} {o}")
+            return True
+        except Exception as e:  # noqa: BLE001 - reported as a line
+            out(f"CF {type(e).__name__}: {e}")
+            return False
+
+    class L(ConsumerRebalanceListener):
+        async def on_partitions_revoked(self, revoked):  # type: ignore[no-untyped-def]
+            await commit({tp.partition: pending.pop(tp.partition) for tp in revoked if tp.partition in pending})
+            if revoked:
+                out("REV " + parts(tp.partition for tp in revoked))
+
+        async def on_partitions_assigned(self, assigned):  # type: ignore[no-untyped-def]
+            out("A " + parts(tp.partition for tp in assigned))
+
+    await c.start()
+    c.subscribe([topic], listener=L())
+    out("STARTED")
+    try:
+        while not os.path.exists(stop):
+            batch = await c.getmany(timeout_ms=200, max_records=max_poll)
+            if not batch:
+                continue
+            for tp, msgs in batch.items():
+                for m in msgs:
+                    out(f"R {m.partition} {m.offset}")
+                    pending[m.partition] = m.offset + 1
+            owned = {tp.partition for tp in c.assignment()}
+            for p in [p for p in pending if p not in owned]:
+                del pending[p]
+            if await commit(dict(pending)):
+                pending.clear()
+            if delay:
+                await asyncio.sleep(delay / 1000)
+    finally:
+        await c.stop()
+        out("CLOSED")
+
+
+def main(argv: list[str]) -> None:
+    client, bootstrap, topic, group, strategy, instance, session, stop, delay, max_poll = argv
+    args = (bootstrap, topic, group, strategy, instance, int(session), stop, int(delay), int(max_poll))
+    if client == "confluent":
+        run_confluent(*args)
+    elif client == "kafka-python":
+        run_kafka_python(*args)
+    elif client == "aiokafka":
+        asyncio.run(_aiokafka(*args))
+    else:
+        raise SystemExit(f"unknown client {client}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
