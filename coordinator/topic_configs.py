@@ -81,6 +81,16 @@ _DEFS = [
     TopicConfigDef("segment.ms", _long(1), "604800000", TYPE_LONG, None, "segment age that forces a roll"),
     TopicConfigDef("unclean.leader.election.enable", _one_of("true", "false"), "false", TYPE_BOOLEAN, None,
                    "elect out-of-sync replicas"),
+    # Accepted and reported as Kafka does, with no effect on a single node without tiered storage
+    # or replication: a client that sets them (tooling often copies whole topic configs) works.
+    TopicConfigDef("leader.replication.throttled.replicas", lambda v: True, "", TYPE_LIST, None,
+                   "replicas throttled on the leader (no replication here)"),
+    TopicConfigDef("follower.replication.throttled.replicas", lambda v: True, "", TYPE_LIST, None,
+                   "replicas throttled on followers (no replication here)"),
+    TopicConfigDef("remote.storage.enable", _one_of("true", "false"), "false", TYPE_BOOLEAN, None,
+                   "tiered storage (not available here)"),
+    TopicConfigDef("local.retention.ms", _long(-2), "-2", TYPE_LONG, None, "local retention under tiered storage"),
+    TopicConfigDef("local.retention.bytes", _long(-2), "-2", TYPE_LONG, None, "local retention under tiered storage"),
 ]
 
 TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in _DEFS}
