@@ -15,15 +15,13 @@ from kafka.protocol.metadata import ApiVersionsResponse, FindCoordinatorResponse
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey
 from protocol.errors import ErrorCode
 
+from .acl_operations import CLUSTER_OPERATIONS, OMITTED, TOPIC_OPERATIONS, authorized
 from .context import NodeInfo, RequestContext
 from .topic_registry import CONSUMER_OFFSETS, TopicError, topic_name_error
 from .topic_service import TopicService
 
 __all__ = ["ClusterApis", "unsupported_api_versions_response"]
 
-#: "Authorized operations not requested" in Metadata/DescribeCluster: Kafka sends Integer.MIN_VALUE,
-#: which the codec's bit-field type writes for None.
-AUTHORIZED_OPERATIONS_OMITTED = None
 
 # KIP-511: ClientSoftwareName and ClientSoftwareVersion must match this; otherwise INVALID_REQUEST.
 _SOFTWARE_FIELD = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
@@ -70,11 +68,13 @@ class ClusterApis:
         brokers = [MetadataResponse.MetadataResponseBroker(node_id=node.node_id, host=node.host, port=node.port, rack=None)]
         # v0: an empty list means every topic. v1+: null means every topic, empty means none.
         wanted = request.topics
+        topic_ops = authorized(version >= 8 and bool(request.include_topic_authorized_operations), TOPIC_OPERATIONS)
         if wanted is None or (version == 0 and not wanted):
-            topics = [self._topic_metadata(info) for info in sorted(self.topics.registry.all(), key=lambda t: t.name)]
+            topics = [self._topic_metadata(info, topic_ops)
+                      for info in sorted(self.topics.registry.all(), key=lambda t: t.name)]
         else:
             auto_create = self.topics.auto_create_enabled and (version < 4 or request.allow_auto_topic_creation)
-            topics = [self._requested_topic(t, auto_create) for t in wanted]
+            topics = [self._requested_topic(t, auto_create, topic_ops) for t in wanted]
         return MetadataResponse(
             version=version,
             throttle_time_ms=0,
@@ -82,17 +82,18 @@ class ClusterApis:
             cluster_id=node.cluster_id,
             controller_id=node.node_id,
             topics=topics,
-            authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+            authorized_operations=authorized(8 <= version <= 10 and bool(request.include_cluster_authorized_operations),
+                                             CLUSTER_OPERATIONS),
         )
 
-    def _requested_topic(self, wanted: Any, auto_create: bool) -> Any:
+    def _requested_topic(self, wanted: Any, auto_create: bool, ops: set[int] | None) -> Any:
         name = wanted.name
         topic_id = getattr(wanted, "topic_id", None)
         if name is None:
             info = self.topics.registry.by_id(topic_id) if topic_id is not None else None
             if info is None:
                 return self._error_topic(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id)
-            return self._topic_metadata(info)
+            return self._topic_metadata(info, ops)
         info = self.topics.registry.get(name)
         if info is None:
             if topic_name_error(name) is not None:
@@ -103,16 +104,16 @@ class ClusterApis:
                 info = self.topics.auto_create(name)
             except TopicError as exc:
                 return self._error_topic(name, exc.error_code)
-        return self._topic_metadata(info)
+        return self._topic_metadata(info, ops)
 
     @staticmethod
     def _error_topic(name: str | None, error: int, topic_id: Any = None) -> Any:
         return MetadataResponse.MetadataResponseTopic(
             error_code=error, name=name, topic_id=topic_id, is_internal=False, partitions=[],
-            authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+            authorized_operations=OMITTED,
         )
 
-    def _topic_metadata(self, info: Any) -> Any:
+    def _topic_metadata(self, info: Any, ops: set[int] | None) -> Any:
         node_id = self.node.node_id
         partitions = [
             MetadataResponse.MetadataResponseTopic.MetadataResponsePartition(
@@ -124,7 +125,7 @@ class ClusterApis:
         ]
         return MetadataResponse.MetadataResponseTopic(
             error_code=0, name=info.name, topic_id=info.topic_id, is_internal=info.internal,
-            partitions=partitions, authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+            partitions=partitions, authorized_operations=ops,
         )
 
     # --- FindCoordinator ------------------------------------------------------------------------
@@ -179,14 +180,14 @@ class ClusterApis:
                 version=version, throttle_time_ms=0, error_code=ErrorCode.MISMATCHED_ENDPOINT_TYPE,
                 error_message="The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER",
                 endpoint_type=endpoint_type, cluster_id=node.cluster_id, controller_id=-1, brokers=[],
-                authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+                authorized_operations=OMITTED,
             )
         return DescribeClusterResponse(
             version=version, throttle_time_ms=0, error_code=0, error_message=None,
             endpoint_type=ENDPOINT_TYPE_BROKER, cluster_id=node.cluster_id, controller_id=node.node_id,
             brokers=[DescribeClusterResponse.DescribeClusterBroker(
                 broker_id=node.node_id, host=node.host, port=node.port, rack=None, is_fenced=False)],
-            authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+            authorized_operations=authorized(bool(request.include_cluster_authorized_operations), CLUSTER_OPERATIONS),
         )
 
     def handlers(self) -> dict[ApiKey, Any]:

@@ -226,7 +226,7 @@ class GroupService:
         answers = await self._per_partition(
             request.groups, lambda gid: gid,
             lambda p, subset: self.runtime.read(p, lambda s: s.describe_groups(
-                types.SimpleNamespace(groups=subset, include_authorized_operations=False), v)),
+                types.SimpleNamespace(groups=subset, include_authorized_operations=v >= 3 and request.include_authorized_operations), v)),
             lambda resp: {g.group_id: g for g in resp.groups},
             lambda gid, error: DescribeGroupsResponse.DescribedGroup(
                 error_code=int(error), error_message=None, group_id=gid, group_state="", protocol_type="",

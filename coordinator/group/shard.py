@@ -34,6 +34,7 @@ from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse, L
 from protocol.consumer_offsets import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
 from protocol.errors import ErrorCode
 
+from ..acl_operations import GROUP_OPERATIONS, OMITTED, authorized
 from .config import GroupConfig
 from .group_manager import GroupManager
 from .group_state import GroupState
@@ -53,9 +54,6 @@ ListedGroup = ListGroupsResponse.ListedGroup
 DeletedGroup = DeleteGroupsResponse.DeletableGroupResult
 #: ListGroups v5 group type (KIP-848): only classic groups exist here.
 CLASSIC_GROUP_TYPE = "classic"
-#: DescribeGroups AuthorizedOperations when they were not asked for: Kafka sends Integer.MIN_VALUE,
-#: which the codec's bit-field type writes for None.
-AUTHORIZED_OPERATIONS_OMITTED = None
 
 
 class GroupCoordinatorShard:
@@ -102,13 +100,14 @@ class GroupCoordinatorShard:
         """DescribeGroups v0-6 (read). Metadata, assignments and protocol only when Stable; an
         unknown group is described as Dead (v6: GROUP_ID_NOT_FOUND, KIP-1043)."""
         described = []
+        operations = authorized(api_version >= 3 and bool(request.include_authorized_operations), GROUP_OPERATIONS)
         for group_id in request.groups:
             group = self.group_manager.groups.get(group_id)
             if group is None or group.state is S.DEAD:
                 described.append(DescribedGroup(
                     error_code=int(E.GROUP_ID_NOT_FOUND if api_version >= 6 else E.NONE),
                     error_message=None, group_id=group_id, group_state=S.DEAD.value, protocol_type="",
-                    protocol_data="", members=[], authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+                    protocol_data="", members=[], authorized_operations=OMITTED))
                 continue
             stable = group.state is S.STABLE
             members = [DescribedMember(
@@ -120,7 +119,7 @@ class GroupCoordinatorShard:
                 error_code=0, error_message=None, group_id=group_id, group_state=group.state.value,
                 protocol_type=group.protocol_type or "",
                 protocol_data=(group.protocol_name or "") if stable else "", members=members,
-                authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+                authorized_operations=operations))
         return DescribeGroupsResponse(version=api_version, throttle_time_ms=0, groups=described)
 
     def list_groups(self, request: Any, api_version: int) -> Any:

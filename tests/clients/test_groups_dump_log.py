@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -16,7 +17,7 @@ from tests.clients.group_scenario import P, run_group_scenario
 
 pytestmark = [pytest.mark.clients, pytest.mark.timeout(180)]
 
-REPO = __import__("pathlib").Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_groups_dump_log_shows_group_records(server_factory, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -35,12 +36,12 @@ def test_groups_dump_log_shows_group_records(server_factory, tmp_path) -> None: 
     metas = [d for d in decoded if d.startswith(f"{group}::GroupMetadata(")]
     assert metas, f"no GroupMetadata record for {group} in partition {part}:\n{text[-4000:]}"
     full = [m for m in metas if m.count("MemberMetadata(") == 3]
-    assert full, f"no GroupMetadata with the three members:\n" + "\n".join(metas)
+    assert full, "no GroupMetadata with the three members:\n" + "\n".join(metas)
     assert all("protocolType=consumer" in m for m in metas), metas
     assert all("protocol=range" in m for m in full), full
     assert re.search(r"generation=\d+", full[-1]), full[-1]
     assert metas[-1].count("MemberMetadata(") == 0 and "members=[]" in metas[-1], \
-        f"the last GroupMetadata should be the Empty group (all members left):\n" + "\n".join(metas)
+        "the last GroupMetadata should be the Empty group (all members left):\n" + "\n".join(metas)
     gens = [int(re.search(r"generation=(\d+)", m).group(1)) for m in metas]  # type: ignore[union-attr]
     assert gens == sorted(gens), f"generations not increasing: {gens}"
     last: dict[int, int] = {}

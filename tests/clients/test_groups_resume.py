@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.clients.group_scenario import (P, all_consumed, committed_offsets, ctx, produce, run_group_scenario,
+from tests.clients.group_scenario import (P, committed_offsets, ctx, produce, run_group_scenario,
                                           start_member, wait_until)
 from tests.clients.group_static import run_static_scenario
 

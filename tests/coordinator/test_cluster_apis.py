@@ -121,3 +121,20 @@ def test_describe_cluster(shared_server, version: int) -> None:
         if version >= 1:
             bad = DescribeClusterRequest(version=version, include_cluster_authorized_operations=False, endpoint_type=2)
             assert c.request(ApiKey.DESCRIBE_CLUSTER, version, bad).error_code == ErrorCode.MISMATCHED_ENDPOINT_TYPE
+
+
+def test_authorized_operations_when_asked_and_omitted_otherwise(shared_server) -> None:
+    from kafka.protocol.admin import DescribeClusterRequest as DC
+
+    with WireClient(shared_server.host, shared_server.port) as c:
+        req = MetadataRequest(version=10, topics=[MetadataRequest.MetadataRequestTopic(name="ops", topic_id=None)],
+                              allow_auto_topic_creation=True, include_cluster_authorized_operations=True,
+                              include_topic_authorized_operations=True)
+        resp = c.request(ApiKey.METADATA, 10, req)
+        assert resp.authorized_operations == {5, 7, 8, 9, 10, 11, 12}
+        assert resp.topics[0].authorized_operations == {3, 4, 5, 6, 7, 8, 10, 11}
+        plain = c.request(ApiKey.METADATA, 10, _metadata(10, ["ops"]))
+        assert plain.authorized_operations is None and plain.topics[0].authorized_operations is None
+        cluster = c.request(ApiKey.DESCRIBE_CLUSTER, 1, DC(version=1, include_cluster_authorized_operations=True,
+                                                         endpoint_type=1))
+        assert cluster.authorized_operations == {5, 7, 8, 9, 10, 11, 12}
