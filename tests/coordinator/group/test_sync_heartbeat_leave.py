@@ -193,11 +193,10 @@ def test_heartbeats_move_a_deadline_and_do_not_reschedule_timers() -> None:
     assert ids[0] not in ctx.group("g").members
 
 
-def test_heartbeat_is_cheap_with_many_members() -> None:
-    """100,000 members: heartbeats are O(1) and schedule no timers; timers re-arm lazily and
-    mass expiry stays fast."""
-    import time
-
+def test_heartbeats_of_many_members_schedule_no_timers() -> None:
+    """100,000 members: heartbeats only move stored deadlines and schedule no timers; each
+    session timer re-arms lazily when it fires. (Their cost is measured by
+    bench/group_heartbeat_bench.py, not asserted here.)"""
     from coordinator.group.classic_group import ClassicGroupMember
     ctx = GroupTestContext(GroupConfig(initial_rebalance_delay_ms=0))
     group_manager = ctx.shard.group_manager
@@ -211,15 +210,10 @@ def test_heartbeat_is_cheap_with_many_members() -> None:
         group_manager.touch_member(group, member_id)
     ctx.sleep(5_000)
     calls = ctx.timer.schedule_calls
-    started = time.perf_counter()
     for i in range(0, 100_000, 2):  # half the members stay alive
         assert ctx.heartbeat("big", f"m{i}", 0).error_code == E.NONE
-    per_call = (time.perf_counter() - started) / 50_000
-    assert per_call < 0.0005, per_call
     assert ctx.timer.schedule_calls == calls
-    started = time.perf_counter()
     ctx.sleep(5_000)  # every timer fires: odd members expire, even ones re-arm for 5 s more
-    assert time.perf_counter() - started < 10
     assert len(group.members) == 50_000 and all(int(m[1:]) % 2 == 0 for m in group.members)
     assert group.state is GroupState.PREPARING_REBALANCE
 
