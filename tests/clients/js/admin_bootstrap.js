@@ -4,6 +4,9 @@
 'use strict';
 
 const { Kafka, logLevel } = require('kafkajs');
+// process.exit() does not wait for a piped stdout to drain, and output past the pipe buffer
+// would be lost: exit from the callback of an empty write, which runs after earlier writes.
+const exitAfterFlush = (code) => process.stdout.write('', () => process.exit(code));
 
 const [bootstrap, topic, partitionsArg, growToArg] = process.argv.slice(2);
 const partitions = Number(partitionsArg);
@@ -87,6 +90,6 @@ async function main() {
 }
 
 main().then(
-  () => process.exit(0),
+  () => exitAfterFlush(0),
   (e) => { process.stderr.write(`fatal: ${e.stack}\n`); process.exit(2); },
 );

@@ -4,6 +4,9 @@
 // Args: bootstrap topic group sessionTimeoutMs stopFile batchDelayMs maxBytesPerPartition
 const fs = require('fs')
 const { Kafka, logLevel } = require('kafkajs')
+// process.exit() does not wait for a piped stdout to drain, and output past the pipe buffer
+// would be lost: exit from the callback of an empty write, which runs after earlier writes.
+const exitAfterFlush = (code) => process.stdout.write('', () => process.exit(code));
 
 const [bootstrap, topic, groupId, session, stopFile, delay, maxBytes] = process.argv.slice(2)
 const out = (s) => process.stdout.write(s + '\n')
@@ -56,10 +59,10 @@ async function main () {
   while (!fs.existsSync(stopFile)) await sleep(100)
   await consumer.disconnect()
   out('CLOSED')
-  process.exit(0)
+  exitAfterFlush(0)
 }
 
 main().catch((e) => {
   out('FATAL ' + e.message)
-  process.exit(1)
+  exitAfterFlush(1)
 })

@@ -18,6 +18,9 @@
 
 const fs = require('fs');
 const { Kafka, CompressionTypes, logLevel } = require('kafkajs');
+// process.exit() does not wait for a piped stdout to drain, and output past the pipe buffer
+// would be lost: exit from the callback of an empty write, which runs after earlier writes.
+const exitAfterFlush = (code) => process.stdout.write('', () => process.exit(code));
 
 const [mode, bootstrap, topic, ...rest] = process.argv.slice(2);
 
@@ -199,6 +202,6 @@ async function fetch() {
 }
 
 ({ produce, fetch, stream })[mode]().then(
-  () => process.exit(process.exitCode || 0),
+  () => exitAfterFlush(process.exitCode || 0),
   (e) => { process.stderr.write(`fatal: ${e.stack}\n`); process.exit(2); },
 );
