@@ -64,7 +64,8 @@ class App:
 
         self.runtime = CoordinatorRuntime(
             self.logs, CONSUMER_OFFSETS,
-            lambda p, timer, clock: GroupCoordinatorShard(group_config, clock, timer, partition_exists))
+            lambda p, timer, clock: GroupCoordinatorShard(group_config, clock, timer, partition_exists),
+            snapshot_min_records=int(config["offsets.snapshot.min.records"]))
         self.groups = GroupService(self.runtime, self.registry)
         self.topics.listeners.append(self.groups)
         self.server: KafkaServer | None = None
@@ -113,6 +114,8 @@ class App:
         # Resign as coordinator first, so parked JoinGroup/SyncGroup requests are answered
         # (NOT_COORDINATOR) instead of holding the shutdown until their rebalance times out.
         self.server.stop_accepting()
+        # Snapshot first, so the next start loads the state instead of replaying the log.
+        await self.runtime.snapshot_all()
         self.groups.shutdown()
         await self.server.shutdown()
         await self.logs.close_all()

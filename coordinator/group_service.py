@@ -57,6 +57,8 @@ class GroupService:
         if info is None:
             return
 
+        self.runtime.queue_loading(range(info.num_partitions))
+
         async def run() -> None:
             for p in range(info.num_partitions):
                 await self.runtime.load(p)

@@ -26,14 +26,20 @@ log holds — state that was replayed but never became durable is never seen by 
 
 Rules:
 
-1. Only ``replay`` changes record state; loading a partition is replaying its log from the start,
-   then ``on_loaded()``. There is no second code path.
+1. Only ``replay`` changes record state, and it takes records as the log holds them (key and
+   value bytes): loading a partition is replaying its log, then ``on_loaded()``. There is no
+   second code path. A snapshot (``snapshot.py``) stands for a prefix of the log: it is the
+   shard's state written out as records, replayed the same way, and then the log after it.
 2. A response, a parked response completed by a later operation or timer, and an operation's
    ``on_appended`` all wait for the partition's durable offset to pass everything written up to
    the end of the operation that produced them.
 3. While a partition loads, its operations are refused (the service answers
-   COORDINATOR_LOAD_IN_PROGRESS); loading yields to the event loop every ``LOAD_YIELD_RECORDS``
-   records so partitions already loaded keep being served.
+   COORDINATOR_LOAD_IN_PROGRESS); loading yields to the event loop after each read of
+   ``LOAD_READ_BYTES`` so partitions already loaded keep being served.
+4. A partition writes a new snapshot once the records appended since the last one outnumber
+   both ``snapshot_min_records`` and the records of its last snapshot (the live state), so the
+   log tail replayed at load stays no longer than the state itself, and the cost of snapshots
+   per appended record stays constant. Shutdown snapshots every partition that changed.
 """
 
 from __future__ import annotations
@@ -42,27 +48,28 @@ import asyncio
 import enum
 import logging
 import time
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Iterable, Protocol
 
-from protocol.consumer_offsets import UnknownRecordVersion, deserialize, serialize
+from protocol.consumer_offsets import UnknownRecordVersion, serialize
 from protocol.records import CorruptBatchError, build_batch, decode_records, iter_batch_positions, read_batch_header
 
 from .log_manager import LogManager, PartitionLog
+from .snapshot import SnapshotEncoder, SnapshotError, read_snapshot, remove_snapshot, write_snapshot
 
 __all__ = ["CoordinatorRuntime", "PartitionState", "NotActiveError", "SystemClock", "AsyncioTimer", "Shard"]
 
 log = logging.getLogger("groupcoord.runtime")
 
-#: Records replayed between yields to the event loop while loading.
-LOAD_YIELD_RECORDS = 2048
-#: Bytes read from the log per step while loading.
-LOAD_READ_BYTES = 1 << 20
+#: Bytes read from the log per step while loading (about 4,000 commit records, ~10 ms of replay).
+LOAD_READ_BYTES = 256 << 10
 
 
 class Shard(Protocol):
-    def replay(self, key: Any, value: Any) -> None: ...
+    def replay(self, key: bytes, value: bytes | None) -> None: ...
 
     def on_loaded(self) -> None: ...
+
+    def snapshot_records(self) -> Iterable[tuple[bytes, bytes]]: ...
 
 
 class PartitionState(enum.Enum):
@@ -124,7 +131,8 @@ class AsyncioTimer:
 
 
 class _Context:
-    __slots__ = ("partition", "state", "shard", "plog", "timer", "last_written", "completions", "in_op", "waiting")
+    __slots__ = ("partition", "state", "shard", "plog", "timer", "last_written", "completions", "in_op", "waiting",
+                 "since_snapshot", "snapshot_records", "snapshotting")
 
     def __init__(self, partition: int, plog: PartitionLog) -> None:
         self.partition = partition
@@ -139,6 +147,11 @@ class _Context:
         self.in_op = False
         #: Answers waiting for durability; failed together if the partition fails.
         self.waiting: set[asyncio.Future[Any]] = set()
+        #: Records appended (or replayed from the log tail) since the last snapshot, and the
+        #: number of records that snapshot held (rule 4).
+        self.since_snapshot = 0
+        self.snapshot_records = 0
+        self.snapshotting: asyncio.Future[None] | None = None
 
 
 class CoordinatorRuntime:
@@ -146,19 +159,29 @@ class CoordinatorRuntime:
 
     def __init__(self, logs: LogManager, topic: str,
                  shard_factory: Callable[[int, AsyncioTimer, SystemClock], Shard],
-                 clock: SystemClock | None = None) -> None:
+                 clock: SystemClock | None = None, *, snapshot_min_records: int = 20_000) -> None:
         self.logs = logs
+        self.snapshot_min_records = snapshot_min_records
         self.topic = topic
         self.shard_factory = shard_factory
         self.clock = clock or SystemClock()
         self._contexts: dict[int, _Context] = {}
+        #: Partitions promised to ``load`` but not started yet: they answer as loading, as Kafka
+        #: does for partitions queued behind others in its loader.
+        self._queued: set[int] = set()
         self.load_seconds: dict[int, float] = {}
 
     # --- state --------------------------------------------------------------------------------
 
     def state(self, partition: int) -> PartitionState | None:
         ctx = self._contexts.get(partition)
-        return ctx.state if ctx is not None else None
+        if ctx is None:
+            return PartitionState.LOADING if partition in self._queued else None
+        return ctx.state
+
+    def queue_loading(self, partitions: Iterable[int]) -> None:
+        """Partitions ``load`` will be called for: until then they count as loading."""
+        self._queued.update(partitions)
 
     def shard(self, partition: int) -> Any:
         ctx = self._active(partition)
@@ -174,6 +197,7 @@ class CoordinatorRuntime:
 
     async def load(self, partition: int) -> None:
         """Become the coordinator of ``partition``: replay its log into a fresh shard."""
+        self._queued.discard(partition)
         plog = self.logs.get(self.topic, partition)
         if plog is None:
             raise KeyError(f"{self.topic}-{partition} is not hosted here")
@@ -186,7 +210,12 @@ class CoordinatorRuntime:
         ctx.shard = self.shard_factory(partition, ctx.timer, self.clock)
         started = time.monotonic()
         try:
-            await self._replay_log(ctx)
+            start = self._replay_snapshot(ctx)
+            if start is None:
+                start = plog.log_start_offset
+            else:
+                await asyncio.sleep(0)
+            ctx.since_snapshot = await self._replay_log(ctx, start)
             ctx.in_op = True
             try:
                 ctx.shard.on_loaded()
@@ -200,45 +229,127 @@ class CoordinatorRuntime:
         ctx.state = PartitionState.ACTIVE
         self.load_seconds[partition] = time.monotonic() - started
         self._release_completions(ctx)
+        self._maybe_snapshot(ctx)
 
-    async def _replay_log(self, ctx: _Context) -> None:
+    def _replay_snapshot(self, ctx: _Context) -> int | None:
+        """Replay the partition's snapshot if the trust rule of ``snapshot.py`` allows it; the
+        offset the log must be replayed from after it, or None to replay the whole log."""
         plog = ctx.plog
-        offset = plog.log_start_offset
+        where = {"partition": f"{self.topic}-{ctx.partition}"}
+        directory = plog.log.directory
+        try:
+            snap = read_snapshot(directory)
+        except (OSError, SnapshotError) as exc:
+            log.warning("ignoring the snapshot; replaying the whole log", extra={**where, "reason": str(exc)})
+            remove_snapshot(directory)
+            return None
+        if snap is None:
+            return None
+        reason = None
+        if not plog.log_start_offset <= snap.offset <= plog.high_watermark:
+            reason = (f"snapshot offset {snap.offset} outside the log "
+                      f"[{plog.log_start_offset}, {plog.high_watermark}]")
+        elif self.clock.now_ms() >= snap.captured_ms + plog.log.options.delete_retention_ms:
+            reason = "snapshot older than delete.retention.ms: the cleaner may have removed later tombstones"
+        if reason is not None:
+            log.warning("ignoring the snapshot; replaying the whole log", extra={**where, "reason": reason})
+            remove_snapshot(directory)
+            return None
+        self._replay_batches(ctx, snap.batches, 0)
+        ctx.snapshot_records = snap.records
+        log.info("snapshot loaded", extra={**where, "offset": snap.offset, "records": snap.records})
+        return snap.offset
+
+    def _replay_batches(self, ctx: _Context, data: bytes, offset: int) -> tuple[int, int]:
+        """Replay the records at or after ``offset`` of the batches in ``data``: (records
+        replayed, last offset seen). Shared by the log and the snapshot."""
+        replay = ctx.shard.replay
+        replayed = 0
+        last = offset - 1
+        for pos, header in iter_batch_positions(data):
+            last = header.last_offset
+            if last < offset or header.is_control:
+                continue  # before the requested offset, or a transaction marker
+            try:
+                records = decode_records(data, pos, header)
+            except CorruptBatchError as exc:
+                log.warning("skipping a corrupt batch while loading",
+                            extra={"partition": f"{self.topic}-{ctx.partition}", "offset": header.base_offset,
+                                   "reason": exc.reason})
+                continue
+            base = header.base_offset
+            for record in records:
+                if record.key is None or base + record.offset_delta < offset:
+                    continue
+                try:
+                    replay(record.key, record.value)
+                except UnknownRecordVersion as exc:
+                    # Kafka skips unknown record types with a warning: they may be left over
+                    # from an aborted upgrade.
+                    log.warning("skipping a record of unknown version",
+                                extra={"partition": f"{self.topic}-{ctx.partition}",
+                                       "offset": base + record.offset_delta, "reason": str(exc)})
+                    continue
+                replayed += 1
+        return replayed, last
+
+    async def _replay_log(self, ctx: _Context, offset: int) -> int:
+        """Replay the log from ``offset``; returns the number of records replayed."""
+        plog = ctx.plog
         end = plog.high_watermark
         replayed = 0
         while offset < end:
             data = plog.log.read(offset, LOAD_READ_BYTES)
             if not data:
                 break
-            last = offset
-            for pos, header in iter_batch_positions(data):
-                last = header.last_offset
-                if header.last_offset < offset or header.is_control:
-                    continue  # before the requested offset, or a transaction marker
-                try:
-                    records = decode_records(data, pos, header)
-                except CorruptBatchError as exc:
-                    log.warning("skipping a corrupt batch while loading",
-                                extra={"partition": f"{self.topic}-{ctx.partition}", "offset": header.base_offset,
-                                       "reason": exc.reason})
-                    continue
-                for record in records:
-                    if header.base_offset + record.offset_delta < offset or record.key is None:
-                        continue
-                    try:
-                        key, value = deserialize(record.key, record.value)
-                    except UnknownRecordVersion as exc:
-                        # Kafka skips unknown record types with a warning: they may be left over
-                        # from an aborted upgrade.
-                        log.warning("skipping a record of unknown version",
-                                    extra={"partition": f"{self.topic}-{ctx.partition}",
-                                           "offset": header.base_offset + record.offset_delta, "reason": str(exc)})
-                        continue
-                    ctx.shard.replay(key, value)
-                    replayed += 1
-                    if replayed % LOAD_YIELD_RECORDS == 0:
-                        await asyncio.sleep(0)
+            count, last = self._replay_batches(ctx, data, offset)
+            replayed += count
             offset = last + 1
+            await asyncio.sleep(0)  # one read (<= 1 MiB of records) between yields
+        return replayed
+
+    # --- snapshots ----------------------------------------------------------------------------
+
+    def _maybe_snapshot(self, ctx: _Context) -> None:
+        if ctx.snapshotting is None and ctx.state is PartitionState.ACTIVE \
+                and ctx.since_snapshot >= max(self.snapshot_min_records, ctx.snapshot_records):
+            ctx.snapshotting = asyncio.ensure_future(self._snapshot(ctx))
+
+    async def _snapshot(self, ctx: _Context) -> None:
+        """Write the partition's state as of now (offset ``last_written``) once it is durable."""
+        where = {"partition": f"{self.topic}-{ctx.partition}"}
+        try:
+            offset = ctx.last_written
+            encoder = SnapshotEncoder(offset, self.clock.now_ms())
+            # A copy of the records, taken in one step so it is the state at ``offset``; the
+            # encoding after it pauses between batches so serving goes on.
+            records = list(ctx.shard.snapshot_records())
+            ctx.since_snapshot = 0
+            ctx.snapshot_records = len(records)
+            step = SnapshotEncoder.BATCH_RECORDS
+            for i in range(0, len(records), step):
+                encoder.add(records[i:i + step])
+                await asyncio.sleep(0)
+            data = encoder.finish()
+            del records
+            await ctx.plog.wait_durable(offset)  # never claim what the log does not hold yet
+            if ctx.state is not PartitionState.ACTIVE or self._contexts.get(ctx.partition) is not ctx:
+                return
+            await asyncio.get_running_loop().run_in_executor(None, write_snapshot, ctx.plog.log.directory, data)
+            log.debug("snapshot written", extra={**where, "offset": offset, "records": ctx.snapshot_records})
+        except Exception as exc:
+            log.warning("snapshot failed; loading will replay more of the log", extra={**where, "reason": str(exc)})
+        finally:
+            ctx.snapshotting = None
+
+    async def snapshot_all(self) -> None:
+        """Snapshot every serving partition that changed since its last snapshot (shutdown)."""
+        for ctx in list(self._contexts.values()):
+            if ctx.state is PartitionState.ACTIVE and ctx.since_snapshot > 0 and ctx.snapshotting is None:
+                ctx.snapshotting = asyncio.ensure_future(self._snapshot(ctx))
+        pending = [ctx.snapshotting for ctx in self._contexts.values() if ctx.snapshotting is not None]
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
 
     # --- operations ---------------------------------------------------------------------------
 
@@ -296,9 +407,12 @@ class CoordinatorRuntime:
         header = read_batch_header(batch, 0)
         base, durable = ctx.plog.append_batch(batch, header)
         ctx.last_written = base + header.last_offset_delta + 1
-        for key, value in records:
-            ctx.shard.replay(key, value)
+        replay = ctx.shard.replay
+        for key, value in items:
+            replay(key, value)
         asyncio.ensure_future(self._watch_append(ctx, durable))
+        ctx.since_snapshot += len(items)
+        self._maybe_snapshot(ctx)
 
     async def _watch_append(self, ctx: _Context, durable: Any) -> None:
         try:
@@ -363,6 +477,7 @@ class CoordinatorRuntime:
                 self._release_completions(ctx)
             ctx.state = PartitionState.FAILED if ctx.state is PartitionState.FAILED else PartitionState.LOADING
         self._contexts.clear()
+        self._queued.clear()
 
     def active_partitions(self) -> list[int]:
         return [p for p, ctx in self._contexts.items() if ctx.state is PartitionState.ACTIVE]

@@ -52,6 +52,10 @@ __all__ = [
     "decode_group_metadata_value",
     "serialize",
     "deserialize",
+    "key_version",
+    "decode_offset_commit_key",
+    "offset_commit_fields",
+    "OffsetCommitFields",
 ]
 
 #: Key version written for offset commits; 0 has the same layout and is still read.
@@ -256,6 +260,59 @@ def decode_key(data: bytes | bytearray | memoryview) -> RecordKey:
     raise UnknownRecordVersion("record key", version)
 
 
+# --- hot paths -------------------------------------------------------------------------------
+# Loading a partition decodes every OffsetCommit key in its log, and the offsets cache keeps each
+# value as the bytes the log holds (see ``coordinator/group/offset_manager.py``), decoding them on
+# read. These two functions do that for the layouts a broker writes with straight ``struct``
+# calls, and hand anything else (older versions, flexible v4, malformed bytes) to the general
+# reader above, which stays the reference: tests check both agree on every version.
+
+_KEY_HEAD = struct.Struct(">hh")
+_V3_HEAD = struct.Struct(">hqih")  # version, offset, leader epoch, metadata length
+
+#: (offset, leader_epoch, metadata, commit_timestamp, expire_timestamp) of an OffsetCommitValue.
+OffsetCommitFields = tuple[int, int, str, int, "int | None"]
+
+
+def key_version(data: bytes) -> int:
+    """The record type of a key: 0/1 offset commit, 2 group metadata, others unknown here."""
+    if len(data) < 2:
+        raise MalformedRecordError("key shorter than its 2-byte version")
+    return _I16.unpack_from(data)[0]
+
+
+def decode_offset_commit_key(data: bytes) -> tuple[str, str, int]:
+    """``(group, topic, partition)`` of an OffsetCommit key (version 0 or 1)."""
+    try:
+        version, glen = _KEY_HEAD.unpack_from(data)
+        if version in (0, 1) and glen >= 0:
+            p = 4 + glen
+            tlen = _I16.unpack_from(data, p)[0]
+            q = p + 2 + tlen
+            if tlen >= 0 and len(data) >= q + 4:
+                return data[4:p].decode(), data[p + 2:q].decode(), _I32.unpack_from(data, q)[0]
+    except (struct.error, UnicodeDecodeError):
+        pass
+    key = decode_key(data)  # raises the precise error
+    if not isinstance(key, OffsetCommitKey):
+        raise MalformedRecordError("not an OffsetCommit key")
+    return key.group, key.topic, key.partition
+
+
+def offset_commit_fields(data: bytes) -> OffsetCommitFields:
+    """The fields of an OffsetCommitValue, without building the dataclass."""
+    if len(data) >= 24 and data[0] == 0 and data[1] == OFFSET_COMMIT_VALUE_VERSION:
+        _v, offset, leader_epoch, mlen = _V3_HEAD.unpack_from(data)
+        if 0 <= mlen <= len(data) - 24:
+            try:
+                metadata = data[16:16 + mlen].decode()
+            except UnicodeDecodeError:
+                raise MalformedRecordError("OffsetCommitValue metadata is not UTF-8") from None
+            return offset, leader_epoch, metadata, _I64.unpack_from(data, 16 + mlen)[0], None
+    value = decode_offset_commit_value(data)
+    return value.offset, value.leader_epoch, value.metadata, value.commit_timestamp, value.expire_timestamp
+
+
 def decode_offset_commit_value(data: bytes | bytearray | memoryview) -> OffsetCommitValue:
     data, version = _version(data, "value")
     if not 0 <= version <= _MAX_VALUE_VERSION:
@@ -375,11 +432,12 @@ class _Writer:
 
 def encode_key(key: RecordKey) -> bytes:
     if isinstance(key, OffsetCommitKey):
-        w = _Writer(OFFSET_COMMIT_KEY_VERSION)
-        w.string(key.group)
-        w.string(key.topic)
-        w.int32(key.partition)
-        return bytes(w.out)
+        group = key.group.encode()
+        topic = key.topic.encode()
+        if len(group) > 0x7FFF or len(topic) > 0x7FFF:
+            raise ValueError("group or topic does not fit an int16 length")
+        return b"".join((_KEY_HEAD.pack(OFFSET_COMMIT_KEY_VERSION, len(group)), group,
+                         _I16.pack(len(topic)), topic, _I32.pack(key.partition)))
     w = _Writer(GROUP_METADATA_KEY_VERSION)
     w.string(key.group)
     return bytes(w.out)
@@ -388,6 +446,11 @@ def encode_key(key: RecordKey) -> bytes:
 def _encode_offset_commit_value(value: OffsetCommitValue, version: int | None) -> bytes:
     if version is None:
         version = OFFSET_COMMIT_VALUE_VERSION if value.expire_timestamp is None else OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY
+    if version == OFFSET_COMMIT_VALUE_VERSION:  # the one every commit writes: one pack
+        metadata = value.metadata.encode()
+        if len(metadata) <= 0x7FFF:
+            return b"".join((_V3_HEAD.pack(version, value.offset, value.leader_epoch, len(metadata)), metadata,
+                             _I64.pack(value.commit_timestamp)))
     if not 0 <= version <= _MAX_VALUE_VERSION:
         raise UnknownRecordVersion("OffsetCommitValue", version)
     w = _Writer(version, flexible=version >= _FLEXIBLE_FROM)

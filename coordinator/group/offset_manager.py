@@ -8,8 +8,12 @@ class has two kinds of methods: 1) request handlers, which validate and return O
 
 Rules:
 
-1. ``offsets`` (group -> (topic, partition) -> value) is hard state: only replay changes it, so an
-   acknowledged commit stays visible until a later commit, a deletion or an expiry overwrites it.
+1. ``offsets`` (group -> topic -> partition -> value bytes) is hard state: only replay changes it,
+   so an acknowledged commit stays visible until a later commit, a deletion or an expiry
+   overwrites it. Each value is kept as the OffsetCommitValue bytes of its record and decoded
+   when read: a cached offset then costs a 64-byte ``bytes`` object and a dict slot, instead of
+   a dataclass, two large ints and a tuple key (issue #6 budgets 200 bytes per cached offset),
+   and loading a partition does not decode values at all.
 2. Commit validation follows Kafka's classic group (per state and generation); a commit with
    generation -1 from a client that is not a member ("simple" consumer, admin tool) is accepted
    only while the group is Empty, and creates the group if it does not exist.
@@ -23,7 +27,7 @@ from typing import Any, Callable
 
 from kafka.protocol.consumer import OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse
 
-from protocol.consumer_offsets import OffsetCommitKey, OffsetCommitValue
+from protocol.consumer_offsets import OffsetCommitFields, OffsetCommitKey, OffsetCommitValue, offset_commit_fields
 from protocol.errors import ErrorCode
 
 from .classic_group import CONSUMER_PROTOCOL_TYPE, ClassicGroup
@@ -32,7 +36,7 @@ from .group_manager import GroupManager
 from .group_state import GroupState
 from .timing import Clock, CoordinatorResult, Record
 
-__all__ = ["OffsetManager", "utf16_length"]
+__all__ = ["OffsetManager", "utf16_length", "GroupOffsets"]
 
 E = ErrorCode
 S = GroupState
@@ -49,6 +53,8 @@ DeletePartition = DeleteTopic.OffsetDeleteResponsePartition
 
 #: One partition's fetch answer: (partition, offset, leader epoch, metadata, error).
 FetchedPartition = tuple[int, int, int, str, int]
+#: A group's committed offsets: topic -> partition -> OffsetCommitValue bytes.
+GroupOffsets = dict[str, dict[int, bytes]]
 
 
 def utf16_length(text: str) -> int:
@@ -66,8 +72,8 @@ class OffsetManager:
         self.clock = clock
         self.groups = groups
         self.partition_exists = partition_exists
-        #: group -> (topic, partition) -> committed offset (hard state; replay only).
-        self.offsets: dict[str, dict[tuple[str, int], OffsetCommitValue]] = {}
+        #: group -> topic -> partition -> OffsetCommitValue bytes (hard state; replay only).
+        self.offsets: dict[str, GroupOffsets] = {}
 
     # =========================================================================================
     # OffsetCommit (v2-9)
@@ -175,22 +181,32 @@ class OffsetManager:
         error), or every committed partition when ``topics`` is None."""
         committed = self.offsets.get(group_id, {})
         if topics is None:
-            by_topic: dict[str, list[FetchedPartition]] = {}
-            for (topic, partition), value in sorted(committed.items()):
-                by_topic.setdefault(topic, []).append(
-                    (partition, value.offset, value.leader_epoch, value.metadata, E.NONE))
-            return list(by_topic.items())
+            out_all: list[tuple[str, list[FetchedPartition]]] = []
+            for topic in sorted(committed):
+                by_partition = committed[topic]
+                out_all.append((topic, [(partition, *offset_commit_fields(by_partition[partition])[:3], E.NONE)
+                                        for partition in sorted(by_partition)]))
+            return out_all
         out: list[tuple[str, list[FetchedPartition]]] = []
         for topic, partitions in topics:
+            by_partition = committed.get(topic, {})
             parts: list[FetchedPartition] = []
             for partition in partitions:
-                value = committed.get((topic, partition))
+                value = by_partition.get(partition)
                 if value is None:
                     parts.append((partition, -1, -1, "", E.NONE))
                 else:
-                    parts.append((partition, value.offset, value.leader_epoch, value.metadata, E.NONE))
+                    offset, leader_epoch, metadata = offset_commit_fields(value)[:3]
+                    parts.append((partition, offset, leader_epoch, metadata, E.NONE))
             out.append((topic, parts))
         return out
+
+    def committed(self, group_id: str) -> dict[tuple[str, int], OffsetCommitValue]:
+        """A group's offsets as typed values, (topic, partition) -> value (tests, diagnostics)."""
+        return {(topic, partition): OffsetCommitValue(offset, metadata, commit_ts, epoch, expire)
+                for topic, by_partition in self.offsets.get(group_id, {}).items()
+                for partition, value in by_partition.items()
+                for offset, epoch, metadata, commit_ts, expire in (offset_commit_fields(value),)}
 
     # =========================================================================================
     # OffsetDelete (v0, KIP-496)
@@ -217,7 +233,7 @@ class OffsetManager:
                     error = E.GROUP_SUBSCRIBED_TO_TOPIC
                 else:
                     error = E.NONE
-                    if (topic.name, p) in committed:
+                    if p in committed.get(topic.name, ()):
                         records.append((OffsetCommitKey(group.group_id, topic.name, p), None))
                 parts.append(DeletePartition(partition_index=p, error_code=int(error)))
             topics.append(DeleteTopic(name=topic.name, partitions=parts))
@@ -238,39 +254,46 @@ class OffsetManager:
         only_unsubscribed = group.state is S.STABLE
         retention = self.config.offsets_retention_ms
         records: list[Record] = []
-        for (topic, partition), value in committed.items():
+        count = 0
+        for topic, by_partition in committed.items():
+            count += len(by_partition)
             if only_unsubscribed and group.is_subscribed_to_topic(topic):
                 continue
-            if value.expire_timestamp is not None and value.expire_timestamp >= 0:
-                expired = now_ms >= value.expire_timestamp
-            else:
-                expired = now_ms - base(value) >= retention
-            if expired:
-                records.append((OffsetCommitKey(group.group_id, topic, partition), None))
-        return records, len(records) == len(committed)
+            for partition, value in by_partition.items():
+                fields = offset_commit_fields(value)
+                expire = fields[4]
+                if expire is not None and expire >= 0:
+                    expired = now_ms >= expire
+                else:
+                    expired = now_ms - base(fields) >= retention
+                if expired:
+                    records.append((OffsetCommitKey(group.group_id, topic, partition), None))
+        return records, len(records) == count
 
     @staticmethod
-    def _expiry_base(group: ClassicGroup) -> Callable[[OffsetCommitValue], int] | None:
+    def _expiry_base(group: ClassicGroup) -> Callable[[OffsetCommitFields], int] | None:
         """What an offset's age is measured from, or None when nothing of the group expires."""
         if group.protocol_type is None:  # simple group: from each commit
-            return lambda value: value.commit_timestamp
+            return lambda fields: fields[3]
         if group.state is S.EMPTY:  # KIP-211: from when the group became Empty
             became_empty = group.state_timestamp_ms
-            return lambda value: value.commit_timestamp if became_empty is None else became_empty
+            return lambda fields: fields[3] if became_empty is None else became_empty
         if group.state is S.STABLE and group.protocol_type == CONSUMER_PROTOCOL_TYPE \
                 and group.subscribed_topics is not None:
-            return lambda value: value.commit_timestamp  # topics no member subscribes to any more
+            return lambda fields: fields[3]  # topics no member subscribes to any more
         return None
 
     def topic_tombstones(self, topics: set[str]) -> list[Record]:
         """Tombstones for every group's offsets of deleted topics (Kafka ``onPartitionsDeleted``)."""
         return [(OffsetCommitKey(group_id, topic, partition), None)
                 for group_id, committed in self.offsets.items()
-                for topic, partition in committed if topic in topics]
+                for topic in topics if topic in committed
+                for partition in committed[topic]]
 
     def offset_tombstones(self, group_id: str) -> list[Record]:
         return [(OffsetCommitKey(group_id, topic, partition), None)
-                for topic, partition in self.offsets.get(group_id, {})]
+                for topic, by_partition in self.offsets.get(group_id, {}).items()
+                for partition in by_partition]
 
     def has_offsets(self, group_id: str) -> bool:
         return bool(self.offsets.get(group_id))
@@ -278,14 +301,25 @@ class OffsetManager:
     # =========================================================================================
     # Replay
 
-    def replay_offset_commit(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
+    def replay_offset_commit(self, group_id: str, topic: str, partition: int, value: bytes | None) -> None:
+        """Apply one OffsetCommit record: ``value`` is its OffsetCommitValue bytes, None a
+        tombstone. The value must already be known to decode (``offset_commit_fields``)."""
+        committed = self.offsets.get(group_id)
         if value is None:
-            committed = self.offsets.get(key.group)
             if committed is not None:
-                committed.pop((key.topic, key.partition), None)
-                if not committed:
-                    del self.offsets[key.group]
+                by_partition = committed.get(topic)
+                if by_partition is not None:
+                    by_partition.pop(partition, None)
+                    if not by_partition:
+                        del committed[topic]
+                        if not committed:
+                            del self.offsets[group_id]
             return
-        self.offsets.setdefault(key.group, {})[(key.topic, key.partition)] = value
-        if self.groups.loaded and key.group not in self.groups.groups:
-            self.groups.ensure_group(key.group)
+        if committed is None:
+            committed = self.offsets[group_id] = {}
+        if self.groups.loaded and group_id not in self.groups.groups:
+            self.groups.ensure_group(group_id)
+        by_partition = committed.get(topic)
+        if by_partition is None:
+            by_partition = committed[topic] = {}
+        by_partition[partition] = value

@@ -27,11 +27,22 @@ Rules:
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
 
-from protocol.consumer_offsets import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
+from protocol.consumer_offsets import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    decode_offset_commit_key,
+    deserialize,
+    encode_key,
+    key_version,
+    offset_commit_fields,
+    serialize,
+)
 from protocol.errors import ErrorCode
 
 from ..acl_operations import GROUP_OPERATIONS, OMITTED, authorized
@@ -191,16 +202,33 @@ class GroupCoordinatorShard:
 
     # --- replay and loading --------------------------------------------------------------------
 
-    def replay(self, key: Any, value: Any) -> None:
-        """Apply one record (value None: tombstone). The only mutator of hard state."""
-        if isinstance(key, OffsetCommitKey):
-            assert value is None or isinstance(value, OffsetCommitValue)
-            self.offset_manager.replay_offset_commit(key, value)
-        elif isinstance(key, GroupMetadataKey):
-            assert value is None or isinstance(value, GroupMetadataValue)
-            self.group_manager.replay_group_metadata(key, value)
-        else:
-            raise TypeError(f"not a classic group record: {key!r}")
+    def replay(self, key: bytes, value: bytes | None) -> None:
+        """Apply one record, as the log holds it (value None: tombstone). The only mutator of
+        hard state. Raises UnknownRecordVersion for record types other than the classic two
+        (the loader skips those) and MalformedRecordError for bytes that do not decode."""
+        version = key_version(key)
+        if version <= 1:
+            group_id, topic, partition = decode_offset_commit_key(key)
+            if value is not None:
+                offset_commit_fields(value)  # refuse what a later read could not decode
+            self.offset_manager.replay_offset_commit(group_id, topic, partition, value)
+            return
+        typed_key, typed_value = deserialize(key, value)
+        assert isinstance(typed_key, GroupMetadataKey)
+        assert typed_value is None or isinstance(typed_value, GroupMetadataValue)
+        self.group_manager.replay_group_metadata(typed_key, typed_value)
+
+    def snapshot_records(self) -> Iterator[tuple[bytes, bytes]]:
+        """The hard state as records: replaying them into a fresh shard rebuilds it exactly.
+        Groups first, then offsets, each a live value (a snapshot holds no tombstones)."""
+        for group_id, value in self.group_manager.group_records.items():
+            key, raw = serialize(GroupMetadataKey(group_id), value)
+            assert raw is not None
+            yield key, raw
+        for group_id, committed in self.offset_manager.offsets.items():
+            for topic, by_partition in committed.items():
+                for partition, raw in by_partition.items():
+                    yield encode_key(OffsetCommitKey(group_id, topic, partition)), raw
 
     def on_loaded(self) -> None:
         self.group_manager.on_loaded()
@@ -217,4 +245,4 @@ class GroupCoordinatorShard:
     def hard_state(self) -> tuple[dict[str, GroupMetadataValue], dict[str, dict[tuple[str, int], OffsetCommitValue]]]:
         """A copy of everything the records determine (for tests and diagnostics)."""
         return (dict(self.group_manager.group_records),
-                {g: dict(o) for g, o in self.offset_manager.offsets.items()})
+                {g: self.offset_manager.committed(g) for g in self.offset_manager.offsets})

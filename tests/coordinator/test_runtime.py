@@ -7,18 +7,22 @@ one fault we cannot cause on demand with a real disk); loading and restarts use 
 from __future__ import annotations
 
 import asyncio
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from coordinator.config import load_config
 from coordinator.log_manager import LogManager
-from coordinator.runtime import CoordinatorRuntime, NotActiveError, PartitionState
+from coordinator.runtime import CoordinatorRuntime, NotActiveError, PartitionState, SystemClock
+from coordinator.snapshot import SNAPSHOT_FILE, encode_snapshot, read_snapshot
 from coordinator.topic_registry import TopicRegistry
-from protocol.consumer_offsets import OffsetCommitKey, OffsetCommitValue
+from protocol.consumer_offsets import OffsetCommitKey, OffsetCommitValue, deserialize, serialize
 from protocol.records import build_batch
+from storage.options import LogOptions
 from storage.producer_state import ProducerStateManager
 
 TOPIC = "__consumer_offsets"
@@ -40,13 +44,19 @@ class CounterShard:
         self.loaded = False
         self.replayed = 0
 
-    def replay(self, key: Any, value: Any) -> None:
+    def replay(self, key: bytes, value: bytes | None) -> None:
+        typed_key, typed_value = deserialize(key, value)
+        assert isinstance(typed_key, OffsetCommitKey)
         self.replayed += 1
-        k = (key.group, key.topic, key.partition)
-        if value is None:
+        k = (typed_key.group, typed_key.topic, typed_key.partition)
+        if typed_value is None:
             self.offsets.pop(k, None)
         else:
-            self.offsets[k] = value.offset
+            assert isinstance(typed_value, OffsetCommitValue)
+            self.offsets[k] = typed_value.offset
+
+    def snapshot_records(self) -> list[tuple[bytes, bytes]]:
+        return [serialize(OffsetCommitKey(*k), OffsetCommitValue(offset)) for k, offset in self.offsets.items()]
 
     def on_loaded(self) -> None:
         self.loaded = True
@@ -69,7 +79,8 @@ class ManualLog:
         self._pending: list[tuple[int, asyncio.Future[None]]] = []
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
         self.fail_next = False
-        self.log = None  # never read: the log stays empty until the test appends
+        # Never read (the log stays empty until the test appends); a directory with no snapshot.
+        self.log = SimpleNamespace(directory=Path(tempfile.mkdtemp(prefix="manual-log-")), options=LogOptions())
 
     def append_batch(self, batch: bytearray, header: Any) -> tuple[int, asyncio.Future[None]]:
         base = self._next
@@ -212,3 +223,106 @@ async def test_loading_replays_a_real_log_and_refuses_work_meanwhile(tmp_path: P
     assert shard.loaded and shard.replayed == 5000
     assert shard.offsets == {(f"g{g}", "t", 0): 4950 + g for g in range(50)}
     await logs.close_all()
+
+
+# --- snapshots ---------------------------------------------------------------------------------
+
+
+async def _open_logs(tmp_path: Path, **topic_configs: str) -> tuple[LogManager, Any]:
+    config = load_config(data_dir=str(tmp_path), overrides=["offsets.topic.num.partitions=1"])
+    registry = TopicRegistry(tmp_path)
+    logs = LogManager(tmp_path, registry, config)
+    await logs.open_all()
+    if registry.get(TOPIC) is None:
+        logs.topic_created(registry.create(TOPIC, 1, {"cleanup.policy": "compact", **topic_configs}))
+    return logs, config
+
+
+async def _commits(runtime: CoordinatorRuntime, start: int, count: int) -> None:
+    await asyncio.gather(*[runtime.write(0, lambda s, i=i: s.commit(f"g{i % 50}", i))
+                           for i in range(start, start + count)])
+
+
+@pytest.mark.asyncio
+async def test_a_snapshot_and_the_log_tail_rebuild_the_state(tmp_path: Path) -> None:
+    logs, _ = await _open_logs(tmp_path)
+    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard, snapshot_min_records=1000)
+    await runtime.load(0)
+    await _commits(runtime, 0, 1500)  # passes 1,000: one snapshot, taken in the background
+    await asyncio.sleep(0.2)
+    snapshot = read_snapshot(tmp_path / f"{TOPIC}-0")
+    assert snapshot is not None and snapshot.records == 50 and 1000 <= snapshot.offset <= 1500
+    await _commits(runtime, 1500, 30)  # the tail after it
+    await logs.close_all()
+
+    logs, _ = await _open_logs(tmp_path)
+    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard, snapshot_min_records=1000)
+    await runtime.load(0)
+    shard = runtime.shard(0)
+    assert shard.replayed == 50 + 1530 - snapshot.offset  # the snapshot's records, then the tail only
+    assert shard.offsets == {(f"g{i % 50}", "t", 0): i for i in range(1480, 1530)}
+    await logs.close_all()
+
+
+@pytest.mark.asyncio
+async def test_shutdown_snapshots_so_a_restart_replays_no_log(tmp_path: Path) -> None:
+    logs, _ = await _open_logs(tmp_path)
+    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard)
+    await runtime.load(0)
+    await _commits(runtime, 0, 300)
+    await runtime.snapshot_all()
+    await logs.close_all()
+    logs, _ = await _open_logs(tmp_path)
+    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard)
+    await runtime.load(0)
+    assert runtime.shard(0).replayed == 50
+    assert runtime.shard(0).offsets == {(f"g{i % 50}", "t", 0): i for i in range(250, 300)}
+    await logs.close_all()
+
+
+async def _reload_with_snapshot(tmp_path: Path, snapshot: bytes, caplog: Any, **topic_configs: str) -> CounterShard:
+    """Commit 0..99 (offsets g0..g49 -> 50..99), plant ``snapshot``, reload."""
+    logs, _ = await _open_logs(tmp_path, **topic_configs)
+    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard)
+    await runtime.load(0)
+    await _commits(runtime, 0, 100)
+    await logs.close_all()
+    (tmp_path / f"{TOPIC}-0" / SNAPSHOT_FILE).write_bytes(snapshot)
+    logs, _ = await _open_logs(tmp_path, **topic_configs)
+    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard)
+    await runtime.load(0)
+    shard = runtime.shard(0)
+    await logs.close_all()
+    return shard
+
+
+def _fake_snapshot(offset: int, captured_ms: int) -> bytes:
+    # A state no log ever had: if it were trusted, g0 would read 123456.
+    return encode_snapshot(offset, captured_ms, [serialize(OffsetCommitKey("g0", "t", 0), OffsetCommitValue(123456))])
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("case", ["past-log-end", "too-old", "corrupt"])
+async def test_an_untrusted_snapshot_is_dropped_and_the_whole_log_replayed(
+        tmp_path: Path, caplog: Any, case: str) -> None:
+    now = SystemClock().now_ms()
+    if case == "past-log-end":  # the log lost records the snapshot had seen
+        data, extra = _fake_snapshot(101, now), {}
+    elif case == "too-old":  # later tombstones may have been cleaned away
+        data, extra = _fake_snapshot(100, now - 2_000), {"delete.retention.ms": "1000"}
+    else:
+        data, extra = bytearray(_fake_snapshot(100, now)), {}
+        data[-3] ^= 0xFF
+        data = bytes(data)
+    shard = await _reload_with_snapshot(tmp_path, data, caplog, **extra)
+    assert shard.replayed == 100
+    assert shard.offsets == {(f"g{i % 50}", "t", 0): i for i in range(50, 100)}
+    assert not (tmp_path / f"{TOPIC}-0" / SNAPSHOT_FILE).exists()
+    assert "ignoring the snapshot" in caplog.text
+
+
+@pytest.mark.asyncio
+async def test_a_trusted_snapshot_stands_for_the_log_before_it(tmp_path: Path, caplog: Any) -> None:
+    # The same planted snapshot, within the rules, is believed: proof the rules above decide.
+    shard = await _reload_with_snapshot(tmp_path, _fake_snapshot(100, SystemClock().now_ms()), caplog)
+    assert shard.replayed == 1 and shard.offsets == {("g0", "t", 0): 123456}

@@ -16,8 +16,11 @@ from protocol.consumer_offsets import (
     UnknownRecordVersion,
     decode_group_metadata_value,
     decode_key,
+    decode_offset_commit_key,
     decode_offset_commit_value,
     deserialize,
+    key_version,
+    offset_commit_fields,
     encode_key,
     encode_value,
     serialize,
@@ -307,3 +310,47 @@ def test_truncated_values_are_malformed(data: st.DataObject, version: int, cut: 
     short = raw[: cut % len(raw)]
     with pytest.raises(MalformedRecordError):
         decode_group_metadata_value(short)
+
+
+# ---------------------------------------------------------------------------------------------
+# Hot paths: they must agree with the general reader on every version, and on garbage raise
+# exactly what it raises.
+
+
+@settings(max_examples=100, deadline=None)
+@given(data=st.data(), version=st.integers(0, 4))
+def test_offset_commit_fields_agree_with_the_general_reader(data: st.DataObject, version: int) -> None:
+    raw = encode_value(data.draw(offset_values(version)), version)
+    value = decode_offset_commit_value(raw)
+    assert offset_commit_fields(raw) == (value.offset, value.leader_epoch, value.metadata,
+                                         value.commit_timestamp, value.expire_timestamp)
+
+
+@settings(max_examples=100, deadline=None)
+@given(group=text, topic=text, partition=i32, version=st.integers(0, 1))
+def test_offset_commit_key_fast_decoder_agrees(group: str, topic: str, partition: int, version: int) -> None:
+    raw = version.to_bytes(2, "big") + encode_key(OffsetCommitKey(group, topic, partition))[2:]
+    assert key_version(raw) == version
+    assert decode_offset_commit_key(raw) == (group, topic, partition)
+
+
+@settings(max_examples=300, deadline=None)
+@given(raw=st.binary(max_size=60), version=st.integers(-1, 4))
+def test_hot_paths_refuse_garbage_like_the_general_reader(raw: bytes, version: int) -> None:
+    data = version.to_bytes(2, "big", signed=True) + raw
+    for fast, general in ((decode_offset_commit_key, decode_key), (offset_commit_fields, decode_offset_commit_value)):
+        try:
+            expected = general(data)
+        except (MalformedRecordError, UnknownRecordVersion) as exc:
+            with pytest.raises(type(exc)):
+                fast(data)
+            continue
+        got = fast(data)
+        if isinstance(expected, OffsetCommitKey):
+            assert got == (expected.group, expected.topic, expected.partition)
+        elif isinstance(expected, OffsetCommitValue):
+            assert got == (expected.offset, expected.leader_epoch, expected.metadata,
+                           expected.commit_timestamp, expected.expire_timestamp)
+        else:
+            with pytest.raises(MalformedRecordError):  # a group metadata key is not an offset key
+                fast(data)

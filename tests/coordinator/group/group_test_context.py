@@ -28,7 +28,7 @@ from kafka.protocol.consumer import (
 from coordinator.group.config import GroupConfig
 from coordinator.group.shard import GroupCoordinatorShard
 from coordinator.group.timing import CoordinatorResult, Record, ResponseFuture
-from protocol.consumer_offsets import GroupMetadataKey, OffsetCommitKey
+from protocol.consumer_offsets import GroupMetadataKey, OffsetCommitKey, serialize
 
 Protocols = list[tuple[str, bytes]]
 
@@ -116,7 +116,7 @@ class GroupTestContext:
         self.log: list[Record] = []
         for key, value in log or ():
             self.log.append((key, value))
-            self.shard.replay(key, value)
+            self.shard.replay(*serialize(key, value))
         self.shard.on_loaded()
         #: Records written by the last request or sleep.
         self.last_records: list[Record] = []
@@ -133,7 +133,7 @@ class GroupTestContext:
     def _apply(self, result: CoordinatorResult, collect: list[Record] | None = None) -> CoordinatorResult:
         for key, value in result.records:
             self.log.append((key, value))
-            self.shard.replay(key, value)
+            self.shard.replay(*serialize(key, value))  # as the runtime does: the log's bytes
         if collect is None:
             self.last_records = list(result.records)
         else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from coordinator.group.config import GroupConfig
 from coordinator.group.group_state import GroupState
-from protocol.consumer_offsets import GroupMetadataValue, MemberMetadata, OffsetCommitValue
+from protocol.consumer_offsets import GroupMetadataValue, MemberMetadata, OffsetCommitValue, serialize
 from protocol.errors import ErrorCode as E
 
 from .group_test_context import GroupTestContext, group_key, offset_key, subscription
@@ -135,7 +135,7 @@ def test_replaying_a_group_record_onto_a_live_group_keeps_the_live_group() -> No
     ids, generation = ctx.stable_group("g", 2)
     parked = ctx.join_group("g", ids[0])
     live = ctx.group("g")
-    ctx.shard.replay(group_key("g"), ctx.log[-1][1])
+    ctx.shard.replay(*serialize(group_key("g"), ctx.log[-1][1]))
     assert ctx.group("g") is live and live.state is GroupState.PREPARING_REBALANCE
     assert not parked.done()
 
