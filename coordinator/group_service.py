@@ -20,10 +20,11 @@ import types
 from typing import Any, Callable
 
 from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
-from kafka.protocol.consumer import OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse
+from kafka.protocol.consumer import OffsetDeleteResponse
 
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
+from protocol.hot_responses import CommitPartition, CommitTopic, FetchGroup, OffsetCommitAnswer, OffsetFetchAnswer
 from protocol.hashing import partition_for
 
 from .context import RequestContext
@@ -34,6 +35,12 @@ from .topic_registry import CONSUMER_OFFSETS, TopicRegistry
 __all__ = ["GroupService"]
 
 E = ErrorCode
+
+
+def _commit_error(request: Any, v: int, error: int) -> Any:
+    return OffsetCommitAnswer([CommitTopic(t.name, [CommitPartition(x.partition_index, int(error))
+                                                    for x in t.partitions])
+                               for t in request.topics])
 
 
 def _client_host(peer: str) -> str:
@@ -104,6 +111,27 @@ class GroupService:
     async def _write(self, partition: int, op: Callable[[Any], Any]) -> Any:
         return await self.runtime.write(partition, op)
 
+    @staticmethod
+    def _or_not_coordinator(answer: asyncio.Future[Any], fallback: Callable[[], Any]) -> asyncio.Future[Any]:
+        """``answer``, or ``fallback()`` if the partition stops serving first. A future rather
+        than a coroutine: the server answers futures without a task (the hot paths)."""
+        out: asyncio.Future[Any] = answer.get_loop().create_future()
+
+        def done(f: asyncio.Future[Any]) -> None:
+            if out.done():
+                return
+            if f.cancelled():
+                out.cancel()
+            elif isinstance(f.exception(), NotActiveError):
+                out.set_result(fallback())
+            elif f.exception() is not None:
+                out.set_exception(f.exception())  # type: ignore[arg-type]
+            else:
+                out.set_result(f.result())
+
+        answer.add_done_callback(done)
+        return out
+
     # --- membership ---------------------------------------------------------------------------
 
     async def join_group(self, ctx: RequestContext, request: Any) -> Any:
@@ -136,7 +164,7 @@ class GroupService:
         except NotActiveError:
             return sync_response(v, E.NOT_COORDINATOR)
 
-    async def heartbeat(self, ctx: RequestContext, request: Any) -> Any:
+    def heartbeat(self, ctx: RequestContext, request: Any) -> Any:
         v = ctx.api_version
         p = self.partition_of(request.group_id)
         error = self._error_for(p)
@@ -145,9 +173,10 @@ class GroupService:
         if error:
             return heartbeat_response(v, error)
         try:
-            return await self._write(p, lambda s: s.heartbeat(request, v))  # type: ignore[arg-type]
+            answer = self.runtime.write(p, lambda s: s.heartbeat(request, v))  # type: ignore[arg-type]
         except NotActiveError:
             return heartbeat_response(v, E.NOT_COORDINATOR)
+        return self._or_not_coordinator(answer, lambda: heartbeat_response(v, E.NOT_COORDINATOR))
 
     async def leave_group(self, ctx: RequestContext, request: Any) -> Any:
         v = ctx.api_version
@@ -162,53 +191,62 @@ class GroupService:
 
     # --- offsets ------------------------------------------------------------------------------
 
-    async def offset_commit(self, ctx: RequestContext, request: Any) -> Any:
+    def offset_commit(self, ctx: RequestContext, request: Any) -> Any:
         v = ctx.api_version
         p = self.partition_of(request.group_id)
         error = self._error_for(p)
         if not error:
             try:
-                return await self._write(p, lambda s: s.commit_offsets(request, v))  # type: ignore[arg-type]
+                answer = self.runtime.write(p, lambda s: s.commit_offsets(request, v))  # type: ignore[arg-type]
             except NotActiveError:
                 error = E.NOT_COORDINATOR
-        T = OffsetCommitResponse.OffsetCommitResponseTopic
-        return OffsetCommitResponse(version=v, throttle_time_ms=0, topics=[
-            T(name=t.name, partitions=[T.OffsetCommitResponsePartition(partition_index=x.partition_index,
-                                                                      error_code=int(error)) for x in t.partitions])
-            for t in request.topics])
+            else:
+                return self._or_not_coordinator(answer, lambda: _commit_error(request, v, E.NOT_COORDINATOR))
+        return _commit_error(request, v, error)
 
-    async def offset_fetch(self, ctx: RequestContext, request: Any) -> Any:
+    def offset_fetch(self, ctx: RequestContext, request: Any) -> Any:
         v = ctx.api_version
         if v < 8:
             p = self.partition_of(request.group_id)
             error = self._error_for(p)
             if not error:
                 try:
-                    return await self.runtime.read(p, lambda s: s.fetch_offsets(request, v))  # type: ignore[arg-type]
+                    answer = self.runtime.read(p, lambda s: s.fetch_offsets(request, v))  # type: ignore[arg-type]
                 except NotActiveError:
                     error = E.NOT_COORDINATOR
-            return OffsetFetchResponse(version=v, throttle_time_ms=0, error_code=int(error), topics=[])
+                else:
+                    return self._or_not_coordinator(
+                        answer, lambda: OffsetFetchAnswer(topics=[], error_code=int(E.NOT_COORDINATOR)))
+            return OffsetFetchAnswer(topics=[], error_code=int(error))
+        return self._offset_fetch_groups(ctx, request)
+
+    async def _offset_fetch_groups(self, ctx: RequestContext, request: Any) -> Any:
+        v = ctx.api_version
         # v8+: several groups, possibly on several partitions.
         by_partition: dict[int | None, list[Any]] = {}
         for g in request.groups:
             by_partition.setdefault(self.partition_of(g.group_id), []).append(g)
         answers: dict[str, Any] = {}
+        reads: list[tuple[list[Any], asyncio.Future[Any]]] = []
         for p, groups in by_partition.items():
             error = self._error_for(p)
             if not error:
                 sub = types.SimpleNamespace(groups=groups, require_stable=request.require_stable)
                 try:
-                    resp = await self.runtime.read(p, lambda s, sub=sub: s.fetch_offsets(sub, v))  # type: ignore[arg-type]
-                    for g in resp.groups:
-                        answers[g.group_id] = g
+                    reads.append((groups, self.runtime.read(p, lambda s, sub=sub: s.fetch_offsets(sub, v))))  # type: ignore[arg-type]
                     continue
                 except NotActiveError:
                     error = E.NOT_COORDINATOR
             for g in groups:
-                answers[g.group_id] = OffsetFetchResponse.OffsetFetchResponseGroup(
-                    group_id=g.group_id, error_code=int(error), topics=[])
-        return OffsetFetchResponse(version=v, throttle_time_ms=0,
-                                   groups=[answers[g.group_id] for g in request.groups])
+                answers[g.group_id] = FetchGroup(g.group_id, [], int(error))
+        for groups, read in reads:  # the partitions' reads run at once; collect them in turn
+            try:
+                for g in (await read).groups:
+                    answers[g.group_id] = g
+            except NotActiveError:
+                for g in groups:
+                    answers[g.group_id] = FetchGroup(g.group_id, [], int(E.NOT_COORDINATOR))
+        return OffsetFetchAnswer(groups=[answers[g.group_id] for g in request.groups])
 
     async def offset_delete(self, ctx: RequestContext, request: Any) -> Any:
         v = ctx.api_version

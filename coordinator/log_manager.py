@@ -26,7 +26,7 @@ import shutil
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Awaitable
+from typing import Any
 
 from protocol.fetch_response import RecordsRef
 from protocol.records import BatchHeader, Compression, decode_records, read_batch_header
@@ -128,25 +128,34 @@ class PartitionLog:
     def high_watermark(self) -> int:
         return self.log.log_end_offset
 
-    def append_batch(self, batch: bytearray, header: BatchHeader) -> tuple[int, Awaitable[None]]:
-        """Queue one validated batch; returns its base offset and an awaitable for durability."""
+    def append_batch(self, batch: bytearray, header: BatchHeader) -> tuple[int, asyncio.Future[None]]:
+        """Queue one validated batch; returns its base offset and a future for durability."""
         base = self._next_offset
         queued = self.log.append_validated(batch, header)
         self._next_offset = base + header.last_offset_delta + 1
         self.producers.update(header, base)
-        return base, asyncio.ensure_future(self._appended(queued, base))
+        durable: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        # A callback rather than a task: this runs for every coordinator write.
+        queued.add_done_callback(lambda f: self._appended(f, base, durable))
+        return base, durable
 
-    async def _appended(self, queued: Awaitable[Any], expected_base: int) -> None:
-        try:
-            result = await queued
-        finally:
-            self._wake()
+    def _appended(self, queued: asyncio.Future[Any], expected_base: int, durable: asyncio.Future[None]) -> None:
+        self._wake()
+        if queued.cancelled():
+            durable.cancel()
+            return
+        exc = queued.exception()
+        if exc is not None:
+            durable.set_exception(exc)
+            return
+        result = queued.result()
         if result.base_offset != expected_base:  # rule 1 broken: a bug, say so loudly
             log.error("append landed at an unexpected offset",
                       extra={"partition": f"{self.topic}-{self.partition}", "expected": expected_base,
                              "actual": result.base_offset})
+        durable.set_result(None)
 
-    def wait_durable(self, offset: int) -> Awaitable[None]:
+    def wait_durable(self, offset: int) -> asyncio.Future[None]:
         """Resolves once everything below ``offset`` is durable."""
         fut = asyncio.get_running_loop().create_future()
         if self.high_watermark >= offset:

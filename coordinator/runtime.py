@@ -65,7 +65,8 @@ LOAD_READ_BYTES = 256 << 10
 
 
 class Shard(Protocol):
-    def replay(self, key: bytes, value: bytes | None) -> None: ...
+    def replay(self, key: bytes, value: bytes | None, written: Any = None) -> None:
+        """``written``: the typed key of a record the shard's own handler produced, if any."""
 
     def on_loaded(self) -> None: ...
 
@@ -408,26 +409,26 @@ class CoordinatorRuntime:
         base, durable = ctx.plog.append_batch(batch, header)
         ctx.last_written = base + header.last_offset_delta + 1
         replay = ctx.shard.replay
-        for key, value in items:
-            replay(key, value)
-        asyncio.ensure_future(self._watch_append(ctx, durable))
+        for (key, value), (typed_key, _typed_value) in zip(items, records):
+            replay(key, value, typed_key)
+        durable.add_done_callback(lambda f: self._appended(ctx, f))
         ctx.since_snapshot += len(items)
         self._maybe_snapshot(ctx)
 
-    async def _watch_append(self, ctx: _Context, durable: Any) -> None:
-        try:
-            await durable
-        except Exception as exc:
-            log.error("coordinator append failed; the partition stops serving until a restart reloads it",
-                      extra={"partition": f"{self.topic}-{ctx.partition}", "reason": str(exc)})
-            if ctx.state is PartitionState.ACTIVE:
-                ctx.state = PartitionState.FAILED
-                if ctx.timer is not None:
-                    ctx.timer.cancel_all()
-                waiting, ctx.waiting = ctx.waiting, set()
-                for fut in waiting:
-                    if not fut.done():
-                        fut.set_exception(NotActiveError(ctx.partition, ctx.state))
+    def _appended(self, ctx: _Context, durable: asyncio.Future[None]) -> None:
+        exc = None if durable.cancelled() else durable.exception()
+        if exc is None and not durable.cancelled():
+            return
+        log.error("coordinator append failed; the partition stops serving until a restart reloads it",
+                  extra={"partition": f"{self.topic}-{ctx.partition}", "reason": str(exc or "cancelled")})
+        if ctx.state is PartitionState.ACTIVE:
+            ctx.state = PartitionState.FAILED
+            if ctx.timer is not None:
+                ctx.timer.cancel_all()
+            waiting, ctx.waiting = ctx.waiting, set()
+            for fut in waiting:
+                if not fut.done():
+                    fut.set_exception(NotActiveError(ctx.partition, ctx.state))
 
     def _after_durable(self, ctx: _Context, offset: int, fut: asyncio.Future[Any], response: Any,
                        on_appended: Callable[[], None] | None) -> None:
@@ -451,8 +452,7 @@ class CoordinatorRuntime:
             deliver()
         else:
             ctx.waiting.add(fut)
-            waiter = asyncio.ensure_future(ctx.plog.wait_durable(offset))
-            waiter.add_done_callback(deliver)
+            ctx.plog.wait_durable(offset).add_done_callback(deliver)
 
     def _release_completions(self, ctx: _Context) -> None:
         if not ctx.completions or ctx.state is PartitionState.LOADING:

@@ -94,13 +94,15 @@ class _Connection(asyncio.Protocol):
         self.paused = False
         self.closed = False
         self.sending_file = False
+        #: A flush is scheduled for the end of this loop iteration: responses completed by one
+        #: event (a group-commit round makes many durable at once) go out in one write.
+        self.flush_scheduled = False
         self.last_activity = time.monotonic()
 
     # --- asyncio callbacks ----------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = transport  # type: ignore[assignment]  # uvloop transports are not asyncio.Transport subclasses
         info = transport.get_extra_info("peername")
         if isinstance(info, tuple) and len(info) >= 2:
             host, port = info[0], info[1]
@@ -173,7 +175,10 @@ class _Connection(asyncio.Protocol):
             log.exception("handler failed", extra={"api": ApiKey(event.api_key).name, "peer": self.peer})
             self.close("internal error in handler")
             return
-        if inspect.isawaitable(result):
+        if isinstance(result, asyncio.Future):
+            # The hot handlers (commits, fetches, heartbeats) answer with a future: no task.
+            result.add_done_callback(lambda fut: self._on_future(ctx, slot, fut))
+        elif inspect.isawaitable(result):
             task = asyncio.ensure_future(self._await(ctx, slot, result))
             self.tasks.add(task)
             task.add_done_callback(self.tasks.discard)
@@ -191,7 +196,27 @@ class _Connection(asyncio.Protocol):
             return
         if not self.closed:
             self._fill(ctx, slot, response)
-            self._flush()
+            self._schedule_flush()
+
+    def _on_future(self, ctx: RequestContext, slot: _Slot, fut: asyncio.Future[Any]) -> None:
+        if self.closed or fut.cancelled():
+            return
+        exc = fut.exception()
+        if exc is not None:
+            log.error("handler failed", exc_info=exc, extra={"api": ApiKey(ctx.api_key).name, "peer": self.peer})
+            self.close("internal error in handler")
+            return
+        self._fill(ctx, slot, fut.result())
+        self._schedule_flush()
+
+    def _schedule_flush(self) -> None:
+        if not self.flush_scheduled:
+            self.flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._scheduled_flush)
+
+    def _scheduled_flush(self) -> None:
+        self.flush_scheduled = False
+        self._flush()
 
     def _fill(self, ctx: RequestContext, slot: _Slot, response: Any) -> None:
         if isinstance(response, EncodedResponse):

@@ -613,6 +613,9 @@ def build_batch(
 
     The usual shape of a coordinator write; ``options`` go to ``encode_batch`` (producer_id, ...).
     """
+    items = list(items)
+    if compression == Compression.NONE and not options and all(len(item) == 2 for item in items):
+        return _plain_batch(items, timestamp_ms, base_offset)
     records = []
     for i, item in enumerate(items):
         headers = tuple(item[2]) if len(item) == 3 else ()
@@ -620,6 +623,30 @@ def build_batch(
     return encode_batch(
         records, base_offset=base_offset, base_timestamp=timestamp_ms, compression=compression, **options
     )
+
+
+def _plain_batch(items: list[tuple[bytes | None, bytes | None]], timestamp_ms: int, base_offset: int) -> bytes:
+    """``build_batch`` for the coordinator's writes: keyed records, no headers, no compression.
+
+    The same bytes ``encode_batch`` writes (a test compares them), without a ``Record`` per item:
+    every OffsetCommit pays for this once per partition it commits.
+    """
+    varint = _varint
+    parts: list[bytes] = []
+    for i, (key, value) in enumerate(items):
+        # attributes 0, timestamp delta 0, offset delta i, key, value, no headers
+        body = b"".join((b"\x00\x00", varint(i),
+                         b"\x01" if key is None else varint(len(key)), key or b"",
+                         b"\x01" if value is None else varint(len(value)), value or b"", b"\x00"))
+        parts.append(varint(len(body)))
+        parts.append(body)
+    payload = b"".join(parts)
+    out = bytearray(BATCH_HEADER_SIZE)
+    _HEADER.pack_into(out, 0, base_offset, BATCH_HEADER_SIZE - LOG_OVERHEAD + len(payload), -1, MAGIC_V2, 0, 0,
+                      max(len(items) - 1, 0), timestamp_ms, timestamp_ms if items else -1, -1, -1, -1, len(items))
+    out += payload
+    struct.pack_into(">I", out, _CRC_OFFSET, _crc32c.crc32c(memoryview(out)[_ATTRIBUTES_OFFSET:]))
+    return bytes(out)
 
 
 def control_record(kind: ControlRecordType, coordinator_epoch: int, *, offset_delta: int = 0) -> Record:

@@ -7,7 +7,7 @@ The writer takes the log's write lock for a *session* and runs *rounds* until th
   1. plan (event loop): take everything queued; assign offsets in queue order by rewriting each
      batch's base offset in place (the CRC does not cover it); roll to a new segment where
      ``segment.bytes``/``segment.ms``/int32 relative offsets say so; collect the bytes per segment;
-  2. write (executor thread): one ``pwrite`` per segment touched, then, if the flush policy says
+  2. write (the shared I/O thread, ``io_worker.py``): one ``pwrite`` per segment touched, then, if the flush policy says
      so, one fsync per segment, and a directory fsync if a segment file was created;
   3. commit (event loop, strictly in round order): advance sizes, indexes and the log end offset
      (only now can readers see the data), seal rolled segments (fsync them, write their indexes
@@ -40,6 +40,7 @@ from protocol.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, BatchHeader
 
 from .errors import InvalidBatchError, LogClosedError, RecordTooLargeError, StorageIOError
 from .files import RECOVERY_POINT_FILE, fsync_dir, write_checkpoint
+from .io_worker import shared_worker
 from .segment import MAX_SEGMENT_POSITION, LogSegment
 
 if TYPE_CHECKING:
@@ -200,19 +201,22 @@ class GroupCommitWriter:
                     self._fail(items, LogClosedError("log closed") if self.log._closed else StorageIOError(str(self.log._failed)))
                     continue
                 rnd = self._plan(items)
-                rnd.future = loop.run_in_executor(None, self._write_round, rnd)
+                rnd.future = shared_worker().run(self._write_round, rnd)
                 inflight.append(rnd)
                 continue
             if not inflight:
                 return
             head = inflight[0]
             if not head.future.done():
-                if self._pending or self.log._exclusive_waiters:
-                    await asyncio.wait([head.future])
-                else:  # wake up for the head's completion or for a new append, whichever first
-                    self._wakeup = loop.create_future()
-                    await asyncio.wait([head.future, self._wakeup], return_when=asyncio.FIRST_COMPLETED)
-                    self._wakeup = None
+                # Wake up for the head's completion or, if another round could start, for a new
+                # append, whichever comes first. (A bare future and a callback: asyncio.wait
+                # costs several times as much, and this runs for every round.)
+                waiter = loop.create_future()
+                head.future.add_done_callback(lambda _f, w=waiter: w.done() or w.set_result(None))
+                if not (self._pending or self.log._exclusive_waiters):
+                    self._wakeup = waiter
+                await waiter
+                self._wakeup = None
                 continue
             inflight.popleft()
             await self._commit(head)

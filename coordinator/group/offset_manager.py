@@ -25,10 +25,19 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from kafka.protocol.consumer import OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse
+from kafka.protocol.consumer import OffsetDeleteResponse
 
 from protocol.consumer_offsets import OffsetCommitFields, OffsetCommitKey, OffsetCommitValue, offset_commit_fields
 from protocol.errors import ErrorCode
+from protocol.hot_responses import (
+    CommitPartition,
+    CommitTopic,
+    FetchGroup,
+    FetchPartition,
+    FetchTopic,
+    OffsetCommitAnswer,
+    OffsetFetchAnswer,
+)
 
 from .classic_group import CONSUMER_PROTOCOL_TYPE, ClassicGroup
 from .config import GroupConfig
@@ -41,13 +50,6 @@ __all__ = ["OffsetManager", "utf16_length", "GroupOffsets"]
 E = ErrorCode
 S = GroupState
 
-CommitTopic = OffsetCommitResponse.OffsetCommitResponseTopic
-CommitPartition = CommitTopic.OffsetCommitResponsePartition
-FetchTopic = OffsetFetchResponse.OffsetFetchResponseTopic
-FetchPartition = FetchTopic.OffsetFetchResponsePartition
-FetchGroup = OffsetFetchResponse.OffsetFetchResponseGroup
-FetchGroupTopic = FetchGroup.OffsetFetchResponseTopics
-FetchGroupPartition = FetchGroupTopic.OffsetFetchResponsePartitions
 DeleteTopic = OffsetDeleteResponse.OffsetDeleteResponseTopic
 DeletePartition = DeleteTopic.OffsetDeleteResponsePartition
 
@@ -98,17 +100,16 @@ class OffsetManager:
             part_error = error
             if not error:
                 metadata = part.committed_metadata or ""
-                if utf16_length(metadata) > self.config.offset_metadata_max_bytes:
+                # A string of n code points is at most 2n UTF-16 units: count only when it matters.
+                if 2 * len(metadata) > self.config.offset_metadata_max_bytes \
+                        and utf16_length(metadata) > self.config.offset_metadata_max_bytes:
                     part_error = E.OFFSET_METADATA_TOO_LARGE
                 else:
                     records.append((OffsetCommitKey(group_id, topic_name, part.partition_index),
                                     self._commit_value(request, api_version, part, metadata, now)))
             results[topic_name].append((part.partition_index, part_error))
-        response = OffsetCommitResponse(
-            version=api_version, throttle_time_ms=0,
-            topics=[CommitTopic(name=name, partitions=[CommitPartition(partition_index=p, error_code=int(e))
-                                                       for p, e in parts])
-                    for name, parts in results.items()])
+        response = OffsetCommitAnswer([CommitTopic(name, [CommitPartition(p, int(e)) for p, e in parts])
+                                       for name, parts in results.items()])
         return CoordinatorResult(records, response)
 
     def _commit_value(self, request: Any, api_version: int, part: Any, metadata: str, now: int) -> OffsetCommitValue:
@@ -160,20 +161,15 @@ class OffsetManager:
             for g in request.groups:
                 topics = None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics]
                 fetched = self.fetch_group_offsets(g.group_id, topics)
-                groups.append(FetchGroup(group_id=g.group_id, error_code=0, topics=[
-                    FetchGroupTopic(name=name, partitions=[
-                        FetchGroupPartition(partition_index=p, committed_offset=o, committed_leader_epoch=le,
-                                            metadata=m, error_code=int(e)) for p, o, le, m, e in parts])
-                    for name, parts in fetched]))
-            return OffsetFetchResponse(version=api_version, throttle_time_ms=0, groups=groups)
+                groups.append(FetchGroup(g.group_id, [FetchTopic(name, [FetchPartition(*part) for part in parts])
+                                                      for name, parts in fetched]))
+            return OffsetFetchAnswer(groups=groups)
         topics = None if request.topics is None else [(t.name, list(t.partition_indexes)) for t in request.topics]
         fetched = self.fetch_group_offsets(request.group_id, topics)
-        return OffsetFetchResponse(
-            version=api_version, throttle_time_ms=0, error_code=0,
-            topics=[FetchTopic(name=name, partitions=[
-                FetchPartition(partition_index=p, committed_offset=o,
-                               committed_leader_epoch=le if api_version >= 5 else -1, metadata=m, error_code=int(e))
-                for p, o, le, m, e in parts]) for name, parts in fetched])
+        with_epoch = api_version >= 5
+        return OffsetFetchAnswer(topics=[FetchTopic(name, [FetchPartition(p, o, le if with_epoch else -1, m, e)
+                                                           for p, o, le, m, e in parts])
+                                         for name, parts in fetched])
 
     def fetch_group_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None
                             ) -> list[tuple[str, list[FetchedPartition]]]:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from kafka.protocol.consumer import HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse, SyncGroupResponse
+from kafka.protocol.consumer import JoinGroupResponse, LeaveGroupResponse, SyncGroupResponse
 
 from protocol.errors import ErrorCode
+from protocol.hot_responses import HeartbeatAnswer
 
 __all__ = ["join_response", "join_error", "sync_response", "heartbeat_response", "leave_response",
            "JoinMember", "LeaveMember"]
@@ -56,7 +57,7 @@ def sync_response(version: int, error: int = ErrorCode.NONE, assignment: bytes =
 
 
 def heartbeat_response(version: int, error: int) -> Any:
-    return HeartbeatResponse(version=version, throttle_time_ms=0, error_code=int(error))
+    return HeartbeatAnswer(int(error))
 
 
 def leave_response(version: int, error: int, members: list[tuple[str, str | None, int]]) -> Any:

@@ -202,10 +202,17 @@ class GroupCoordinatorShard:
 
     # --- replay and loading --------------------------------------------------------------------
 
-    def replay(self, key: bytes, value: bytes | None) -> None:
+    def replay(self, key: bytes, value: bytes | None, written: Any = None) -> None:
         """Apply one record, as the log holds it (value None: tombstone). The only mutator of
         hard state. Raises UnknownRecordVersion for record types other than the classic two
-        (the loader skips those) and MalformedRecordError for bytes that do not decode."""
+        (the loader skips those) and MalformedRecordError for bytes that do not decode.
+
+        ``written`` is the typed key when the record is one this shard's handler just produced
+        (the runtime passes it): its bytes came from our own encoder, so decoding them again
+        would only re-derive what we hold."""
+        if type(written) is OffsetCommitKey:
+            self.offset_manager.replay_offset_commit(written.group, written.topic, written.partition, value)
+            return
         version = key_version(key)
         if version <= 1:
             group_id, topic, partition = decode_offset_commit_key(key)

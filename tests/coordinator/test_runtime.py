@@ -44,7 +44,7 @@ class CounterShard:
         self.loaded = False
         self.replayed = 0
 
-    def replay(self, key: bytes, value: bytes | None) -> None:
+    def replay(self, key: bytes, value: bytes | None, written: Any = None) -> None:
         typed_key, typed_value = deserialize(key, value)
         assert isinstance(typed_key, OffsetCommitKey)
         self.replayed += 1

@@ -466,3 +466,13 @@ def test_decompression_bombs_are_refused_without_expanding_them(codec: int) -> N
     assert grown_kib < 32 << 10  # far less than the 64 MiB the bomb holds
     assert decompress(codec, compress(codec, b"x" * 1000), max_size=1 << 20) == b"x" * 1000
     assert decompress(codec, bomb) == bytes(64 << 20)  # under the default cap it is fine
+
+
+@settings(max_examples=60, deadline=None)
+@given(items=st.lists(st.tuples(st.none() | st.binary(max_size=300), st.none() | st.binary(max_size=9000)), max_size=80),
+       timestamp=st.integers(0, 2**42), base=st.integers(0, 2**40))
+def test_build_batch_fast_path_writes_what_encode_batch_writes(items: list, timestamp: int, base: int) -> None:
+    fast = build_batch(items, timestamp_ms=timestamp, base_offset=base)
+    general = encode_batch([Record(i, 0, k, v, ()) for i, (k, v) in enumerate(items)],
+                           base_offset=base, base_timestamp=timestamp)
+    assert fast == general

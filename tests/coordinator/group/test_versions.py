@@ -31,7 +31,7 @@ def test_join_sync_heartbeat_leave_encode_at_every_version(version: int) -> None
     sync.encode()
     beat = ctx.heartbeat("g", member_id, generation, version=min(version, 4))
     assert beat.error_code == E.NONE
-    beat.encode()
+    beat.encode(version=min(version, 4))
     leave = ctx.leave_group("g", [(member_id, None)], version=min(version, 5))
     assert leave.error_code == E.NONE
     leave.encode()
@@ -43,7 +43,7 @@ def test_offset_commit_encodes_at_every_version(version: int) -> None:
     ctx = GroupTestContext()
     response = ctx.commit_offsets("g", {("t", 0): 1}, version=version)
     assert response.topics[0].partitions[0].error_code == E.NONE
-    response.encode()
+    response.encode(version=version)
 
 
 @pytest.mark.parametrize("version", range(1, 10))
@@ -51,9 +51,9 @@ def test_offset_fetch_encodes_at_every_version(version: int) -> None:
     ctx = GroupTestContext()
     ctx.commit_offsets("g", {("t", 0): 1})
     response = ctx.fetch_offsets("g", {"t": [0, 1]}, version=version)
-    response.encode()
+    response.encode(version=version)
     if version >= 2:
-        ctx.fetch_offsets("g", None, version=version).encode()
+        ctx.fetch_offsets("g", None, version=version).encode(version=version)
 
 
 @pytest.mark.parametrize("version", range(0, 6))
