@@ -37,6 +37,10 @@ __all__ = ["GroupService"]
 E = ErrorCode
 
 
+#: Group ids whose partition is remembered (a few MB at most).
+_PARTITION_CACHE_SIZE = 100_000
+
+
 def _commit_error(request: Any, v: int, error: int) -> Any:
     return OffsetCommitAnswer([CommitTopic(t.name, [CommitPartition(x.partition_index, int(error))
                                                     for x in t.partitions])
@@ -54,6 +58,7 @@ class GroupService:
         self.runtime = runtime
         self.registry = registry
         self._loader: asyncio.Task[None] | None = None
+        self._partitions: dict[tuple[str, int], int] = {}
 
     # --- becoming the coordinator -------------------------------------------------------------
 
@@ -95,7 +100,15 @@ class GroupService:
         info = self.registry.get(CONSUMER_OFFSETS)
         if info is None:
             return None
-        return partition_for(group_id or "", info.num_partitions)
+        # Every group request hashes its group id in Python (Java's String.hashCode): remember
+        # the answers, keyed by the partition count too, and forget them all when too many.
+        key = (group_id or "", info.num_partitions)
+        partition = self._partitions.get(key)
+        if partition is None:
+            if len(self._partitions) >= _PARTITION_CACHE_SIZE:
+                self._partitions.clear()
+            partition = self._partitions[key] = partition_for(key[0], key[1])
+        return partition
 
     def _error_for(self, partition: int | None) -> int:
         """NONE if ``partition`` serves requests, else the error to answer with."""
@@ -112,9 +125,12 @@ class GroupService:
         return await self.runtime.write(partition, op)
 
     @staticmethod
-    def _or_not_coordinator(answer: asyncio.Future[Any], fallback: Callable[[], Any]) -> asyncio.Future[Any]:
+    def _or_not_coordinator(answer: asyncio.Future[Any], fallback: Callable[[], Any]) -> Any:
         """``answer``, or ``fallback()`` if the partition stops serving first. A future rather
-        than a coroutine: the server answers futures without a task (the hot paths)."""
+        than a coroutine: the server answers futures without a task (the hot paths); and the
+        answer itself when it is already there (a heartbeat with no write pending)."""
+        if answer.done() and not answer.cancelled() and answer.exception() is None:
+            return answer.result()
         out: asyncio.Future[Any] = answer.get_loop().create_future()
 
         def done(f: asyncio.Future[Any]) -> None:

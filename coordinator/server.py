@@ -163,7 +163,7 @@ class _Connection(asyncio.Protocol):
     def _dispatch(self, event: RequestReceived) -> None:
         slot = _Slot()
         self.pending.append(slot)
-        handler = self.server.handlers.get(ApiKey(event.api_key))
+        handler = self.server.handlers.get(event.api_key)
         ctx = RequestContext(event.api_key, event.api_version, event.correlation_id, event.client_id, self.peer)
         if handler is None:  # the api table and the handlers disagree: a bug, not the client's fault
             log.error("no handler for a supported api", extra={"api_key": event.api_key, "peer": self.peer})

@@ -70,17 +70,28 @@ def _read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
             raise ValueError("varint longer than 5 bytes")
 
 
+#: (api key, version) -> whether its response header is v1; filled on first use (hot path).
+_RESPONSE_HEADER_V1: dict[tuple[int, int], bool] = {}
+#: (api key, version) of a supported request -> (ApiKey, message class, flexible header).
+_REQUEST_PLANS: dict[tuple[int, int], tuple[ApiKey, Any, bool]] = {}
+_CORRELATION = struct.Struct(">i")
+_CORRELATION_V1 = struct.Struct(">ib")
+
+
 def encode_response(api_key: int, api_version: int, correlation_id: int, response: Any) -> bytes:
     """Frame ``response`` (a kafka-python response message) for the given request."""
-    cls = response_class(api_key)
     body = response.encode(version=api_version)
-    # ApiVersions responses always use header v0, whatever the version (KIP-511), because the
-    # client reads them before it knows which versions the server speaks.
-    if cls.flexible_version_q(api_version) and api_key != ApiKey.API_VERSIONS:
-        header = struct.pack(">ib", correlation_id, 0)  # header v1: empty tagged fields
+    v1 = _RESPONSE_HEADER_V1.get((api_key, api_version))
+    if v1 is None:
+        # ApiVersions responses always use header v0, whatever the version (KIP-511), because
+        # the client reads them before it knows which versions the server speaks.
+        v1 = _RESPONSE_HEADER_V1[(api_key, api_version)] = bool(
+            response_class(api_key).flexible_version_q(api_version)) and api_key != ApiKey.API_VERSIONS
+    if v1:
+        header = _CORRELATION_V1.pack(correlation_id, 0)  # header v1: empty tagged fields
     else:
-        header = struct.pack(">i", correlation_id)
-    return _SIZE.pack(len(header) + len(body)) + header + body
+        header = _CORRELATION.pack(correlation_id)
+    return b"".join((_SIZE.pack(len(header) + len(body)), header, body))
 
 
 class ServerConnection:
@@ -135,21 +146,25 @@ class ServerConnection:
         if client_id_len >= 0:
             client_id = frame[pos : pos + client_id_len].decode("utf-8")
             pos += client_id_len
-        try:
-            key = ApiKey(api_key)
-        except ValueError:
-            return self._fail(f"unknown api key {api_key}")
-        supported = SUPPORTED_VERSIONS.get(key)
-        if supported is None:
-            return self._fail(f"unsupported api {key.name} (key {api_key})")
-        low, high = supported
-        if not low <= api_version <= high:
-            if key == ApiKey.API_VERSIONS and api_version > high:
-                return UnsupportedApiVersions(api_version, correlation_id, client_id)
-            return self._fail(f"{key.name} version {api_version} outside {low}..{high}")
-        cls = request_class(key)
+        plan = _REQUEST_PLANS.get((api_key, api_version))
+        if plan is None:
+            try:
+                key = ApiKey(api_key)
+            except ValueError:
+                return self._fail(f"unknown api key {api_key}")
+            supported = SUPPORTED_VERSIONS.get(key)
+            if supported is None:
+                return self._fail(f"unsupported api {key.name} (key {api_key})")
+            low, high = supported
+            if not low <= api_version <= high:
+                if key == ApiKey.API_VERSIONS and api_version > high:
+                    return UnsupportedApiVersions(api_version, correlation_id, client_id)
+                return self._fail(f"{key.name} version {api_version} outside {low}..{high}")
+            cls = request_class(key)
+            plan = _REQUEST_PLANS[(api_key, api_version)] = (key, cls, bool(cls.flexible_version_q(api_version)))
+        key, cls, flexible = plan
         view = memoryview(frame)
-        if cls.flexible_version_q(api_version):
+        if flexible:
             pos = _skip_tagged_fields(view, pos)
         request = cls.decode(view[pos:], version=api_version)
         return RequestReceived(key, api_version, correlation_id, client_id, request, len(frame))
