@@ -1,4 +1,4 @@
-"""The ``groupcoord`` command: ``serve``, ``dump-log`` and ``--version``.
+"""The ``groupcoord`` command: ``serve``, ``dump-log``, ``pipeline`` and ``--version``.
 
 Exit codes: 0 success, 1 runtime failure, 2 bad usage or bad configuration (argparse's convention).
 """
@@ -39,10 +39,19 @@ def _parser() -> argparse.ArgumentParser:
     dump.add_argument("path", type=Path)
     dump.add_argument("--offsets-decoder", action="store_true",
                       help="decode __consumer_offsets records as Kafka's OffsetsMessageFormatter does")
+    pipeline = sub.add_parser("pipeline", help="offsets analytics on Spark (see `groupcoord pipeline run --help`)",
+                              add_help=False)
+    pipeline.add_argument("rest", nargs=argparse.REMAINDER)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["pipeline"]:
+        # Imported only here: serving never loads pyspark.
+        from pipeline.cli import main as pipeline_main
+
+        return pipeline_main(argv[1:])
     args = _parser().parse_args(argv)
     if args.command == "serve":
         return _serve(args)

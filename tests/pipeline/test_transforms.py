@@ -1,0 +1,120 @@
+"""The analytics on tiny hand-built tables (one shared Spark session), and Burrow's rules on
+their own (plain Python)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pipeline import transforms as T
+from pipeline.source.schema import GROUP_METADATA, OFFSET_COMMIT, RAW_COLUMNS, RAW_SCHEMA
+
+
+def raw_row(offset: int, **fields: Any) -> tuple:
+    row = {c: None for c in RAW_COLUMNS}
+    row.update(log_partition=0, segment_base_offset=0, offset=offset, is_tombstone=False, batch_timestamp_ms=offset)
+    row.update(fields)
+    return tuple(row[c] for c in RAW_COLUMNS)
+
+
+def commit(offset: int, group: str, partition: int, value: int | None, ts: int = 0, **kw: Any) -> tuple:
+    return raw_row(offset, record_type=OFFSET_COMMIT, group_id=group, topic="t", partition=partition,
+                   committed_offset=value, is_tombstone=value is None, commit_timestamp_ms=ts if value is not None else None,
+                   **kw)
+
+
+def member(mid: str) -> dict[str, Any]:
+    return {"member_id": mid, "group_instance_id": None, "client_id": "c", "client_host": "/h",
+            "rebalance_timeout_ms": 1, "session_timeout_ms": 1, "subscription": b"", "assignment": b""}
+
+
+def generation(offset: int, group: str, gen: int, members: list[str]) -> tuple:
+    return raw_row(offset, record_type=GROUP_METADATA, group_id=group, generation=gen, protocol_type="consumer",
+                   protocol="range", leader=members[0] if members else None, members=[member(m) for m in members])
+
+
+@pytest.fixture
+def raw(spark: Any) -> Any:
+    rows = [
+        commit(0, "a", 0, 5, ts=1_000),
+        commit(1, "a", 0, 9, ts=2_000),  # later commit wins
+        commit(2, "a", 1, 3, ts=2_000),
+        commit(3, "a", 1, None),  # then deleted
+        commit(4, "b", 0, 7, ts=3_000, expire_timestamp_ms=4_000),
+        generation(5, "a", 1, ["m1"]),
+        generation(6, "a", 2, ["m1", "m2"]),
+        generation(7, "a", 3, ["m2", "m3"]),
+        raw_row(8, record_type=GROUP_METADATA, group_id="b", is_tombstone=True),  # group gone, offsets stay
+        # c: committed, deleted (offset and group tombstones in one batch), then created again.
+        commit(9, "c", 0, 4, ts=500),
+        generation(10, "c", 1, ["x"]),
+        commit(11, "c", 0, None, batch_timestamp_ms=12),
+        raw_row(12, record_type=GROUP_METADATA, group_id="c", is_tombstone=True),
+        generation(13, "c", 1, ["y"]),
+    ]
+    return spark.createDataFrame(rows, RAW_SCHEMA)
+
+
+def test_latest_offsets_follow_the_servers_replay(raw: Any) -> None:
+    got = sorted((r["group_id"], r["partition"], r["committed_offset"]) for r in T.latest_offsets(raw).collect())
+    assert got == [("a", 0, 9), ("b", 0, 7)]
+
+
+def test_expired_and_deleted_offsets(raw: Any) -> None:
+    got = sorted((r["group_id"], r["partition"], r["last_committed_offset"], r["kind"])
+                 for r in T.expired_offsets(raw, now_ms=10_000).collect())
+    assert got == [("a", 1, 3, "removed"), ("b", 0, 7, "expiry due"), ("c", 0, 4, "removed with group")]
+
+
+def test_generations_and_membership_changes(raw: Any) -> None:
+    gens = T.group_generations(raw)
+    assert sorted((r["group_id"], r["incarnation"], r["generation"], r["member_count"], r["leader"])
+                  for r in gens.collect()) == [
+        ("a", 0, 1, 1, "m1"), ("a", 0, 2, 2, "m1"), ("a", 0, 3, 2, "m2"), ("c", 0, 1, 1, "x"), ("c", 1, 1, 1, "y")]
+    changes = sorted((r["group_id"], r["incarnation"], r["generation"], r["joined"], r["left"])
+                     for r in T.membership_changes(gens).collect())
+    assert changes == [("a", 0, 1, ["m1"], []), ("a", 0, 2, ["m2"], []), ("a", 0, 3, ["m3"], ["m1"]),
+                       ("c", 0, 1, ["x"], []), ("c", 1, 1, ["y"], [])]
+
+
+def test_commit_rate_counts_per_window(raw: Any) -> None:
+    got = [(r["group_id"], r["commits"]) for r in T.commit_rate(raw, "1 minute").orderBy("group_id").collect()]
+    assert got == [("a", 3), ("b", 1), ("c", 1)]
+
+
+def test_lag_and_burrow_status_end_to_end(spark: Any, raw: Any) -> None:
+    ends = spark.createDataFrame([("t", 0, 20), ("t", 1, 3)], "topic STRING, partition INT, log_end_offset LONG")
+    end_history = spark.createDataFrame([("t", 0, 10, 500), ("t", 0, 20, 2_500)],
+                                        "topic STRING, partition INT, end_offset LONG, batch_max_timestamp_ms LONG")
+    latest = T.latest_offsets(raw)
+    lag = T.consumer_lag(latest, ends)
+    assert sorted((r["group_id"], r["lag"]) for r in lag.collect()) == [("a", 11), ("b", 13)]
+    with_lag = T.lag_at_commits(T.commit_history(raw), end_history)
+    lags = sorted((r["group_id"], r["partition"], r["committed_offset"], r["lag_then"]) for r in with_lag.collect())
+    # c/0 at 500 ms: the end offset then was 10 (the batch stamped 500 counts).
+    assert lags == [("a", 0, 5, 5), ("a", 0, 9, 1), ("a", 1, 3, 0), ("b", 0, 7, 13), ("c", 0, 4, 6)]
+    status = T.burrow_status(with_lag, lag, now_ms=2_500)
+    got = sorted((r["group_id"], r["partition"], r["status"], r["window_commits"]) for r in status.collect())
+    # a/0: offsets advance, lag falls: OK. b/0: lag, and its offset never moved in the window:
+    # STALL. a/1 and c/0 are deleted: no status.
+    assert got == [("a", 0, "OK", 2), ("b", 0, "STALL", 1)]
+    groups = sorted((r["group_id"], r["status"], r["burrow_status"]) for r in T.group_status(status).collect())
+    assert groups == [("a", "OK", "OK"), ("b", "STALL", "ERR")]
+
+
+def w(*entries: tuple[int, int, int]) -> list[dict[str, int]]:
+    return [{"ts": ts, "offset": o, "lag": lag} for ts, o, lag in entries]
+
+
+@pytest.mark.parametrize(("entries", "lag", "now", "status"), [
+    (w((0, 10, 5), (10, 20, 0)), 5, 20, "OK"),  # rule 1: caught up inside the window
+    (w((0, 10, 5), (10, 20, 3)), 0, 20, "OK"),  # no lag now
+    (w((0, 20, 5), (10, 10, 9)), 9, 20, "REWIND"),
+    (w((0, 10, 5), (10, 20, 6)), 6, 100, "STOP"),  # silent for longer than the window spans
+    (w((0, 10, 5), (10, 10, 8)), 8, 15, "STALL"),
+    (w((0, 10, 5), (10, 20, 5), (20, 30, 7)), 7, 25, "WARN"),  # advancing, lag never falls
+    (w((0, 10, 5), (10, 20, 3), (20, 30, 4)), 4, 25, "OK"),
+])
+def test_burrow_rules(entries: list[dict[str, int]], lag: int, now: int, status: str) -> None:
+    assert T.evaluate_window(entries, lag, now) == status
