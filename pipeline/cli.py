@@ -1,10 +1,14 @@
 """``groupcoord pipeline run`` / ``python -m pipeline run``: read a data directory's
 ``__consumer_offsets`` log with Spark and write the analytics as Parquet plus a report.
 
-Outputs under ``--out``: ``latest_offsets``, ``commit_history``, ``commit_rate``, ``consumer_lag``,
-``partition_status``, ``group_status``, ``generations``, ``membership_changes``,
-``expired_offsets`` (Parquet directories), ``report.html`` and ``report.md``. Progress goes to
-stderr as one line per stage with its row count.
+Outputs under ``--out`` (one Parquet directory each, see ``outputs.TABLES``): ``latest_offsets``,
+``commit_history``, ``commit_rate``, ``consumer_lag``, ``partition_status``, ``group_status``,
+``generations``, ``membership_changes``, ``expired_offsets``; and ``report.html`` plus
+``report.md`` in ``--report`` (default: ``--out`` when that is a local directory). Progress goes
+to stderr, one line per stage with its row count; Spark's own logging is turned down to warnings.
+
+Run as plain Python it starts Spark on ``--master`` (default ``local[*]``); under
+``spark-submit`` (``pipeline/jobs/run.py``) the submitted master and resources apply unchanged.
 """
 
 from __future__ import annotations
@@ -15,32 +19,82 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["main", "run_job"]
+from .outputs import progress, write_table
+
+__all__ = ["main", "run_job", "preflight", "PreflightError"]
 
 
-def _progress(stage: str, detail: str = "") -> None:
-    print(f"pipeline: {stage}{': ' + detail if detail else ''}", file=sys.stderr, flush=True)
+def _is_local(path: str) -> bool:
+    return "://" not in path or path.startswith("file://")
+
+
+class PreflightError(RuntimeError):
+    """The executors cannot run the job: the package does not import there, or the data
+    directory is not visible at the same path."""
+
+
+def preflight(spark: Any, data_dir: str) -> list[tuple[str, int, str, bool]]:
+    """Before reading anything, ask the executors' Python workers (one task per default
+    parallelism slot) what they are: host, process id, where ``pipeline`` imports from, and
+    whether ``data_dir`` is a directory there. Fails with a readable message instead of a
+    Java stack trace halfway through the job; reports the answers as a progress line."""
+    sc = spark.sparkContext
+    slots = max(int(sc.defaultParallelism), 1)
+
+    def probe(_rows: Any) -> Any:
+        import os
+        import socket
+
+        try:
+            import pipeline.source.reader  # noqa: F401  (what the read tasks need)
+
+            where = os.path.dirname(os.path.dirname(pipeline.source.reader.__file__))
+        except ImportError as exc:
+            where = f"ImportError: {exc}"
+        yield socket.gethostname(), os.getpid(), where, os.path.isdir(data_dir)
+
+    workers = sorted(set(sc.parallelize(range(slots), slots).mapPartitions(probe).collect()))
+    broken = sorted({w[2] for w in workers if w[2].startswith("ImportError")})
+    if broken:
+        raise PreflightError("executors cannot import the pipeline package (ship it with --py-files or install "
+                             f"it on every node): {broken[0]}")
+    blind = sorted({w[0] for w in workers if not w[3]})
+    if blind:
+        raise PreflightError(f"the data directory {data_dir} is not visible on executor host(s) {', '.join(blind)}: "
+                             "put it on storage every executor mounts at the same path")
+    progress("executors", f"{len({w[1] for w in workers})} Python worker process(es) on "
+                          f"{len({w[0] for w in workers})} host(s); pipeline imported from "
+                          f"{', '.join(sorted({w[2] for w in workers}))}; data dir visible")
+    return workers
 
 
 def run_job(spark: Any, data_dir: str, out: str, *, end_offsets_file: str | None = None,
-            now_ms: int | None = None, lag_window: int = 10) -> dict[str, Any]:
-    """The whole job on an existing session; returns the small collected results (also used by
-    the tests)."""
+            now_ms: int | None = None, lag_window: int = 10, rate_window: str = "1 minute",
+            report_dir: str | None = None) -> dict[str, Any]:
+    """The whole job on an existing session; returns the small collected results (the report's
+    inputs, also used by the tests)."""
     from pyspark.sql import functions as F
 
     from . import transforms as T
-    from .report import ReportData, write_report
+    from .report import MAX_SERIES, ReportData, group_lag_series, write_report
     from .source.end_offsets import end_offset_history, end_offsets_from_data_dir, end_offsets_from_file
     from .source.schema import CORRUPT, GROUP_METADATA, OFFSET_COMMIT
 
     started = time.monotonic()
     now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
-    outdir = Path(out)
+    progress("start", f"data dir {data_dir}, out {out}, master {spark.sparkContext.master}")
+    preflight(spark, data_dir)
     raw = spark.read.format("consumer_offsets").load(data_dir).cache()
-    counts = {r["record_type"]: r["n"] for r in raw.groupBy("record_type").agg(F.count("*").alias("n")).collect()}
-    tombstones = raw.where(F.col("is_tombstone")).count()
-    _progress("read", f"{sum(counts.values()):,} records {counts}")
-    corrupt = [r["error"] for r in raw.where(F.col("record_type") == CORRUPT).select("error").collect()]
+    by_type = raw.groupBy("record_type").agg(F.count("*").alias("n"),
+                                             F.sum(F.col("is_tombstone").cast("int")).alias("tombstones")).collect()
+    counts = {r["record_type"]: r["n"] for r in by_type}
+    tombstones = sum(r["tombstones"] or 0 for r in by_type)
+    progress("read", f"{sum(counts.values()):,} records "
+                     f"({', '.join(f'{k} {v:,}' for k, v in sorted(counts.items()))}; {tombstones:,} tombstones)")
+    corrupt = ([r["error"] for r in raw.where(F.col("record_type") == CORRUPT).select("error").collect()]
+               if counts.get(CORRUPT) else [])
+    for error in corrupt:
+        progress("corrupt batch", error)
 
     if end_offsets_file:
         ends = end_offsets_from_file(end_offsets_file)
@@ -51,70 +105,101 @@ def run_job(spark: Any, data_dir: str, out: str, *, end_offsets_file: str | None
     end_df = spark.createDataFrame(ends, "topic STRING, partition INT, log_end_offset LONG")
     end_history = spark.createDataFrame(history_rows, "topic STRING, partition INT, end_offset LONG, "
                                                       "batch_max_timestamp_ms LONG")
-    _progress("end offsets", f"{len(ends):,} partitions, {len(history_rows):,} batches")
+    progress("end offsets", f"{len(ends):,} partitions, {len(history_rows):,} batches"
+                            + (f" from {end_offsets_file}" if end_offsets_file else ""))
 
-    def write(name: str, df: Any) -> Any:
-        df.coalesce(1).write.mode("overwrite").parquet(str(outdir / name))
-        n = spark.read.parquet(str(outdir / name)).count()
-        _progress(name, f"{n:,} rows")
-        return spark.read.parquet(str(outdir / name))
+    latest = write_table(spark, T.latest_offsets(raw), out, "latest_offsets")
+    with_lag = write_table(spark, T.lag_at_commits(T.commit_history(raw), end_history), out, "commit_history")
+    rate = write_table(spark, T.commit_rate(raw, rate_window), out, "commit_rate")
+    lag = write_table(spark, T.consumer_lag(latest, end_df), out, "consumer_lag")
+    partition_status = write_table(spark, T.burrow_status(with_lag, lag, now_ms, lag_window), out, "partition_status")
+    group_status = write_table(spark, T.group_status(partition_status), out, "group_status")
+    generations = write_table(spark, T.group_generations(raw), out, "generations")
+    changes = write_table(spark, T.membership_changes(generations), out, "membership_changes")
+    expired = write_table(spark, T.expired_offsets(raw, now_ms), out, "expired_offsets")
 
-    latest = write("latest_offsets", T.latest_offsets(raw))
-    history = write("commit_history", T.commit_history(raw))
-    write("commit_rate", T.commit_rate(raw))
-    lag = write("consumer_lag", T.consumer_lag(latest, end_df))
-    with_lag = T.lag_at_commits(history, end_history).cache()
-    partition_status = write("partition_status", T.burrow_status(with_lag, lag, now_ms, lag_window))
-    group_status = write("group_status", T.group_status(partition_status))
-    generations = write("generations", T.group_generations(raw))
-    changes = write("membership_changes", T.membership_changes(generations))
-    expired = write("expired_offsets", T.expired_offsets(raw, now_ms))
-
+    # The report's inputs: small collects (one row per group, generation or shown commit).
     order = {s: i for i, s in enumerate(T.BURROW_ORDER)}
     groups = sorted(((r["group_id"], r["status"], r["burrow_status"], r["partitions"], r["total_lag"], r["max_lag"])
                      for r in group_status.collect()), key=lambda g: (-order.get(g[1], 0), -(g[4] or 0), g[0]))
-    lag_series: dict[str, list[tuple[int, int]]] = {}
-    for r in (with_lag.groupBy("group_id", "commit_timestamp_ms").agg(F.sum("lag_then").alias("lag"))
-              .orderBy("commit_timestamp_ms").collect()):
-        lag_series.setdefault(r["group_id"], []).append((r["commit_timestamp_ms"], int(r["lag"])))
+    shown = [g[0] for g in sorted(groups, key=lambda g: (-(g[4] or 0), g[0]))[:MAX_SERIES]]
+    lag_points = [(r["group_id"], r["topic"], r["partition"], r["commit_timestamp_ms"], r["lag_then"])
+                  for r in with_lag.where(F.col("group_id").isin(shown)).collect()]
     rate_series: dict[str, list[tuple[int, int]]] = {}
-    for r in spark.read.parquet(str(outdir / "commit_rate")).collect():
+    for r in rate.collect():
         rate_series.setdefault(r["group_id"], []).append((int(r["window_start"].timestamp() * 1000), r["commits"]))
-    churn = [(r["group_id"], r["generations"], r["joins"], r["leaves"]) for r in changes.groupBy("group_id").agg(
+    churn = [(r["group_id"], r["generations"], int(r["joins"]), int(r["leaves"])) for r in changes.groupBy("group_id").agg(
         F.count("*").alias("generations"), F.sum(F.size("joined")).alias("joins"),
         F.sum(F.size("left")).alias("leaves")).orderBy(F.desc("generations"), "group_id").collect()]
+    bad = sorted(((r["group_id"], r["topic"], r["partition"], r["status"], r["lag"])
+                  for r in partition_status.where(F.col("status") != "OK").collect()),
+                 key=lambda p: (-order.get(p[3], 0), p[0], p[1], p[2]))
+    expired_counts = [(r["group_id"], r["kind"], r["n"]) for r in expired.groupBy("group_id", "kind")
+                      .agg(F.count("*").alias("n")).orderBy("group_id", "kind").collect()]
     totals = {"records": sum(counts.values()), "offset_commit": counts.get(OFFSET_COMMIT, 0),
               "group_metadata": counts.get(GROUP_METADATA, 0), "tombstones": tombstones,
               "corrupt": counts.get(CORRUPT, 0), "groups": latest.select("group_id").distinct().count(),
               "offsets": latest.count(), "total_lag": int(lag.agg(F.sum("lag")).collect()[0][0] or 0),
               "generations": generations.count(), "expired": expired.count()}
-    html_path, md_path = write_report(ReportData(data_dir, now_ms, totals, groups, lag_series, rate_series, churn,
-                                                 corrupt), outdir)
-    _progress("report", f"{html_path} and {md_path.name} in {time.monotonic() - started:.1f} s")
-    return {"totals": totals, "groups": groups, "churn": churn}
+    lag_series = group_lag_series(lag_points)
+    for group, _status, _burrow, _partitions, total_lag, _max_lag in groups:
+        series = lag_series.get(group)
+        if series and total_lag is not None and now_ms > series[-1][0]:
+            series.append((now_ms, int(total_lag)))  # where it stands now (a stopped group's lag keeps growing)
+    data = ReportData(data_dir, now_ms, totals, groups, lag_series, rate_series, churn, bad, expired_counts, corrupt)
+    raw.unpersist()
+    if report_dir is None and _is_local(out):
+        report_dir = out.removeprefix("file://")
+    if report_dir is not None:
+        html_path, md_path = write_report(data, Path(report_dir))
+        progress("report", f"{html_path} and {md_path.name}")
+    progress("done", f"{time.monotonic() - started:.1f} s")
+    return {"totals": totals, "groups": groups, "churn": churn, "report": data}
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="groupcoord pipeline", description="Offsets analytics on Spark.")
     sub = ap.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="analyse a data directory's __consumer_offsets log")
-    run.add_argument("--data-dir", required=True, help="the groupcoord data directory (executors must see it)")
-    run.add_argument("--out", required=True, help="output directory (local path or any Hadoop URI)")
+    run.add_argument("--data-dir", required=True,
+                     help="the groupcoord data directory (on a cluster: the same path must be readable by every executor)")
+    run.add_argument("--out", required=True, help="output directory for the Parquet tables (local path or Hadoop URI)")
+    run.add_argument("--report", help="directory for report.html and report.md (default: --out, when it is local)")
     run.add_argument("--end-offsets", help="JSON/CSV of topic,partition,log_end_offset, when the topics' logs "
                                            "are not in --data-dir")
-    run.add_argument("--master", help="Spark master when run as plain Python (default local[*]); under "
-                                      "spark-submit its --master applies")
+    run.add_argument("--master", help="Spark master when run as plain Python (default local[*]); ignored under "
+                                      "spark-submit, whose --master applies")
+    run.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                     help="extra Spark setting; repeatable (under spark-submit, prefer its own --conf)")
     run.add_argument("--now", type=int, help="evaluation time in epoch ms (default: now), for reproducible reports")
-    args = ap.parse_args(argv)
+    run.add_argument("--lag-window", type=int, default=10,
+                     help="commits per partition the Burrow-style evaluation looks at (default 10)")
+    run.add_argument("--rate-window", default="1 minute", help="commit rate bucket (default '1 minute')")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     data_dir = Path(args.data_dir)
     if not data_dir.is_dir():
         print(f"groupcoord pipeline: {data_dir} is not a directory", file=sys.stderr)
         return 2
+    conf = {}
+    for item in args.conf:
+        key, sep, value = item.partition("=")
+        if not sep:
+            print(f"groupcoord pipeline: --conf needs KEY=VALUE, got {item!r}", file=sys.stderr)
+            return 2
+        conf[key] = value
     from .session import build_session
 
-    spark = build_session(args.master)
+    spark = build_session(args.master, conf)
     try:
-        run_job(spark, str(data_dir.resolve()), args.out, end_offsets_file=args.end_offsets, now_ms=args.now)
+        run_job(spark, str(data_dir.resolve()), args.out, end_offsets_file=args.end_offsets, now_ms=args.now,
+                lag_window=args.lag_window, rate_window=args.rate_window, report_dir=args.report)
+    except PreflightError as exc:
+        print(f"groupcoord pipeline: {exc}", file=sys.stderr)
+        return 1
     finally:
         spark.stop()
     return 0

@@ -10,6 +10,7 @@ be a local path or any Hadoop URI the cluster can write (``hdfs://``, ``s3a://``
 from __future__ import annotations
 
 import sys
+import time
 from typing import Any, TextIO
 
 __all__ = ["TABLES", "progress", "write_table", "table_path"]
@@ -17,7 +18,7 @@ __all__ = ["TABLES", "progress", "write_table", "table_path"]
 #: Every table ``pipeline run`` writes, in the order it writes them, with what a row is.
 TABLES: dict[str, str] = {
     "latest_offsets": "the compacted view: one row per (group, topic, partition) still committed - what OffsetFetch answers",
-    "commit_history": "every offset commit record, in log order, with its commit time",
+    "commit_history": "every offset commit record with its commit time, the end offset then and the lag then",
     "commit_rate": "commits per group per one-minute window",
     "consumer_lag": "per committed partition: log end offset, committed offset, lag",
     "partition_status": "Burrow-style status per committed partition over its last commits",
@@ -42,8 +43,9 @@ def write_table(spark: Any, df: Any, out: str, name: str) -> Any:
     """Write ``df`` as ``<out>/<name>`` (Parquet, overwrite, one file), report its row count and
     return the written table read back, so later stages start from the file and not from a
     recomputation of the plan."""
+    started = time.monotonic()
     path = table_path(out, name)
     df.coalesce(1).write.mode("overwrite").parquet(path)
     written = spark.read.parquet(path)
-    progress(name, f"{written.count():,} rows")
+    progress(name, f"{written.count():,} rows ({time.monotonic() - started:.1f} s)")
     return written

@@ -33,7 +33,8 @@ class ReportData:
     totals: dict[str, int]
     #: (group, status, Burrow group status, partitions, total lag, max lag), worst first
     groups: list[tuple[Any, ...]] = field(default_factory=list)
-    #: group -> [(time ms, lag summed over its partitions at that time)]
+    #: group -> [(time ms, lag summed over its partitions at that time)]; the job ends each series
+    #: with the group's lag at the evaluation time
     lag_series: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     #: group -> [(window start ms, commits)]
     rate_series: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
@@ -89,6 +90,16 @@ def _nice_max(value: int) -> int:
         step *= 10
 
 
+def _ticks(top: int) -> list[float]:
+    """Round tick values from 0 to ``top`` (a ``_nice_max`` value): whole numbers for small
+    counts, otherwise steps of 0.2, 0.5 or 1 times the power of ten."""
+    if top <= 5:
+        return [float(v) for v in range(top + 1)]
+    lead = int(str(top)[0])
+    intervals = {1: 5, 2: 4, 5: 5}[lead]
+    return [top * i / intervals for i in range(intervals + 1)]
+
+
 def _esc(value: Any) -> str:
     return html.escape(str(value))
 
@@ -112,8 +123,7 @@ def _line_chart(title: str, series: dict[str, list[tuple[int, int]]], y_label: s
 
     parts = [f"<h2>{_esc(title)}</h2>",
              f"<svg class='chart' viewBox='0 0 {w} {h}' width='{w}' height='{h}' role='img' aria-label='{_esc(title)}'>"]
-    for i in range(5):  # horizontal grid and y ticks
-        v = y_top * i / 4
+    for v in _ticks(y_top):  # horizontal grid and y ticks
         y = sy(v)
         parts.append(f"<line x1='{left}' y1='{y:.1f}' x2='{left + pw}' y2='{y:.1f}' stroke='#e5e7eb'/>")
         label = f"{v:,.0f}" if v == int(v) else f"{v:,.1f}"
@@ -163,12 +173,53 @@ def _churn_chart(title: str, churn: list[tuple[str, int, int, int]]) -> str:
         for k, (value, color) in enumerate(((gens, "#2563eb"), (joins, "#16a34a"), (leaves, "#dc2626"))):
             bw = value / top_value * bar_w
             parts.append(f"<rect x='{label_w}' y='{y + k * 6}' width='{bw:.1f}' height='6' fill='{color}'/>")
-        parts.append(f"<text x='{label_w + gens / top_value * bar_w + 6:.1f}' y='{y + 12}' class='tick'>"
+        parts.append(f"<text x='{label_w + max(gens, joins, leaves) / top_value * bar_w + 6:.1f}' y='{y + 12}' class='tick'>"
                      f"{gens} gen, +{joins} / -{leaves}</text>")
     ly = h - 8
     for k, (label, color) in enumerate((("generations", "#2563eb"), ("joins", "#16a34a"), ("leaves", "#dc2626"))):
         parts.append(f"<rect x='{label_w + k * 120}' y='{ly - 9}' width='12' height='12' fill='{color}'/>")
         parts.append(f"<text x='{label_w + 18 + k * 120}' y='{ly + 1}' class='legend'>{label}</text>")
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _sparklines(title: str, series: dict[str, list[tuple[int, int]]], unit: str) -> str:
+    """Small multiples: one row per group on a shared time axis, each scaled to its own peak,
+    so equal rates do not hide each other as lines on one chart would."""
+    points = [p for s in series.values() for p in s]
+    if not points:
+        return f"<h2>{_esc(title)}</h2><p class='empty'>No data.</p>"
+    w, row, label_w, stats_w = 960, 34, 200, 170
+    pw = w - label_w - stats_w
+    x0, x1 = min(p[0] for p in points), max(p[0] for p in points)
+    span = max(x1 - x0, 1)
+    h = row * len(series) + 26
+    parts = [f"<h2>{_esc(title)}</h2>",
+             f"<svg class='chart' viewBox='0 0 {w} {h}' width='{w}' height='{h}' role='img' aria-label='{_esc(title)}'>"]
+    for i, (name, pts) in enumerate(sorted(series.items(), key=lambda kv: (-sum(c for _, c in kv[1]), kv[0]))):
+        color = _COLORS[i % len(_COLORS)]
+        top = 6 + i * row
+        base = top + row - 10
+        mid = (top + base) / 2 + 4
+        peak = max(max(c for _, c in pts), 1)
+
+        def sx(x: int) -> float:
+            return label_w + (x - x0) / span * pw if x1 > x0 else label_w + pw / 2
+
+        xy = [(sx(x), base - c / peak * (base - top)) for x, c in sorted(pts)]
+        coords = " ".join(f"{x:.1f},{y:.1f}" for x, y in xy)
+        parts.append(f"<rect x='{label_w}' y='{top}' width='{pw}' height='{base - top}' fill='#f9fafb'/>")
+        parts.append(f"<polygon fill='{color}' fill-opacity='0.18' stroke='none' "
+                     f"points='{xy[0][0]:.1f},{base} {coords} {xy[-1][0]:.1f},{base}'/>")
+        parts.append(f"<polyline fill='none' stroke='{color}' stroke-width='1.5' points='{coords}'/>")
+        if len(pts) == 1:
+            parts.append(f"<circle cx='{xy[0][0]:.1f}' cy='{xy[0][1]:.1f}' r='2.5' fill='{color}'/>")
+        parts.append(f"<text x='{label_w - 8}' y='{mid:.1f}' text-anchor='end' class='legend'>{_esc(name)}</text>")
+        total = sum(c for _, c in pts)
+        parts.append(f"<text x='{label_w + pw + 10}' y='{mid:.1f}' class='tick'>peak {peak:,} {unit}, "
+                     f"{total:,} in all</text>")
+    parts.append(f"<text x='{label_w}' y='{h - 4}' class='tick'>{_time(x0)}</text>")
+    parts.append(f"<text x='{label_w + pw}' y='{h - 4}' text-anchor='end' class='tick'>{_time(x1)}</text>")
     parts.append("</svg>")
     return "".join(parts)
 
@@ -254,7 +305,8 @@ def render_html(data: ReportData) -> str:
     sections = [
         _line_chart("Lag over time (records behind, summed over each group's partitions)", _selected_lag_series(data),
                     "lag (records)", step=True),
-        _line_chart("Commit rate (offset commit records per minute)", _selected_rate_series(data), "commits / min"),
+        _sparklines("Commit rate (offset commit records per window, each group to its own scale)",
+                    _selected_rate_series(data), "/ window"),
         _churn_chart("Generation churn (generations, joins and leaves per group)", data.churn[:20]),
         "<h2>Groups, worst first</h2><table><tr><th>group</th><th>status</th><th>Burrow</th><th class='n'>partitions</th>"
         f"<th class='n'>total lag</th><th class='n'>max lag</th></tr>{group_rows}</table>",

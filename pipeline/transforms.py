@@ -67,29 +67,24 @@ def consumer_lag(latest: DataFrame, end_offsets: DataFrame) -> DataFrame:
 
 
 def lag_at_commits(history: DataFrame, end_history: DataFrame) -> DataFrame:
-    """Each commit with the partition's end offset at its commit time (the highest end offset of
+    """Each commit (a ``commit_history`` row, all its columns kept) with the partition's end
+    offset at its commit time (the highest end offset of
     the batches stamped at or before it) and the lag then, never below zero (Burrow stores
     negative lag as 0).
 
     Commits and batches are merged into one time line per topic partition and a running maximum
     carries the end offset forward: a sort per partition, not a join of every commit with every
     batch, so it scales with the log rather than with their product."""
-    commits = history.select(*KEY, "log_partition", "log_offset", "committed_offset", "commit_timestamp_ms",
-                             F.col("commit_timestamp_ms").alias("_ts"), F.lit(1).alias("_kind"),
-                             F.lit(None).cast("long").alias("_end"))
-    batches = end_history.select(F.lit(None).cast("string").alias("group_id"), "topic", "partition",
-                                 F.lit(None).cast("int").alias("log_partition"),
-                                 F.lit(None).cast("long").alias("log_offset"),
-                                 F.lit(None).cast("long").alias("committed_offset"),
-                                 F.lit(None).cast("long").alias("commit_timestamp_ms"),
-                                 F.col("batch_max_timestamp_ms").alias("_ts"), F.lit(0).alias("_kind"),
-                                 F.col("end_offset").alias("_end"))
+    commits = (history.withColumn("_ts", F.col("commit_timestamp_ms")).withColumn("_kind", F.lit(1))
+               .withColumn("_end", F.lit(None).cast("long")))
+    batches = end_history.select("topic", "partition", F.col("batch_max_timestamp_ms").alias("_ts"),
+                                 F.lit(0).alias("_kind"), F.col("end_offset").alias("_end"))
     w = (Window.partitionBy("topic", "partition").orderBy("_ts", "_kind")
          .rowsBetween(Window.unboundedPreceding, Window.currentRow))
-    timeline = commits.unionByName(batches).withColumn("end_offset_then", F.coalesce(F.max("_end").over(w), F.lit(0)))
-    return (timeline.where(F.col("_kind") == 1)
-            .select(*KEY, "log_partition", "log_offset", "committed_offset", "commit_timestamp_ms", "end_offset_then",
-                    F.greatest(F.col("end_offset_then") - F.col("committed_offset"), F.lit(0)).alias("lag_then")))
+    timeline = (commits.unionByName(batches, allowMissingColumns=True)
+                .withColumn("end_offset_then", F.coalesce(F.max("_end").over(w), F.lit(0))))
+    return (timeline.where(F.col("_kind") == 1).drop("_ts", "_kind", "_end")
+            .withColumn("lag_then", F.greatest(F.col("end_offset_then") - F.col("committed_offset"), F.lit(0))))
 
 
 #: Burrow's status order, worst last (core/protocol/evaluator.go).

@@ -16,12 +16,11 @@ def spark() -> Iterator[Any]:
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pipeline.session import build_session
 
-    session = build_session("local[2]", conf={
+    session = build_session("local[2]", log_level="ERROR", conf={
         "spark.sql.shuffle.partitions": "1",
         "spark.default.parallelism": "1",
         "spark.ui.enabled": "false",
         "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
     })
-    session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()

@@ -1,7 +1,7 @@
 """End to end: a real server, real consumer groups (kafka-python), a stop, then the pipeline on
 the data directory. The compacted view must equal what the server answered to OffsetFetch, the
-generation history must hold the generations the clients were in, and lag must be the end
-offsets minus the commits."""
+generation history must hold exactly the generations and members the clients were in, and lag
+must be the end offsets minus the commits."""
 
 from __future__ import annotations
 
@@ -16,26 +16,30 @@ from kafka.structs import OffsetAndMetadata
 
 from pipeline.cli import run_job
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 TOPIC = "orders"
 PARTITIONS = 4
+MESSAGES = 100  # 25 per partition: every end offset is 25
 
 
-def _generation(consumer: KafkaConsumer) -> int:
-    return consumer._coordinator._generation.generation_id  # what this client was told it is in
+def _generation(consumer: KafkaConsumer) -> tuple[int, str]:
+    """The generation and member id this client was told it is in."""
+    g = consumer._coordinator._generation
+    return g.generation_id, g.member_id
 
 
-def _settle(consumers: list[KafkaConsumer], timeout: float = 30.0) -> None:
-    """Poll everyone until they share one generation and own every partition between them."""
+def _settle(consumers: list[KafkaConsumer], timeout: float = 30.0) -> tuple[int, set[str]]:
+    """Poll everyone until they share one generation and own every partition between them;
+    returns that generation and its members as the clients saw them."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for c in consumers:
             c.poll(timeout_ms=100, max_records=1)
-        gens = {_generation(c) for c in consumers}
+        gens = {_generation(c)[0] for c in consumers}
         owned = sum(len(c.assignment()) for c in consumers)
         if len(gens) == 1 and min(gens) > 0 and owned == PARTITIONS:
-            return
+            return gens.pop(), {_generation(c)[1] for c in consumers}
     raise AssertionError(f"group did not settle: {[(_generation(c), c.assignment()) for c in consumers]}")
 
 
@@ -54,62 +58,133 @@ def test_pipeline_matches_what_the_server_and_clients_saw(server_factory: Any, s
     admin = KafkaAdminClient(bootstrap_servers=server.bootstrap)
     admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])
     producer = KafkaProducer(bootstrap_servers=server.bootstrap)
-    for i in range(100):
+    for i in range(MESSAGES):
         producer.send(TOPIC, key=str(i).encode(), value=b"v", partition=i % PARTITIONS)
     producer.flush()
     producer.close()
-    seen: dict[str, set[int]] = {"g1": set()}
+    seen: dict[str, dict[int, set[str]]] = {"g1": {}, "g3": {}}
 
-    # g1: one member, then two (a rebalance), then one again (a leave): three generations.
+    # g1: one member, then two (a join: rebalance), then one again (a leave): three generations,
+    # then the last member leaves and the group is Empty (a fourth generation with no members).
     c1 = _consumer(server, "g1")
-    _settle([c1])
-    seen["g1"].add(_generation(c1))
+    gen, members = _settle([c1])
+    seen["g1"][gen] = members
     _commit_all(c1, 10)
     c2 = _consumer(server, "g1")
-    _settle([c1, c2])
-    seen["g1"].add(_generation(c1))
+    gen, members = _settle([c1, c2])
+    seen["g1"][gen] = members
     _commit_all(c1, 20)
     _commit_all(c2, 20)
     c2.close()
-    _settle([c1])
-    seen["g1"].add(_generation(c1))
+    gen, members = _settle([c1])
+    seen["g1"][gen] = members
     _commit_all(c1, 22)
     c1.close()
 
-    # g2: a simple consumer (assign + commit, no membership); g3: committed, then deleted.
+    # g2: a simple consumer (assign + commit, no membership, so no GroupMetadata).
     simple = KafkaConsumer(bootstrap_servers=server.bootstrap, group_id="g2", enable_auto_commit=False)
     simple.assign([TopicPartition(TOPIC, p) for p in range(PARTITIONS)])
     simple.commit({TopicPartition(TOPIC, p): OffsetAndMetadata(5 * p, "meta", -1) for p in range(PARTITIONS)})
     simple.close()
-    doomed = KafkaConsumer(bootstrap_servers=server.bootstrap, group_id="g3", enable_auto_commit=False)
-    doomed.assign([TopicPartition(TOPIC, 0)])
-    doomed.commit({TopicPartition(TOPIC, 0): OffsetAndMetadata(1, "", -1)})
+    # g3: a real member commits and leaves, then the group is deleted (DeleteGroups).
+    doomed = _consumer(server, "g3")
+    gen, members = _settle([doomed])
+    seen["g3"][gen] = members
+    _commit_all(doomed, 1)
     doomed.close()
-    admin.delete_groups(["g3"])
+    assert admin.delete_groups(["g3"]) == {"g3": "OK"}
     answered = admin.list_group_offsets(["g1", "g2", "g3"])  # OffsetFetch v8+, all three groups
-    fetched = {g: {(tp.topic, tp.partition): om.offset for tp, om in answered.get(g, {}).items()}
+    fetched = {g: {(tp.topic, tp.partition): (om.offset, om.metadata) for tp, om in answered.get(g, {}).items()}
                for g in ("g1", "g2", "g3")}
     admin.close()
+    now_ms = int(time.time() * 1000)
     assert server.stop() == 0
 
-    result = run_job(spark, str(server.data_dir), str(tmp_path / "out"), now_ms=int(time.time() * 1000))
     out = tmp_path / "out"
+    result = run_job(spark, str(server.data_dir), str(out), now_ms=now_ms)
 
-    latest = spark.read.parquet(str(out / "latest_offsets")).collect()
-    view: dict[str, dict[tuple[str, int], int]] = {"g1": {}, "g2": {}, "g3": {}}
-    for r in latest:
-        view[r["group_id"]][(r["topic"], r["partition"])] = r["committed_offset"]
+    def table(name: str) -> list[Any]:
+        return spark.read.parquet(str(out / name)).collect()
+
+    # The compacted view is what OffsetFetch answered, group by group (g3: nothing).
+    view: dict[str, dict[tuple[str, int], tuple[int, str]]] = {"g1": {}, "g2": {}, "g3": {}}
+    for r in table("latest_offsets"):
+        view[r["group_id"]][(r["topic"], r["partition"])] = (r["committed_offset"], r["commit_metadata"])
     assert view == fetched
-    assert fetched["g3"] == {} and len(fetched["g1"]) == PARTITIONS
+    assert fetched == {"g1": {(TOPIC, p): (22 + p, "") for p in range(PARTITIONS)},
+                       "g2": {(TOPIC, p): (5 * p, "meta") for p in range(PARTITIONS)}, "g3": {}}
 
-    generations = {r["generation"] for r in spark.read.parquet(str(out / "generations")).collect()
-                   if r["group_id"] == "g1"}
-    assert seen["g1"] <= generations and len(seen["g1"]) == 3
+    # Generation history: the generations the clients saw, each with exactly the members they
+    # saw, in an unbroken sequence from 1 (a client may not see a generation that a rebalance
+    # replaced at once, e.g. one formed before it had topic metadata), ending Empty.
+    gens: dict[str, dict[int, set[str]]] = {}
+    for r in table("generations"):
+        assert r["incarnation"] == 0
+        gens.setdefault(r["group_id"], {})[r["generation"]] = set(r["member_ids"])
+    assert sorted(gens) == ["g1", "g3"]  # g2 never had members, so no GroupMetadata
+    for group, expected_gens in (("g1", 3), ("g3", 1)):
+        assert len(seen[group]) == expected_gens
+        last = max(seen[group])
+        assert sorted(gens[group]) == list(range(1, last + 2))
+        assert {g: gens[group][g] for g in seen[group]} == seen[group]
+        assert gens[group][last + 1] == set()
+        members = set().union(*seen[group].values())
+        assert all(m <= members for m in gens[group].values())
+    assert len(set().union(*seen["g1"].values())) == 2
+    churn = {g: (n, j, lv) for g, n, j, lv in result["churn"]}
+    assert churn == {"g1": (len(gens["g1"]), 2, 2), "g3": (len(gens["g3"]), 1, 1)}  # g1: +c1 +c2 -c2 -c1
 
-    lag = {(r["group_id"], r["partition"]): r["lag"] for r in spark.read.parquet(str(out / "consumer_lag")).collect()}
-    assert lag == {(g, p): 25 - off for g, offs in fetched.items() for (_t, p), off in offs.items()}
+    # Lag: end offsets minus commits.
+    lag = {(r["group_id"], r["partition"]): (r["log_end_offset"], r["lag"]) for r in table("consumer_lag")}
+    assert lag == {(g, p): (25, 25 - off) for g, offs in fetched.items() for (_t, p), (off, _m) in offs.items()}
+    # ... and at each commit (every message was produced before the first commit).
+    history = sorted((r["group_id"], r["partition"], r["committed_offset"], r["end_offset_then"], r["lag_then"])
+                     for r in table("commit_history"))
+    assert history == sorted([("g1", p, base + p, 25, 25 - base - p) for p in range(PARTITIONS) for base in (10, 20, 22)]
+                             + [("g2", p, 5 * p, 25, 25 - 5 * p) for p in range(PARTITIONS)]
+                             + [("g3", p, 1 + p, 25, 24 - p) for p in range(PARTITIONS)])
 
-    expired = {(r["group_id"], r["partition"]) for r in spark.read.parquet(str(out / "expired_offsets")).collect()}
-    assert ("g3", 0) in expired
-    assert result["totals"]["groups"] == 2
-    assert (out / "report.html").read_text().count("<svg") == 3 and "g1" in (out / "report.md").read_text()
+    # Burrow-style status. g2 committed once and never again: STOP (ERR at group level).
+    status = {(r["group_id"], r["partition"]): r["status"] for r in table("partition_status")}
+    assert {k: v for k, v in status.items() if k[0] == "g2"} == {("g2", p): "STOP" for p in range(PARTITIONS)}
+    commits = [r for r in table("commit_history") if r["group_id"] == "g1"]
+    first, last = min(r["commit_timestamp_ms"] for r in commits), max(r["commit_timestamp_ms"] for r in commits)
+    # g1: offsets advance and lag falls at every commit, so OK unless it has gone quiet for longer
+    # than its window spans (STOP), which depends on how long g2 and g3 took.
+    g1_expected = "STOP" if now_ms - last > last - first else "OK"
+    assert {k: v for k, v in status.items() if k[0] == "g1"} == {("g1", p): g1_expected for p in range(PARTITIONS)}
+    groups = {r["group_id"]: (r["status"], r["burrow_status"], r["partitions"], r["total_lag"])
+              for r in table("group_status")}
+    assert groups == {"g1": (g1_expected, "ERR" if g1_expected == "STOP" else "OK", 4, sum(3 - p for p in range(4))),
+                      "g2": ("STOP", "ERR", 4, sum(25 - 5 * p for p in range(4)))}
+
+    # Expired and deleted: g3's offsets went with the group.
+    expired = sorted((r["group_id"], r["partition"], r["last_committed_offset"], r["kind"]) for r in table("expired_offsets"))
+    assert expired == [("g3", p, 1 + p, "removed with group") for p in range(PARTITIONS)]
+
+    totals = result["totals"]
+    assert (totals["groups"], totals["offsets"], totals["total_lag"], totals["generations"], totals["expired"]) == (
+        2, 8, 6 + 70, len(gens["g1"]) + len(gens["g3"]), 4)
+    html = (out / "report.html").read_text()
+    assert html.count("<svg") == 3
+    md = (out / "report.md").read_text()
+    assert "| g2 | STOP | ERR | 4 | 70 | 25 |" in md
+
+
+def test_command_line_entry_points_without_spark(tmp_path: Path) -> None:
+    """``groupcoord pipeline ...`` forwards to ``python -m pipeline ...``; bad usage is refused
+    before any JVM starts, and serving never imports pyspark."""
+    import subprocess
+    import sys
+
+    missing = str(tmp_path / "missing")
+    for argv in (["-m", "coordinator", "pipeline"], ["-m", "pipeline"]):
+        proc = subprocess.run([sys.executable, *argv, "run", "--data-dir", missing, "--out", str(tmp_path / "o")],
+                              capture_output=True, text=True, timeout=60)
+        assert (proc.returncode, proc.stderr) == (2, f"groupcoord pipeline: {missing} is not a directory\n")
+        proc = subprocess.run([sys.executable, *argv, "run", "--help"], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0 and "--end-offsets" in proc.stdout and "--master" in proc.stdout
+    probe = ("import sys, coordinator.cli, coordinator.app; "
+             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'pipeline')))")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stdout) == (0, "[]\n")
