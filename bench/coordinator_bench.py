@@ -500,28 +500,35 @@ def main() -> int:
                 shown = {k: v for k, v in row.items() if k not in ("failures",) or v}
                 print(f"  {name:<14} {which:<10} {json.dumps(shown, default=str)}", flush=True)
 
-    if "commit" in only:
-        each("commit", lambda s: offsets_workload("commit", cfg, s), servers)
-    if "fetch" in only:
-        each("fetch", lambda s: offsets_workload("fetch", cfg, s), servers)
-    if "heartbeat" in only:
-        each("heartbeat", lambda s: heartbeat_workload(cfg, s), servers)
-    if "latency" in only:
-        each("latency", lambda s: offsets_workload("commit", cfg, s, rate=cfg.rate), servers)
-        each("latency-1p", lambda s: offsets_workload("commit", cfg, s, rate=cfg.rate, partitions=1), servers)
-    if "rebalance" in only:
-        for n in cfg.rebalance_sizes:
-            each(f"rebalance{n}", lambda s, n=n: rebalance_workload(cfg, s, n), servers)
-    if "load" in only and "groupcoord" in servers:
-        g, p, r = (10_000, 10, 10) if cfg.quick else (100_000, 10, 10)
-        results["load"] = {"groupcoord": load_workload(cfg, g, p, r)}
-    if "memory" in only and "groupcoord" in servers:
-        g, p = (1_000, 100) if cfg.quick else (10_000, 100)
-        results["memory"] = {"groupcoord": memory_workload(cfg, g, p)}
-        print(f"  memory         groupcoord {json.dumps(results['memory']['groupcoord'])}", flush=True)
+    interrupted = ""
+    try:
+        if "commit" in only:
+            each("commit", lambda s: offsets_workload("commit", cfg, s), servers)
+        if "fetch" in only:
+            each("fetch", lambda s: offsets_workload("fetch", cfg, s), servers)
+        if "heartbeat" in only:
+            each("heartbeat", lambda s: heartbeat_workload(cfg, s), servers)
+        if "latency" in only:
+            each("latency", lambda s: offsets_workload("commit", cfg, s, rate=cfg.rate), servers)
+            each("latency-1p", lambda s: offsets_workload("commit", cfg, s, rate=cfg.rate, partitions=1), servers)
+        if "rebalance" in only:
+            for n in cfg.rebalance_sizes:
+                each(f"rebalance{n}", lambda s, n=n: rebalance_workload(cfg, s, n), servers)
+        if "load" in only and "groupcoord" in servers:
+            g, p, r = (10_000, 10, 10) if cfg.quick else (100_000, 10, 10)
+            results["load"] = {"groupcoord": load_workload(cfg, g, p, r)}
+        if "memory" in only and "groupcoord" in servers:
+            g, p = (1_000, 100) if cfg.quick else (10_000, 100)
+            results["memory"] = {"groupcoord": memory_workload(cfg, g, p)}
+            print(f"  memory         groupcoord {json.dumps(results['memory']['groupcoord'])}", flush=True)
+    except (KeyboardInterrupt, SystemExit) as e:  # still write what was measured
+        interrupted = f"interrupted ({type(e).__name__} {getattr(e, 'code', '')}) — partial results"
+        print(f"  {interrupted}", flush=True)
     shutil.rmtree(cfg.work, ignore_errors=True)
     load_after = " / ".join(f"{x:.2f}" for x in os.getloadavg())
     text = render(results, cfg, command, load_before, load_after, started)
+    if interrupted:
+        text = text.replace("\n\n", f"\n\n**Run {interrupted}.**\n\n", 1)
     print()
     print(text)
     out = Path(args.out) if args.out else (HERE / "results" / f"coordinator-{datetime.date.today()}"
@@ -533,7 +540,7 @@ def main() -> int:
     with open(raw, "a") as f:
         f.write(json.dumps({"started": started, "command": command, "results": results}, default=str) + "\n")
     print(f"appended to {out} (raw numbers: {raw})")
-    return 0
+    return 143 if interrupted else 0
 
 
 if __name__ == "__main__":
