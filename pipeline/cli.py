@@ -46,9 +46,9 @@ def preflight(spark: Any, data_dir: str) -> list[tuple[str, int, str, bool]]:
         import socket
 
         try:
-            import pipeline.source.reader  # noqa: F401  (what the read tasks need)
+            import pipeline.source.columns  # noqa: F401  (what the read tasks need)
 
-            where = os.path.dirname(os.path.dirname(pipeline.source.reader.__file__))
+            where = os.path.dirname(os.path.dirname(pipeline.source.columns.__file__))
         except ImportError as exc:
             where = f"ImportError: {exc}"
         yield socket.gethostname(), os.getpid(), where, os.path.isdir(data_dir)
