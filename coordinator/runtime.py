@@ -40,6 +40,9 @@ Rules:
    both ``snapshot_min_records`` and the records of its last snapshot (the live state), so the
    log tail replayed at load stays no longer than the state itself, and the cost of snapshots
    per appended record stays constant. Shutdown snapshots every partition that changed.
+5. A snapshot is trusted for ``delete.retention.ms`` after it was taken (``snapshot.py``, rule
+   3), so a partition that has one takes a fresh one when half of that has passed, changed or
+   not: a coordinator idle for a day would otherwise replay its whole log at the next load.
 """
 
 from __future__ import annotations
@@ -88,6 +91,10 @@ class NotActiveError(Exception):
         self.state = state
 
 
+#: After a failed snapshot, the earliest retry of a renewal that is already due (rule 5).
+SNAPSHOT_RETRY_SECONDS = 60.0
+
+
 class SystemClock:
     def now_ms(self) -> int:
         return time.time_ns() // 1_000_000
@@ -133,7 +140,7 @@ class AsyncioTimer:
 
 class _Context:
     __slots__ = ("partition", "state", "shard", "plog", "timer", "last_written", "completions", "in_op", "waiting",
-                 "since_snapshot", "snapshot_records", "snapshotting")
+                 "since_snapshot", "snapshot_records", "snapshotting", "snapshot_ms", "refresh")
 
     def __init__(self, partition: int, plog: PartitionLog) -> None:
         self.partition = partition
@@ -153,6 +160,15 @@ class _Context:
         self.since_snapshot = 0
         self.snapshot_records = 0
         self.snapshotting: asyncio.Future[None] | None = None
+        #: When the snapshot on disk was taken (None: there is none), and the timer that renews
+        #: it before it stops being trusted (rule 5).
+        self.snapshot_ms: int | None = None
+        self.refresh: asyncio.TimerHandle | None = None
+
+    def stop_refresh(self) -> None:
+        if self.refresh is not None:
+            self.refresh.cancel()
+            self.refresh = None
 
 
 class CoordinatorRuntime:
@@ -203,8 +219,10 @@ class CoordinatorRuntime:
         if plog is None:
             raise KeyError(f"{self.topic}-{partition} is not hosted here")
         old = self._contexts.get(partition)
-        if old is not None and old.timer is not None:
-            old.timer.cancel_all()
+        if old is not None:
+            old.stop_refresh()
+            if old.timer is not None:
+                old.timer.cancel_all()
         ctx = _Context(partition, plog)
         self._contexts[partition] = ctx
         ctx.timer = AsyncioTimer(self, partition)
@@ -231,6 +249,7 @@ class CoordinatorRuntime:
         self.load_seconds[partition] = time.monotonic() - started
         self._release_completions(ctx)
         self._maybe_snapshot(ctx)
+        self._schedule_refresh(ctx)
 
     def _replay_snapshot(self, ctx: _Context) -> int | None:
         """Replay the partition's snapshot if the trust rule of ``snapshot.py`` allows it; the
@@ -258,6 +277,7 @@ class CoordinatorRuntime:
             return None
         self._replay_batches(ctx, snap.batches, 0)
         ctx.snapshot_records = snap.records
+        ctx.snapshot_ms = snap.captured_ms
         log.info("snapshot loaded", extra={**where, "offset": snap.offset, "records": snap.records})
         return snap.offset
 
@@ -319,6 +339,7 @@ class CoordinatorRuntime:
     async def _snapshot(self, ctx: _Context) -> None:
         """Write the partition's state as of now (offset ``last_written``) once it is durable."""
         where = {"partition": f"{self.topic}-{ctx.partition}"}
+        retry = 0.0
         try:
             offset = ctx.last_written
             encoder = SnapshotEncoder(offset, self.clock.now_ms())
@@ -337,11 +358,31 @@ class CoordinatorRuntime:
             if ctx.state is not PartitionState.ACTIVE or self._contexts.get(ctx.partition) is not ctx:
                 return
             await asyncio.get_running_loop().run_in_executor(None, write_snapshot, ctx.plog.log.directory, data)
+            ctx.snapshot_ms = encoder.captured_ms
             log.debug("snapshot written", extra={**where, "offset": offset, "records": ctx.snapshot_records})
         except Exception as exc:
             log.warning("snapshot failed; loading will replay more of the log", extra={**where, "reason": str(exc)})
+            retry = SNAPSHOT_RETRY_SECONDS
         finally:
             ctx.snapshotting = None
+            self._schedule_refresh(ctx, retry)
+
+    def _schedule_refresh(self, ctx: _Context, min_delay: float = 0.0) -> None:
+        """Rule 5: renew the snapshot on disk when half its trusted life has passed (after a
+        failed attempt, not sooner than ``min_delay`` seconds: a broken disk is not hammered)."""
+        ctx.stop_refresh()
+        if ctx.snapshot_ms is None or ctx.state is not PartitionState.ACTIVE or self._contexts.get(ctx.partition) is not ctx:
+            return
+        due_ms = ctx.snapshot_ms + ctx.plog.log.options.delete_retention_ms // 2
+        delay = max((due_ms - self.clock.now_ms()) / 1000, min_delay)
+        ctx.refresh = asyncio.get_running_loop().call_later(delay, self._refresh, ctx)
+
+    def _refresh(self, ctx: _Context) -> None:
+        ctx.refresh = None
+        if ctx.state is PartitionState.ACTIVE and ctx.snapshotting is None and self._contexts.get(ctx.partition) is ctx:
+            log.info("renewing the snapshot before delete.retention.ms passes",
+                     extra={"partition": f"{self.topic}-{ctx.partition}"})
+            ctx.snapshotting = asyncio.ensure_future(self._snapshot(ctx))
 
     async def snapshot_all(self) -> None:
         """Snapshot every serving partition that changed since its last snapshot (shutdown)."""
@@ -423,6 +464,7 @@ class CoordinatorRuntime:
                   extra={"partition": f"{self.topic}-{ctx.partition}", "reason": str(exc or "cancelled")})
         if ctx.state is PartitionState.ACTIVE:
             ctx.state = PartitionState.FAILED
+            ctx.stop_refresh()
             if ctx.timer is not None:
                 ctx.timer.cancel_all()
             waiting, ctx.waiting = ctx.waiting, set()
@@ -465,6 +507,7 @@ class CoordinatorRuntime:
         """Stop coordinating every partition: timers stop, and shards with an ``on_unloaded``
         answer what they hold parked (delivered once durable, like any answer)."""
         for ctx in list(self._contexts.values()):
+            ctx.stop_refresh()
             if ctx.timer is not None:
                 ctx.timer.cancel_all()
             unloaded = getattr(ctx.shard, "on_unloaded", None)

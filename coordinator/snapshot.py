@@ -24,6 +24,9 @@ otherwise it is deleted and the whole log is replayed:
    ``T`` is still in the log; the cleaner removes a tombstone no earlier than
    ``delete.retention.ms`` after it first cleans it (KIP-534), which is after ``T``.
 
+The runtime renews a partition's snapshot when half of ``delete.retention.ms`` has passed, even
+if nothing changed, so rule 3 does not push an idle coordinator into a full replay.
+
 A snapshot that fails a rule is deleted, so that appends after a full replay cannot later make a
 stale snapshot look valid (rule 2 would pass again once the log grows past ``O``).
 """

@@ -326,3 +326,67 @@ async def test_a_trusted_snapshot_stands_for_the_log_before_it(tmp_path: Path, c
     # The same planted snapshot, within the rules, is believed: proof the rules above decide.
     shard = await _reload_with_snapshot(tmp_path, _fake_snapshot(100, SystemClock().now_ms()), caplog)
     assert shard.replayed == 1 and shard.offsets == {("g0", "t", 0): 123456}
+
+
+class StepClock:
+    """Wall time the test moves by hand; timers still run on the event loop."""
+
+    def __init__(self, now_ms: int) -> None:
+        self.ms = now_ms
+
+    def now_ms(self) -> int:
+        return self.ms
+
+
+@pytest.mark.asyncio
+async def test_an_idle_partition_renews_its_snapshot_before_it_stops_being_trusted(tmp_path: Path) -> None:
+    # delete.retention.ms = 600: a snapshot is trusted for 600 ms and renewed after 300 ms.
+    clock = StepClock(SystemClock().now_ms())
+    logs, _ = await _open_logs(tmp_path, **{"delete.retention.ms": "600"})
+    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard, clock)
+    await runtime.load(0)
+    await _commits(runtime, 0, 100)
+    await runtime.snapshot_all()
+    first = read_snapshot(tmp_path / f"{TOPIC}-0")
+    assert first is not None and first.captured_ms == clock.ms
+    clock.ms += 100
+    await asyncio.sleep(0.1)
+    assert read_snapshot(tmp_path / f"{TOPIC}-0") == first  # not due yet
+    clock.ms += 250  # past the half-life by the clock; the timer fires ~300 ms after the snapshot
+    await asyncio.sleep(0.35)
+    renewed = read_snapshot(tmp_path / f"{TOPIC}-0")
+    assert renewed is not None and renewed.captured_ms == clock.ms
+    assert (renewed.offset, renewed.records) == (first.offset, first.records)  # same state, newer time
+    await logs.close_all()
+
+    # Loaded later, well past the first snapshot's trusted life but within the renewed one's:
+    # the renewed snapshot is used and no log is replayed.
+    clock.ms += 400
+    logs, _ = await _open_logs(tmp_path, **{"delete.retention.ms": "600"})
+    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard, clock)
+    await runtime.load(0)
+    assert runtime.shard(0).replayed == 50
+    assert runtime.shard(0).offsets == {(f"g{i % 50}", "t", 0): i for i in range(50, 100)}
+    runtime.unload_all()
+    await logs.close_all()
+
+
+@pytest.mark.asyncio
+async def test_a_snapshot_loaded_past_its_half_life_is_renewed_at_once(tmp_path: Path) -> None:
+    clock = StepClock(SystemClock().now_ms())
+    logs, _ = await _open_logs(tmp_path, **{"delete.retention.ms": "1000"})
+    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard, clock)
+    await runtime.load(0)
+    await _commits(runtime, 0, 100)
+    runtime.unload_all()
+    await logs.close_all()
+    (tmp_path / f"{TOPIC}-0" / SNAPSHOT_FILE).write_bytes(_fake_snapshot(100, clock.ms - 700))
+    logs, _ = await _open_logs(tmp_path, **{"delete.retention.ms": "1000"})
+    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard, clock)
+    await runtime.load(0)
+    assert runtime.shard(0).offsets == {("g0", "t", 0): 123456}  # trusted: 700 ms old of 1,000
+    await asyncio.sleep(0.1)
+    renewed = read_snapshot(tmp_path / f"{TOPIC}-0")
+    assert renewed is not None and renewed.captured_ms == clock.ms and renewed.offset == 100
+    runtime.unload_all()
+    await logs.close_all()
