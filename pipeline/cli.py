@@ -70,7 +70,7 @@ def preflight(spark: Any, data_dir: str) -> list[tuple[str, int, str, bool]]:
 
 def run_job(spark: Any, data_dir: str, out: str, *, end_offsets_file: str | None = None,
             now_ms: int | None = None, lag_window: int = 10, rate_window: str = "1 minute",
-            report_dir: str | None = None) -> dict[str, Any]:
+            report_dir: str | None = None, offsets_retention_minutes: int = 10_080) -> dict[str, Any]:
     """The whole job on an existing session; returns the small collected results (the report's
     inputs, also used by the tests)."""
     from pyspark.sql import functions as F
@@ -116,7 +116,7 @@ def run_job(spark: Any, data_dir: str, out: str, *, end_offsets_file: str | None
     group_status = write_table(spark, T.group_status(partition_status), out, "group_status")
     generations = write_table(spark, T.group_generations(raw), out, "generations")
     changes = write_table(spark, T.membership_changes(generations), out, "membership_changes")
-    expired = write_table(spark, T.expired_offsets(raw, now_ms), out, "expired_offsets")
+    expired = write_table(spark, T.expired_offsets(raw, now_ms, offsets_retention_minutes * 60_000), out, "expired_offsets")
 
     # The report's inputs: small collects (one row per group, generation or shown commit).
     order = {s: i for i, s in enumerate(T.BURROW_ORDER)}
@@ -175,6 +175,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--lag-window", type=int, default=10,
                      help="commits per partition the Burrow-style evaluation looks at (default 10)")
     run.add_argument("--rate-window", default="1 minute", help="commit rate bucket (default '1 minute')")
+    run.add_argument("--offsets-retention-minutes", type=int, default=10_080,
+                     help="the coordinator's offsets.retention.minutes, for the offsets that are due to expire "
+                          "(default 10080, Kafka's)")
     return ap
 
 
@@ -196,7 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     spark = build_session(args.master, conf)
     try:
         run_job(spark, str(data_dir.resolve()), args.out, end_offsets_file=args.end_offsets, now_ms=args.now,
-                lag_window=args.lag_window, rate_window=args.rate_window, report_dir=args.report)
+                lag_window=args.lag_window, rate_window=args.rate_window, report_dir=args.report,
+                offsets_retention_minutes=args.offsets_retention_minutes)
     except PreflightError as exc:
         print(f"groupcoord pipeline: {exc}", file=sys.stderr)
         return 1

@@ -12,7 +12,9 @@ from typing import Any
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import StringType
+from pyspark.sql.types import ArrayType, StringType
+
+from protocol.consumer_protocol import CONSUMER_PROTOCOL_TYPE, parse_subscribed_topics
 
 from .source.schema import GROUP_METADATA, OFFSET_COMMIT
 
@@ -23,6 +25,9 @@ __all__ = [
 ]
 
 KEY = ["group_id", "topic", "partition"]
+
+#: ``offsets.retention.minutes`` default (KIP-186), in milliseconds.
+OFFSETS_RETENTION_MS = 10_080 * 60_000
 
 
 def offset_commits(raw: DataFrame) -> DataFrame:
@@ -179,13 +184,55 @@ def membership_changes(generations: DataFrame) -> DataFrame:
                     F.array_except("_prev", "member_ids").alias("left")))
 
 
-def expired_offsets(raw: DataFrame, now_ms: int) -> DataFrame:
+def _subscribed_topics(members):  # type: ignore[no-untyped-def]  # (hints would make Spark guess a pandas UDF)
+    """The union of the members' ConsumerProtocolSubscription topics; None if any does not parse
+    (the coordinator then treats the group as subscribed to everything)."""
+    topics: set[str] = set()
+    for m in members or []:
+        parsed = parse_subscribed_topics(bytes(m["subscription"] or b""))
+        if parsed is None:
+            return None
+        topics |= parsed
+    return sorted(topics)
+
+
+def _expiry_due_at(latest: DataFrame, raw: DataFrame, retention_ms: int) -> DataFrame:
+    """``latest`` (live offsets) with ``_due_at``: when a coordinator that loaded this log would
+    expire each one, or null when it would not (KIP-211, ``kafka_coordinator.md`` §2.4; the
+    server's ``OffsetManager.expired_offset_tombstones``). The group is as the coordinator rebuilds
+    it from its last GroupMetadata record: none, a tombstone or no protocol type is a simple group
+    (age from each commit); no members is Empty (age from when it became Empty, or from the commit
+    when the record has no state time, v0/v1); members under the "consumer" protocol is Stable
+    (age from the commit, only for topics no member subscribes to); anything else never expires.
+    An explicit expire time (value v1) replaces the age rule wherever one applies."""
+    subscribed = F.udf(_subscribed_topics, ArrayType(StringType()))
+    groups = (raw.where(F.col("record_type") == GROUP_METADATA).groupBy("group_id")
+              .agg(F.max_by(F.struct("is_tombstone", "protocol_type", "protocol", "state_timestamp_ms", "members"),
+                            F.struct("log_partition", "offset")).alias("_g"))
+              .select("group_id", F.col("_g.*"))
+              .select("group_id",
+                      (F.col("is_tombstone") | F.coalesce(F.col("protocol_type"), F.lit("")).__eq__("")).alias("_simple"),
+                      (F.coalesce(F.size("members"), F.lit(0)) <= 0).alias("_empty"),
+                      F.col("state_timestamp_ms").alias("_became_empty"),
+                      F.when((F.col("protocol_type") == CONSUMER_PROTOCOL_TYPE) & F.col("protocol").isNotNull(),
+                             subscribed("members")).alias("_subscribed")))
+    commit_ts, expire_ts = F.col("commit_timestamp_ms"), F.col("expire_timestamp_ms")
+    base = (F.when(F.col("_simple").isNull() | F.col("_simple"), commit_ts)
+            .when(F.col("_empty"), F.when(F.col("_became_empty") >= 0, F.col("_became_empty")).otherwise(commit_ts))
+            .when(F.col("_subscribed").isNotNull() & ~F.array_contains("_subscribed", F.col("topic")), commit_ts))
+    due = (F.when(base.isNull(), F.lit(None))
+           .when(expire_ts.isNotNull() & (expire_ts >= 0), expire_ts)
+           .otherwise(base + F.lit(retention_ms)))
+    return latest.join(groups, "group_id", "left").withColumn("_due_at", due)
+
+
+def expired_offsets(raw: DataFrame, now_ms: int, retention_ms: int = OFFSETS_RETENTION_MS) -> DataFrame:
     """Offsets that are gone (their latest record is a tombstone) with their last committed
-    value, plus offsets still present whose per-commit expiry time (value v1, OffsetCommit
-    v2-v4) has passed. ``kind``: ``removed with group`` when the group's own GroupMetadata
-    tombstone was written with the offset's (DeleteGroups, or expiry that emptied a dead group),
-    ``removed`` otherwise (expiry, OffsetDelete, topic deletion: the log does not say which),
-    ``expiry due`` for the overdue ones."""
+    value, plus offsets still present that a coordinator loading this log at ``now_ms`` would
+    expire (``_expiry_due_at``). ``kind``: ``removed with group`` when the group's own
+    GroupMetadata tombstone was written with the offset's (DeleteGroups, or expiry that emptied
+    a dead group), ``removed`` otherwise (expiry, OffsetDelete, topic deletion: the log does not
+    say which), ``expiry due`` for the overdue ones, with ``removed_at`` the time they fell due."""
     commits = offset_commits(raw)
     latest = _latest(commits)
     gone = latest.where(F.col("is_tombstone")).select(*KEY, F.col("offset").alias("tombstone_offset"),
@@ -207,8 +254,8 @@ def expired_offsets(raw: DataFrame, now_ms: int) -> DataFrame:
     removed = (gone.join(last_value, KEY, "left").join(next_gm, KEY, "left")
                .select(*KEY, "last_committed_offset", "removed_at",
                        F.when(with_group, F.lit("removed with group")).otherwise(F.lit("removed")).alias("kind")))
-    overdue = (latest.where(~F.col("is_tombstone") & F.col("expire_timestamp_ms").isNotNull()
-                            & (F.col("expire_timestamp_ms") >= 0) & (F.col("expire_timestamp_ms") < now_ms))
+    overdue = (_expiry_due_at(latest.where(~F.col("is_tombstone")), raw, retention_ms)
+               .where(F.col("_due_at") <= now_ms)
                .select(*KEY, F.col("committed_offset").alias("last_committed_offset"),
-                       F.timestamp_millis("expire_timestamp_ms").alias("removed_at"), F.lit("expiry due").alias("kind")))
+                       F.timestamp_millis("_due_at").alias("removed_at"), F.lit("expiry due").alias("kind")))
     return removed.unionByName(overdue)

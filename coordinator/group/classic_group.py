@@ -16,44 +16,17 @@ pick the alphabetically first name so that the choice is deterministic.
 
 from __future__ import annotations
 
-import struct
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from protocol.consumer_offsets import GroupMetadataValue, MemberMetadata
+from protocol.consumer_protocol import CONSUMER_PROTOCOL_TYPE, parse_subscribed_topics
 
 from .group_state import VALID_PREVIOUS_STATES, GroupState, IllegalStateTransition
 
 __all__ = ["ClassicGroup", "ClassicGroupMember", "ParkedResponse", "parse_subscribed_topics",
            "CONSUMER_PROTOCOL_TYPE"]
-
-#: The protocol type of Kafka consumers; only its subscriptions are parsed (ConsumerProtocol).
-CONSUMER_PROTOCOL_TYPE = "consumer"
-
-
-def parse_subscribed_topics(subscription: bytes) -> set[str] | None:
-    """Topics of a ConsumerProtocolSubscription, read from its v0 prefix (int16 version, then
-    int32 count and int16-length strings); None when the bytes do not parse."""
-    try:
-        pos = 2
-        if len(subscription) < 6:
-            return None
-        (count,) = struct.unpack_from(">i", subscription, pos)
-        pos += 4
-        if count < 0:
-            return None
-        topics: set[str] = set()
-        for _ in range(count):
-            (length,) = struct.unpack_from(">h", subscription, pos)
-            pos += 2
-            if length < 0 or pos + length > len(subscription):
-                return None
-            topics.add(bytes(subscription[pos:pos + length]).decode("utf-8"))
-            pos += length
-        return topics
-    except (struct.error, UnicodeDecodeError):
-        return None
 
 
 @dataclass(slots=True)

@@ -118,3 +118,38 @@ def w(*entries: tuple[int, int, int]) -> list[dict[str, int]]:
 ])
 def test_burrow_rules(entries: list[dict[str, int]], lag: int, now: int, status: str) -> None:
     assert T.evaluate_window(entries, lag, now) == status
+
+
+def subscription(*topics: str) -> bytes:
+    """A ConsumerProtocolSubscription v0: version, topics, user data (null)."""
+    body = b"".join(len(t).to_bytes(2, "big") + t.encode() for t in topics)
+    return (0).to_bytes(2, "big") + len(topics).to_bytes(4, "big") + body + (-1).to_bytes(4, "big", signed=True)
+
+
+def test_expiry_due_follows_the_coordinators_kip_211_rules(spark: Any) -> None:
+    def offset(pos: int, group: str, topic: str, ts: int, expire: int | None = None) -> tuple:
+        return raw_row(pos, record_type=OFFSET_COMMIT, group_id=group, topic=topic, partition=0, committed_offset=pos,
+                       commit_timestamp_ms=ts, expire_timestamp_ms=expire)
+
+    def metadata(pos: int, group: str, protocol_type: str, members: list[bytes], state_ts: int) -> tuple:
+        return raw_row(pos, record_type=GROUP_METADATA, group_id=group, generation=1, protocol_type=protocol_type,
+                       protocol="range" if members else None, state_timestamp_ms=state_ts,
+                       members=[{**member(f"m{i}"), "subscription": s} for i, s in enumerate(members)])
+
+    rows = [
+        offset(0, "simple-old", "t", 1_000),  # no GroupMetadata: from the commit, due 11,000
+        offset(1, "simple-new", "t", 15_000),  # due 25,000
+        offset(2, "empty", "t", 100), metadata(3, "empty", "consumer", [], 9_000),  # from becoming Empty: 19,000
+        offset(4, "empty-late", "t", 100), metadata(5, "empty-late", "consumer", [], 12_000),  # 22,000
+        offset(6, "empty-v1", "t", 100), metadata(7, "empty-v1", "consumer", [], -1),  # no state time: 10,100
+        offset(8, "stable", "t", 100), offset(9, "stable", "u", 100),  # only u: nobody subscribes to it
+        metadata(10, "stable", "consumer", [subscription("t"), subscription("t", "v")], 50),
+        offset(11, "connect", "t", 100, expire=200),  # a Stable non-consumer group: nothing expires
+        metadata(12, "connect", "connect", [b"\x00"], 50),
+        offset(13, "explicit", "t", 19_000, expire=3_000),  # simple, an explicit expire time wins: 3,000
+    ]
+    got = sorted((r["group_id"], r["topic"], r["removed_at"].timestamp() * 1000)
+                 for r in T.expired_offsets(spark.createDataFrame(rows, RAW_SCHEMA), now_ms=20_000, retention_ms=10_000)
+                 .where("kind = 'expiry due'").collect())
+    assert got == [("empty", "t", 19_000), ("empty-v1", "t", 10_100), ("explicit", "t", 3_000),
+                   ("simple-old", "t", 11_000), ("stable", "u", 10_100)]
