@@ -21,6 +21,7 @@ from .config_apis import ConfigApis
 from .context import NodeInfo
 from .data_dir import DataDir
 from .fetch import FetchApis
+from . import gc_policy
 from .group.config import GroupConfig
 from .group.shard import GroupCoordinatorShard
 from .group_service import GroupService
@@ -104,10 +105,12 @@ class App:
         self.server.handlers = self._build_handlers(node)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._on_signal, sig)
+        gc_policy.freeze_long_lived()  # the code: modules, classes, schemas (see gc_policy)
         self.groups.load_all()
         await self.server.start()
         log.info("listening", extra={"listen": f"{bound_host}:{bound_port}", "advertised": f"{adv_host}:{adv_port}",
                                      "node_id": node.node_id, "cluster_id": node.cluster_id,
+                                     "event_loop": type(loop).__module__.split(".")[0],
                                      "data_dir": str(self.config.data_dir)})
         await self._stop.wait()
         log.info("shutting down")

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from .config import ConfigError, load_config
 
@@ -62,6 +64,21 @@ def main(argv: list[str] | None = None) -> int:
     return 2
 
 
+def run_event_loop(main: Any) -> int:
+    """Run the server's coroutine on uvloop (libuv's event loop in C) when it is installed, which
+    it is with groupcoord on Linux and macOS: measured, it cuts the server's CPU per durable
+    OffsetCommit by about a fifth and keeps the commit p99 under 5 ms at 5,000 requests/s
+    (bench/RESULTS.md). ``GROUPCOORD_EVENT_LOOP=asyncio`` selects the standard library's loop."""
+    if os.environ.get("GROUPCOORD_EVENT_LOOP", "uvloop") != "asyncio":
+        try:
+            import uvloop
+        except ImportError:
+            pass
+        else:
+            return uvloop.run(main)  # type: ignore[no-any-return]
+    return asyncio.run(main)
+
+
 def _serve(args: argparse.Namespace) -> int:
     from .logs import setup_logging
 
@@ -79,7 +96,7 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"groupcoord: {exc}", file=sys.stderr)
         return 2
     try:
-        return asyncio.run(app.run())
+        return run_event_loop(app.run())
     except OSError as exc:
         host, port = config.listen
         print(f"groupcoord: cannot listen on {host}:{port}: {exc.strerror or exc}", file=sys.stderr)

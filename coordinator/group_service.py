@@ -27,6 +27,7 @@ from protocol.errors import ErrorCode
 from protocol.hot_responses import CommitPartition, CommitTopic, FetchGroup, OffsetCommitAnswer, OffsetFetchAnswer
 from protocol.hashing import partition_for
 
+from . import gc_policy
 from .context import RequestContext
 from .group.responses import heartbeat_response, join_error, leave_response, sync_response
 from .runtime import CoordinatorRuntime, NotActiveError, PartitionState
@@ -74,6 +75,9 @@ class GroupService:
         async def run() -> None:
             for p in range(info.num_partitions):
                 await self.runtime.load(p)
+            # The loaded state lives as long as the process: keep it out of the cyclic GC's
+            # full collections (see ``gc_policy``).
+            gc_policy.freeze_long_lived()
 
         self._loader = asyncio.ensure_future(run())
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import os
 import time
 from collections import deque
 from typing import Any, Awaitable, Callable
@@ -47,6 +48,37 @@ MAX_IN_FLIGHT = 256
 
 #: How long a connection being closed may take to send what was queued before it is aborted.
 CLOSE_GRACE_SECONDS = 5.0
+
+
+#: Whether the running loop's transports take ``loop.sendfile`` (asyncio's do; uvloop's raise
+#: NotImplementedError): decided on the first file range sent.
+_loop_sendfile: bool | None = None
+#: Bytes read and written per step when the loop cannot sendfile: bounds the copy in memory.
+_COPY_CHUNK = 1 << 20
+
+
+async def _send_range(loop: asyncio.AbstractEventLoop, transport: Any, rng: FileRange) -> int:
+    """Send a file range with the kernel's sendfile where the loop offers it, else by reading
+    it (``pread``, from the page cache in practice) and writing it to the transport in chunks."""
+    global _loop_sendfile
+    if _loop_sendfile is not False:
+        try:
+            sent = await loop.sendfile(transport, rng.file, rng.position, rng.length)
+            _loop_sendfile = True
+            return sent
+        except NotImplementedError:
+            if _loop_sendfile:
+                raise
+            _loop_sendfile = False
+    fd = rng.file.fileno()
+    sent = 0
+    while sent < rng.length:
+        chunk = os.pread(fd, min(_COPY_CHUNK, rng.length - sent), rng.position + sent)
+        if not chunk:
+            break  # the file is shorter than the range: the caller reports the short send
+        transport.write(chunk)
+        sent += len(chunk)
+    return sent
 
 
 class FileRange:
@@ -277,7 +309,7 @@ class _Connection(asyncio.Protocol):
                     transport.write(part.source)
                 else:
                     rng = part.source
-                    sent = await loop.sendfile(transport, rng.file, rng.position, rng.length)
+                    sent = await _send_range(loop, transport, rng)
                     if sent != rng.length:
                         raise OSError(f"sendfile sent {sent} of {rng.length} bytes")
         except (OSError, RuntimeError) as exc:
