@@ -220,3 +220,20 @@ async def test_encoded_responses_send_file_ranges_in_order(tmp_path: Path) -> No
     assert ids == [1, 2, 3] and released == [1]
     writer.close()
     await server.shutdown(grace=1)
+
+
+@pytest.mark.parametrize("chosen, expected", [(None, "asyncio"), ("asyncio", "asyncio")])
+def test_the_event_loop_is_asyncio_by_default(server_factory, monkeypatch: pytest.MonkeyPatch,
+                                                             chosen: str | None, expected: str) -> None:
+    if chosen is None:
+        monkeypatch.delenv("GROUPCOORD_EVENT_LOOP", raising=False)
+    else:
+        monkeypatch.setenv("GROUPCOORD_EVENT_LOOP", chosen)
+    server = server_factory()
+    deadline = time.monotonic() + 10
+    while "msg=listening" not in server.log_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert f"event_loop={expected} " in server.log_text()
+    with WireClient(server.host, server.port) as c:  # and it serves
+        assert c.request(ApiKey.API_VERSIONS, 0, ApiVersionsRequest(version=0)).error_code == 0
+    assert server.stop() == 0
