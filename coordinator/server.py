@@ -163,7 +163,7 @@ class _Connection(asyncio.Protocol):
         log.debug("connection closed", extra={"peer": self.peer})
 
     def data_received(self, data: bytes) -> None:
-        if self.closed:
+        if self.closed or self.server.stopping:  # (see stop_reading)
             return
         self.last_activity = time.monotonic()
         self.conn.receive_data(data)
@@ -291,7 +291,7 @@ class _Connection(asyncio.Protocol):
         if frames:
             transport.write(frames[0] if len(frames) == 1 else b"".join(frames))
             self.last_activity = time.monotonic()
-        if self.paused and len(pending) < MAX_IN_FLIGHT // 2:
+        if self.paused and len(pending) < MAX_IN_FLIGHT // 2 and not self.server.stopping:
             self.paused = False
             transport.resume_reading()
 
@@ -322,6 +322,14 @@ class _Connection(asyncio.Protocol):
             self.sending_file = False
         self.last_activity = time.monotonic()
         self._flush()
+
+    def stop_reading(self) -> None:
+        """Shutdown: answer the requests already read, read no more. A client that keeps a request
+        in flight at all times (a producer stream) would otherwise hold the shutdown open until
+        its grace ran out, and go on writing to the log after the snapshots were taken."""
+        if not self.paused and not self.closed and self.transport is not None:
+            self.transport.pause_reading()
+        self.paused = True
 
     def close(self, reason: str) -> None:
         if self.closed:
@@ -379,9 +387,12 @@ class KafkaServer:
                     conn.close(f"idle for more than {int(self.idle_timeout * 1000)} ms (connections.max.idle.ms)")
 
     def stop_accepting(self) -> None:
+        """Take no new connections and no new requests; those in flight are still answered."""
         self.stopping = True
         if self._server is not None:
             self._server.close()
+        for conn in self.connections:
+            conn.stop_reading()
 
     async def shutdown(self, grace: float = 30.0) -> None:
         """Stop accepting, let in-flight requests finish (up to ``grace`` seconds), close all."""

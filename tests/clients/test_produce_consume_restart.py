@@ -82,6 +82,9 @@ def test_java_idempotent_producer_survives_sigkill(server_factory, events) -> No
         "stream", server.bootstrap, topic, str(P), str(COUNT),
         "delivery.timeout.ms=300000", "request.timeout.ms=5000", "retry.backoff.ms=100",
         "reconnect.backoff.ms=100", "reconnect.backoff.max.ms=500", "linger.ms=2", "batch.size=4096",
+        # paced (at least COUNT / 2000 = 10 s): the stream once finished within a CI poll of the
+        # test thread after the graceful restart, and the last kill then hit no stream at all
+        "stream.rate=2000",
     ], sources=["ProduceConsume.java"])
     at_event = []
     try:

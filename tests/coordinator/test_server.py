@@ -181,6 +181,53 @@ async def test_responses_leave_in_request_order_even_when_a_later_one_finishes_f
 
 
 @pytest.mark.asyncio
+async def test_shutdown_answers_requests_in_flight_and_reads_no_more() -> None:
+    """A client that always has a request in flight (a producer stream) must not hold a graceful
+    shutdown open until the grace runs out: requests read before it are answered, later ones are
+    not read. (A Java producer once kept a shutdown busy for 6.7 s, appending all the while.)"""
+    handled: list[int] = []
+
+    async def slow(ctx, request):  # type: ignore[no-untyped-def]
+        await asyncio.sleep(0.05)
+        handled.append(ctx.correlation_id)
+        from kafka.protocol.metadata import MetadataResponse
+        return MetadataResponse(version=ctx.api_version, brokers=[], topics=[], cluster_id="c", controller_id=1)
+
+    server = KafkaServer({ApiKey.METADATA: slow}, max_request_size=1 << 20, max_connections=10,
+                         idle_timeout_ms=60000)
+    host, port = await server.bind("127.0.0.1", 0)
+    await server.start()
+    reader, writer = await asyncio.open_connection(host, port)
+    answered: list[int] = []
+
+    async def stream() -> None:  # two requests in flight at all times, as long as the server reads
+        cid = 0
+        for _ in range(2):
+            cid += 1
+            writer.write(encode_request(ApiKey.METADATA, 9, cid, MetadataRequest(version=9, topics=[])))
+        while True:
+            try:
+                size = struct.unpack(">i", await reader.readexactly(4))[0]
+                answered.append(decode_response(ApiKey.METADATA, 9, await reader.readexactly(size))[0])
+            except (asyncio.IncompleteReadError, ConnectionError):
+                return
+            cid += 1
+            writer.write(encode_request(ApiKey.METADATA, 9, cid, MetadataRequest(version=9, topics=[])))
+
+    client = asyncio.ensure_future(stream())
+    await asyncio.sleep(0.3)
+    assert len(answered) >= 4
+    started = time.monotonic()
+    await server.shutdown(grace=10)
+    took = time.monotonic() - started
+    await asyncio.wait_for(client, 5)  # the server closed the connection
+    assert took < 2, f"shutdown took {took:.2f} s with a client streaming requests"
+    # everything that was handled was answered, in order, and nothing was left half-done
+    assert answered == handled == list(range(1, len(answered) + 1))
+    writer.close()
+
+
+@pytest.mark.asyncio
 async def test_encoded_responses_send_file_ranges_in_order(tmp_path: Path) -> None:
     from coordinator.server import EncodedResponse, FileRange
     from protocol.fetch_response import RecordsRef

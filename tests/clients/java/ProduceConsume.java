@@ -12,6 +12,8 @@
 //       "E <seq> <exception>" per failure, then stream.acked=N and stream.failed=M. At most
 //       1000 records are unacknowledged at any time, so the stream lasts as long as the server
 //       takes to answer it (a crash test can count on being mid-stream at a given ack count).
+//       stream.rate=<records/s> (not a producer property) paces the sends, without catching up, so a test that
+//       acts at ack counts still finds the stream running when its own thread is slow to wake.
 //   consume <bootstrap> <topic> <partitions> <total> <timeout-ms> [start-offsets-csv [leader-epoch]]
 //       No group: assign all partitions, seekToBeginning (or seek to the given offsets), poll
 //       until <total> records arrived or the timeout; prints "R ..." lines and consume.count=N.
@@ -150,6 +152,9 @@ public final class ProduceConsume {
         int partitions = Integer.parseInt(args[3]);
         int count = Integer.parseInt(args[4]);
         Properties props = producerProps(bootstrap, args, 5);
+        Object rateProp = props.remove("stream.rate");
+        double rate = rateProp == null ? 0 : Double.parseDouble((String) rateProp);
+        long nextNs = System.nanoTime();
         AtomicInteger acked = new AtomicInteger(), failed = new AtomicInteger();
         try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(props)) {
             out("stream.started=true");
@@ -168,6 +173,13 @@ public final class ProduceConsume {
                 });
                 // a stream, not one burst: at most 1000 records unacknowledged at a time
                 while (seq + 1 - acked.get() - failed.get() > 1000) Thread.sleep(1);
+                if (rate > 0) {
+                    // at most 50 ms of credit: sleep overshoot is made up, time spent blocked on a
+                    // server restart is not, so the stream resumes at its rate instead of bursting
+                    nextNs = Math.max(nextNs, System.nanoTime() - 50_000_000L) + (long) (1e9 / rate);
+                    long waitNs = nextNs - System.nanoTime();
+                    if (waitNs > 0) Thread.sleep(waitNs / 1_000_000, (int) (waitNs % 1_000_000));
+                }
             }
             producer.flush();
         }
