@@ -12,6 +12,7 @@ Standalone on purpose (no imports from the repo), so it can be started and SIGKI
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import sys
 import time
@@ -221,6 +222,9 @@ async def _aiokafka(bootstrap, topic, group, strategy, instance, session, stop, 
 
 
 def main(argv: list[str]) -> None:
+    # the clients' own warnings and errors go to stderr, which a failing test shows
+    logging.basicConfig(level=os.environ.get("GROUP_MEMBER_LOG_LEVEL", "WARNING"), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
     client, bootstrap, topic, group, strategy, instance, session, stop, delay, max_poll = argv
     args = (bootstrap, topic, group, strategy, instance, int(session), stop, int(delay), int(max_poll))
     if client == "confluent":
