@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from pipeline.source import columns
+from pipeline.source import fast_path
 from pipeline.source.columns import arrow_schema, parse_segment
 from pipeline.source.schema import CONTROL, CORRUPT, GROUP_METADATA, OFFSET_COMMIT, RAW_COLUMNS, RAW_SCHEMA, UNKNOWN
 from protocol.compression import Compression
@@ -252,8 +252,8 @@ def test_fast_path_and_codec_path_agree_on_a_mixed_log(random_segment: bytes, mo
     reference = rows(random_segment, fast=False)
     assert len(reference) == 5159 and {r["record_type"] for r in reference} == {OFFSET_COMMIT, GROUP_METADATA, CONTROL}
     plain_rows: list[int] = []
-    arrow = columns._FastParser._arrow
-    monkeypatch.setattr(columns._FastParser, "_arrow", lambda self, *a: plain_rows.append(a[-1]) or arrow(self, *a))
+    arrow = fast_path.FastParser._arrow
+    monkeypatch.setattr(fast_path.FastParser, "_arrow", lambda self, *a: plain_rows.append(a[-1]) or arrow(self, *a))
     for batch_rows in (65_536, 1000, 7):
         assert by_offset(rows(random_segment, batch_rows=batch_rows)) == reference
     # The fast path did the bulk of it (the rest: compressed, control, group metadata, long
