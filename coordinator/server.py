@@ -163,7 +163,7 @@ class _Connection(asyncio.Protocol):
         log.debug("connection closed", extra={"peer": self.peer})
 
     def data_received(self, data: bytes) -> None:
-        if self.closed or self.server.stopping:  # (see stop_reading)
+        if self.closed:
             return
         self.last_activity = time.monotonic()
         self.conn.receive_data(data)
@@ -326,7 +326,8 @@ class _Connection(asyncio.Protocol):
     def stop_reading(self) -> None:
         """Shutdown: answer the requests already read, read no more. A client that keeps a request
         in flight at all times (a producer stream) would otherwise hold the shutdown open until
-        its grace ran out, and go on writing to the log after the snapshots were taken."""
+        its grace ran out, and go on writing to the log after the snapshots were taken. A paused
+        transport delivers no more data, so ``data_received`` needs no check of its own."""
         if not self.paused and not self.closed and self.transport is not None:
             self.transport.pause_reading()
         self.paused = True

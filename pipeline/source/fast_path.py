@@ -31,9 +31,6 @@ from .rows import (
 )
 from .schema import OFFSET_COMMIT
 
-# ---------------------------------------------------------------------------------------------
-# The fast path
-
 _PREFIX_LENGTH = struct.Struct(">i")  # batchLength, at byte 8 of a batch
 _PREFIX = struct.Struct(">iibI")  # batchLength, partitionLeaderEpoch, magic, crc: bytes 8..21
 #: Below this many batches still walking, the record walk goes on in Python (see ``_walk``).

@@ -12,8 +12,8 @@
 //       "E <seq> <exception>" per failure, then stream.acked=N and stream.failed=M. At most
 //       1000 records are unacknowledged at any time, so the stream lasts as long as the server
 //       takes to answer it (a crash test can count on being mid-stream at a given ack count).
-//       stream.rate=<records/s> (not a producer property) paces the sends, without catching up, so a test that
-//       acts at ack counts still finds the stream running when its own thread is slow to wake.
+//       stream.rate=<records/s> (not a producer property) paces the sends, without catching up,
+//       so a test that acts at ack counts still finds the stream running when it is slow to wake.
 //   consume <bootstrap> <topic> <partitions> <total> <timeout-ms> [start-offsets-csv [leader-epoch]]
 //       No group: assign all partitions, seekToBeginning (or seek to the given offsets), poll
 //       until <total> records arrived or the timeout; prints "R ..." lines and consume.count=N.
