@@ -15,25 +15,25 @@ import signal
 
 from protocol.apis import SUPPORTED_VERSIONS
 
-from .cluster_apis import ClusterApis
+from . import gc_policy
+from .admin.cluster_apis import ClusterApis
+from .admin.config_apis import ConfigApis
 from .config import Config
-from .config_apis import ConfigApis
 from .context import NodeInfo
 from .data_dir import DataDir
-from .fetch import FetchApis
-from . import gc_policy
 from .group.config import GroupConfig
+from .group.service import GroupService
 from .group.shard import GroupCoordinatorShard
-from .group_service import GroupService
-from .log_manager import LogManager
-from .offset_apis import OffsetApis
-from .produce import ProduceApis
-from .producer_ids import ProducerIdApis, ProducerIdManager
-from .server import KafkaServer
-from .topic_apis import TopicApis
-from .runtime import CoordinatorRuntime
-from .topic_registry import CONSUMER_OFFSETS, TopicRegistry
-from .topic_service import TopicService
+from .runtime.runtime import CoordinatorRuntime
+from .server.server import KafkaServer
+from .topics.apis import TopicApis
+from .topics.fetch import FetchApis
+from .topics.log_manager import LogManager
+from .topics.offset_apis import OffsetApis
+from .topics.produce import ProduceApis
+from .topics.producer_ids import ProducerIdApis, ProducerIdManager
+from .topics.registry import CONSUMER_OFFSETS, TopicRegistry
+from .topics.service import TopicService
 
 __all__ = ["App"]
 
@@ -67,7 +67,12 @@ class App:
             self.logs, CONSUMER_OFFSETS,
             lambda p, timer, clock: GroupCoordinatorShard(group_config, clock, timer, partition_exists),
             snapshot_min_records=int(config["offsets.snapshot.min.records"]))
-        self.groups = GroupService(self.runtime, self.registry)
+
+        def offsets_partitions() -> int | None:
+            info = self.registry.get(CONSUMER_OFFSETS)
+            return None if info is None else info.num_partitions
+
+        self.groups = GroupService(self.runtime, offsets_partitions)
         self.topics.listeners.append(self.groups)
         self.server: KafkaServer | None = None
         self._stop = asyncio.Event()

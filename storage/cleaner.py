@@ -41,7 +41,6 @@ import logging
 import os
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from protocol.records import (
     CONTROL_MASK,
@@ -64,10 +63,8 @@ from .files import (
     segment_path,
     write_checkpoint,
 )
+from .log_parts import CleanerLog
 from .segment import LogSegment
-
-if TYPE_CHECKING:
-    from .log import Log
 
 __all__ = ["CleanResult", "clean_log", "dirty_ratio", "run_cleaner"]
 
@@ -103,7 +100,7 @@ class _Plan:
         return self.dirty_bytes / self.total_bytes if self.total_bytes else 0.0
 
 
-def _plan(log: Log) -> _Plan:
+def _plan(log: CleanerLog) -> _Plan:
     segs = log._segments
     limit = log._recovery_point_checkpointed
     cleanable: list[LogSegment] = []
@@ -118,7 +115,7 @@ def _plan(log: Log) -> _Plan:
     return _Plan(cleanable, dirty, end, sum(s.size for s in dirty), sum(s.size for s in cleanable))
 
 
-def dirty_ratio(log: Log) -> float:
+def dirty_ratio(log: CleanerLog) -> float:
     """Share of the cleanable log not yet cleaned (what ``min.cleanable.dirty.ratio`` compares)."""
     return _plan(log).ratio
 
@@ -283,7 +280,7 @@ def _swap(old: LogSegment, new: LogSegment) -> None:
     new.write_indexes(sync=True)
 
 
-async def clean_log(log: Log, *, force: bool = False) -> CleanResult | None:
+async def clean_log(log: CleanerLog, *, force: bool = False) -> CleanResult | None:
     """One compaction pass over ``log``; None if the policy or the dirty ratio says not now."""
     if log.options.cleanup_policy != "compact":
         return None
@@ -326,7 +323,7 @@ async def clean_log(log: Log, *, force: bool = False) -> CleanResult | None:
         return result
 
 
-async def run_cleaner(log: Log, interval_s: float = 15.0) -> None:
+async def run_cleaner(log: CleanerLog, interval_s: float = 15.0) -> None:
     """Background loop: try a pass every ``interval_s`` (Kafka's cleaner backs off 15 s when idle)
     until the log closes. Errors are logged, never raised, so a bad segment cannot kill it."""
     while not log.closed:

@@ -32,7 +32,7 @@ import asyncio
 import logging
 import struct
 from collections import deque
-from typing import TYPE_CHECKING, NamedTuple, Sequence
+from typing import NamedTuple, Sequence
 
 from crc32c import crc32c as _crc32c
 
@@ -41,10 +41,8 @@ from protocol.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, BatchHeader
 from .errors import InvalidBatchError, LogClosedError, RecordTooLargeError, StorageIOError
 from .files import RECOVERY_POINT_FILE, fsync_dir, write_checkpoint
 from .io_worker import shared_worker
+from .log_parts import WriterLog
 from .segment import MAX_SEGMENT_POSITION, LogSegment
-
-if TYPE_CHECKING:
-    from .log import Log
 
 __all__ = ["AppendResult", "BatchesInput", "GroupCommitWriter", "validate_batches"]
 
@@ -150,7 +148,7 @@ def validate_batches(data: BatchesInput, limit: int) -> tuple[bytearray, list[tu
 class GroupCommitWriter:
     """The queue and writer task of one log (see the module docstring)."""
 
-    def __init__(self, log: Log) -> None:
+    def __init__(self, log: WriterLog) -> None:
         self.log = log
         #: Validated appends waiting for the next round, in arrival order.
         self._pending: list[_Pending] = []

@@ -40,10 +40,11 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, AsyncIterator, Callable
+from typing import AsyncIterator, Callable
 
 from protocol.records import BatchHeader, decode_records
 
+from .cleaner import CleanResult, clean_log
 from .errors import LogClosedError, OffsetOutOfRangeError, StorageIOError
 from .files import (
     CLEAN_SHUTDOWN_FILE,
@@ -61,9 +62,6 @@ from .group_commit import AppendResult, BatchesInput, GroupCommitWriter, validat
 from .options import LogOptions
 from .recovery import LoadResult, load_segments
 from .segment import LogSegment
-
-if TYPE_CHECKING:
-    from .cleaner import CleanResult
 
 __all__ = ["Log", "AppendResult", "FileSlice"]
 
@@ -470,8 +468,6 @@ class Log:
     # -- compaction ---------------------------------------------------------------------------
     async def clean(self, *, force: bool = False) -> CleanResult | None:
         """Run one compaction pass if the dirty ratio calls for it (or ``force``). See ``storage.cleaner``."""
-        from .cleaner import clean_log
-
         self._check_open()
         return await clean_log(self, force=force)
 

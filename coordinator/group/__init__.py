@@ -1,8 +1,11 @@
-"""Kafka's classic group coordinator as pure state machines (no asyncio, no sockets, no files).
+"""Kafka's classic group coordinator: the rules as pure state machines (no asyncio, no sockets,
+no files), and ``service.py``, the adapter between the wire and the runtime.
 
-``shard.GroupCoordinatorShard`` is the entry point: one per ``__consumer_offsets`` partition. The
-runtime (``coordinator.runtime``) runs its handlers serially, appends the records they return,
-replays them with ``GroupCoordinatorShard.replay`` and only then answers.
+``shard.GroupCoordinatorShard`` is the entry point of the rules: one per ``__consumer_offsets``
+partition. The runtime (``coordinator.runtime``) runs its handlers serially, appends the records
+they return, replays them with ``GroupCoordinatorShard.replay`` and only then answers.
+``service.GroupService`` routes each request to its partition (Kafka's hash of the group id) and
+answers COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR for partitions that do not serve.
 """
 
 from __future__ import annotations

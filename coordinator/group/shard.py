@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterator
 
 from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
 
+from protocol.acl_operations import GROUP_OPERATIONS, OMITTED, authorized
 from protocol.consumer_offsets import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -45,7 +46,6 @@ from protocol.consumer_offsets import (
 )
 from protocol.errors import ErrorCode
 
-from ..acl_operations import GROUP_OPERATIONS, OMITTED, authorized
 from .config import GroupConfig
 from .group_manager import GroupManager
 from .group_state import GroupState

@@ -3,7 +3,7 @@ the data directory, or loaded from a file when the data lives elsewhere. Plain P
 pyarrow; no Spark (the job turns the rows into a DataFrame).
 
 From a data directory (``read_log_offsets``): ``topics.json`` (the topic registry, see
-``coordinator/topic_registry.py``: ``{"version": 1, "topics": [{"name", "id", "partitions",
+``coordinator/topics/registry.py``: ``{"version": 1, "topics": [{"name", "id", "partitions",
 "configs"}]}``) names the topics and their partition counts; ``__consumer_offsets`` is left out.
 For each ``<topic>-<p>`` directory:
 

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from coordinator.config import load_config
-from coordinator.log_manager import LogManager
-from coordinator.runtime import CoordinatorRuntime, NotActiveError, PartitionState, SystemClock
-from coordinator.snapshot import SNAPSHOT_FILE, encode_snapshot, read_snapshot
-from coordinator.topic_registry import TopicRegistry
+from coordinator.topics.log_manager import LogManager
+from coordinator.runtime.runtime import CoordinatorRuntime, NotActiveError, PartitionState, SystemClock
+from coordinator.runtime.snapshot import SNAPSHOT_FILE, encode_snapshot, read_snapshot
+from coordinator.topics.registry import TopicRegistry
 from protocol.consumer_offsets import OffsetCommitKey, OffsetCommitValue, deserialize, serialize
 from protocol.records import build_batch
 from storage.options import LogOptions

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 
-from coordinator.server import KafkaServer
+from coordinator.server.server import KafkaServer
 from protocol.apis import ApiKey
 from tests.conftest import REPO, ServerProcess
 from tests.wire_client import WireClient, decode_response, encode_request
@@ -229,7 +229,7 @@ async def test_shutdown_answers_requests_in_flight_and_reads_no_more() -> None:
 
 @pytest.mark.asyncio
 async def test_encoded_responses_send_file_ranges_in_order(tmp_path: Path) -> None:
-    from coordinator.server import EncodedResponse, FileRange
+    from protocol.responses import EncodedResponse, FileRange
     from protocol.fetch_response import RecordsRef
 
     payload = bytes(range(256)) * 4096  # 1 MiB

@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from coordinator.topic_registry import TopicRegistry
+from coordinator.topics.registry import TopicRegistry
 from pipeline.source.end_offsets import (
     ARROW_SCHEMA,
     PartitionEnd,

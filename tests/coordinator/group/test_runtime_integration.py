@@ -13,9 +13,9 @@ from kafka.protocol.consumer import JoinGroupRequest, OffsetCommitRequest, SyncG
 from coordinator.config import load_config
 from coordinator.group.config import GroupConfig
 from coordinator.group.shard import GroupCoordinatorShard
-from coordinator.log_manager import LogManager
-from coordinator.runtime import CoordinatorRuntime
-from coordinator.topic_registry import TopicRegistry
+from coordinator.topics.log_manager import LogManager
+from coordinator.runtime.runtime import CoordinatorRuntime
+from coordinator.topics.registry import TopicRegistry
 
 from .group_test_context import protocols
 

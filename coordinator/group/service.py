@@ -24,14 +24,13 @@ from kafka.protocol.consumer import OffsetDeleteResponse
 
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
-from protocol.hot_responses import CommitPartition, CommitTopic, FetchGroup, OffsetCommitAnswer, OffsetFetchAnswer
 from protocol.hashing import partition_for
+from protocol.hot_responses import CommitPartition, CommitTopic, FetchGroup, OffsetCommitAnswer, OffsetFetchAnswer
 
-from . import gc_policy
-from .context import RequestContext
-from .group.responses import heartbeat_response, join_error, leave_response, sync_response
-from .runtime import CoordinatorRuntime, NotActiveError, PartitionState
-from .topic_registry import CONSUMER_OFFSETS, TopicRegistry
+from .. import gc_policy
+from ..context import RequestContext
+from ..runtime.runtime import CoordinatorRuntime, NotActiveError, PartitionState
+from .responses import heartbeat_response, join_error, leave_response, sync_response
 
 __all__ = ["GroupService"]
 
@@ -55,9 +54,12 @@ def _client_host(peer: str) -> str:
 
 
 class GroupService:
-    def __init__(self, runtime: CoordinatorRuntime, registry: TopicRegistry) -> None:
+    def __init__(self, runtime: CoordinatorRuntime, offsets_partitions: Callable[[], int | None]) -> None:
         self.runtime = runtime
-        self.registry = registry
+        #: The partition count of the offsets topic (``runtime.topic``), None while it does not
+        #: exist. Asked, not imported: the topic registry belongs to the topics wing, which the
+        #: group wing does not import (tests/test_layering.py).
+        self.offsets_partitions = offsets_partitions
         self._loader: asyncio.Task[None] | None = None
         self._partitions: dict[tuple[str, int], int] = {}
 
@@ -66,14 +68,14 @@ class GroupService:
     def load_all(self) -> None:
         """Load every ``__consumer_offsets`` partition in the background, one at a time (as
         Kafka's single-threaded loader does); each serves as soon as it is loaded."""
-        info = self.registry.get(CONSUMER_OFFSETS)
-        if info is None:
+        count = self.offsets_partitions()
+        if count is None:
             return
 
-        self.runtime.queue_loading(range(info.num_partitions))
+        self.runtime.queue_loading(range(count))
 
         async def run() -> None:
-            for p in range(info.num_partitions):
+            for p in range(count):
                 await self.runtime.load(p)
             # The loaded state lives as long as the process: keep it out of the cyclic GC's
             # full collections (see ``gc_policy``).
@@ -82,7 +84,7 @@ class GroupService:
         self._loader = asyncio.ensure_future(run())
 
     def topic_created(self, info: Any) -> None:
-        if info.name == CONSUMER_OFFSETS:
+        if info.name == self.runtime.topic:
             self.load_all()
 
     def topic_deleted(self, info: Any) -> None:
@@ -101,12 +103,12 @@ class GroupService:
     # --- routing ------------------------------------------------------------------------------
 
     def partition_of(self, group_id: str) -> int | None:
-        info = self.registry.get(CONSUMER_OFFSETS)
-        if info is None:
+        count = self.offsets_partitions()
+        if count is None:
             return None
         # Every group request hashes its group id in Python (Java's String.hashCode): remember
         # the answers, keyed by the partition count too, and forget them all when too many.
-        key = (group_id or "", info.num_partitions)
+        key = (group_id or "", count)
         partition = self._partitions.get(key)
         if partition is None:
             if len(self._partitions) >= _PARTITION_CACHE_SIZE:
@@ -324,10 +326,9 @@ class GroupService:
 
     async def list_groups(self, ctx: RequestContext, request: Any) -> Any:
         v = ctx.api_version
-        info = self.registry.get(CONSUMER_OFFSETS)
         listed: list[Any] = []
         error = E.NONE
-        for p in range(info.num_partitions if info is not None else 0):
+        for p in range(self.offsets_partitions() or 0):
             state = self.runtime.state(p)
             if state is PartitionState.ACTIVE:
                 try:

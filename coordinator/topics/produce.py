@@ -41,7 +41,7 @@ from protocol.records import (
 )
 from storage.producer_state import Duplicate
 
-from .context import RequestContext
+from ..context import RequestContext
 from .log_manager import LogManager, PartitionLog
 
 __all__ = ["ProduceApis"]

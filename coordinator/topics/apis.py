@@ -9,9 +9,9 @@ from kafka.protocol.admin import CreatePartitionsResponse, CreateTopicsResponse,
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 
-from .context import NodeInfo, RequestContext
-from .topic_registry import TopicError
-from .topic_service import MAX_PARTITIONS, TopicService
+from ..context import NodeInfo, RequestContext
+from .registry import TopicError
+from .service import MAX_PARTITIONS, TopicService
 
 __all__ = ["TopicApis"]
 

@@ -10,9 +10,9 @@ from typing import Any, Protocol
 
 from protocol.errors import ErrorCode
 
-from .config import Config
-from .topic_configs import offsets_topic_configs, topic_config_error
-from .topic_registry import CONSUMER_OFFSETS, TopicError, TopicInfo, TopicRegistry
+from ..config import Config
+from .configs import offsets_topic_configs, topic_config_error
+from .registry import CONSUMER_OFFSETS, TopicError, TopicInfo, TopicRegistry
 
 __all__ = ["TopicService", "TopicListener", "MAX_PARTITIONS"]
 

@@ -56,7 +56,7 @@ from typing import Any, Callable, Iterable, Protocol
 from protocol.consumer_offsets import UnknownRecordVersion, serialize
 from protocol.records import CorruptBatchError, build_batch, decode_records, iter_batch_positions, read_batch_header
 
-from .log_manager import LogManager, PartitionLog
+from ..topics.log_manager import LogManager, PartitionLog
 from .snapshot import SnapshotEncoder, SnapshotError, read_snapshot, remove_snapshot, write_snapshot
 
 __all__ = ["CoordinatorRuntime", "PartitionState", "NotActiveError", "SystemClock", "AsyncioTimer", "Shard"]

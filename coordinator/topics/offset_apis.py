@@ -20,7 +20,7 @@ from kafka.protocol.consumer import ListOffsetsResponse, OffsetForLeaderEpochRes
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 
-from .context import RequestContext
+from ..context import RequestContext
 from .fetch import check_leader_epoch
 from .log_manager import LogManager
 

@@ -24,10 +24,10 @@ from typing import Any
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 from protocol.fetch_response import FetchPartitionData, FetchTopicData, RecordsRef, encode_fetch_response
+from protocol.responses import EncodedResponse
 
-from .context import RequestContext
+from ..context import RequestContext
 from .log_manager import LogManager, PartitionLog
-from .server import EncodedResponse
 
 __all__ = ["FetchApis", "check_leader_epoch"]
 

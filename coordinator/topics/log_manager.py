@@ -30,15 +30,15 @@ from typing import Any
 
 from protocol.fetch_response import RecordsRef
 from protocol.records import BatchHeader, Compression, decode_records, read_batch_header
+from protocol.responses import FileRange
 from storage.log import FileSlice, Log
 from storage.options import LogOptions
 from storage.producer_state import ProducerStateManager
 
-from .config import Config
-from .data_dir import atomic_write
-from .server import FileRange
-from .topic_configs import effective_topic_configs
-from .topic_registry import TopicInfo, TopicRegistry
+from ..config import Config
+from ..data_dir import atomic_write
+from .configs import effective_topic_configs
+from .registry import TopicInfo, TopicRegistry
 
 __all__ = ["LogManager", "PartitionLog", "PartitionConfig"]
 

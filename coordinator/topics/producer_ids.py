@@ -19,9 +19,9 @@ from kafka.protocol.producer import InitProducerIdResponse
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 
-from .config import ConfigError
-from .context import RequestContext
-from .data_dir import atomic_write
+from ..config import ConfigError
+from ..context import RequestContext
+from ..data_dir import atomic_write
 
 __all__ = ["ProducerIdManager", "ProducerIdApis", "BLOCK_SIZE"]
 

@@ -9,7 +9,7 @@ Rules:
    queue when it arrives; a response fills its slot; the queue is flushed from the head only. A
    parked JoinGroup therefore holds back the responses of requests pipelined after it, as Kafka
    clients expect (correlation ids must come back in order).
-2. A handler returns a response, an :class:`EncodedResponse` (a frame it encoded itself, whose
+2. A handler returns a response, an :class:`protocol.responses.EncodedResponse` (a frame it encoded itself, whose
    parts may be file ranges sent with ``sendfile``), ``None`` (no response, e.g. Produce with
    acks=0), or an awaitable of any of these. A handler that raises is a bug: it is logged with its traceback and the connection
    is closed, because we cannot know what the client would accept instead.
@@ -32,11 +32,11 @@ from protocol.apis import ApiKey
 from protocol.connection import ServerConnection, encode_response
 from protocol.events import NEED_DATA, ProtocolViolation, RequestReceived, UnsupportedApiVersions
 from protocol.fetch_response import RecordsRef
+from protocol.responses import EncodedResponse, FileRange, unsupported_api_versions_response
 
-from .cluster_apis import unsupported_api_versions_response
-from .context import RequestContext
+from ..context import RequestContext
 
-__all__ = ["KafkaServer", "Handler", "MAX_IN_FLIGHT", "EncodedResponse", "FileRange"]
+__all__ = ["KafkaServer", "Handler", "MAX_IN_FLIGHT"]
 
 log = logging.getLogger("groupcoord.server")
 
@@ -79,32 +79,6 @@ async def _send_range(loop: asyncio.AbstractEventLoop, transport: Any, rng: File
         transport.write(chunk)
         sent += len(chunk)
     return sent
-
-
-class FileRange:
-    """``length`` bytes of an open binary file from ``position``, sent with ``sendfile``.
-
-    The file object must not be used for positional I/O elsewhere: ``loop.sendfile`` moves its
-    position. ``release`` (if given) is called once the range was sent or the send was abandoned.
-    """
-
-    __slots__ = ("file", "position", "length", "release")
-
-    def __init__(self, file: Any, position: int, length: int, release: Callable[[], None] | None = None) -> None:
-        self.file = file
-        self.position = position
-        self.length = length
-        self.release = release
-
-
-class EncodedResponse:
-    """A response frame encoded by its handler: ``bytes`` parts and ``RecordsRef`` parts whose
-    ``source`` is ``bytes`` or a :class:`FileRange`."""
-
-    __slots__ = ("parts",)
-
-    def __init__(self, parts: list[bytes | RecordsRef]) -> None:
-        self.parts = parts
 
 
 class _Slot:

@@ -13,10 +13,10 @@ from kafka.protocol.admin import DescribeConfigsResponse
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 
-from .config import SETTINGS, Config
-from .context import NodeInfo, RequestContext
-from .topic_configs import TOPIC_CONFIGS, TYPE_BOOLEAN, TYPE_INT, TYPE_LONG, TYPE_STRING, effective_topic_configs
-from .topic_service import TopicService
+from ..config import SETTINGS, Config
+from ..context import NodeInfo, RequestContext
+from ..topics.configs import TOPIC_CONFIGS, TYPE_BOOLEAN, TYPE_INT, TYPE_LONG, TYPE_STRING, effective_topic_configs
+from ..topics.service import TopicService
 
 __all__ = ["ConfigApis"]
 

@@ -18,7 +18,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .data_dir import atomic_write
+from ..data_dir import atomic_write
 
 __all__ = ["TopicInfo", "TopicRegistry", "TopicError", "topic_name_error", "CONSUMER_OFFSETS"]
 
@@ -80,7 +80,7 @@ class TopicRegistry:
             self._load()
 
     def _load(self) -> None:
-        from .config import ConfigError
+        from ..config import ConfigError
 
         try:
             doc = json.loads(self._path.read_text(encoding="utf-8"))

@@ -12,15 +12,16 @@ from typing import Any
 from kafka.protocol.admin import DescribeClusterResponse
 from kafka.protocol.metadata import ApiVersionsResponse, FindCoordinatorResponse, MetadataResponse
 
-from protocol.apis import SUPPORTED_VERSIONS, ApiKey
+from protocol.acl_operations import CLUSTER_OPERATIONS, OMITTED, TOPIC_OPERATIONS, authorized
+from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
+from protocol.responses import api_version_entries
 
-from .acl_operations import CLUSTER_OPERATIONS, OMITTED, TOPIC_OPERATIONS, authorized
-from .context import NodeInfo, RequestContext
-from .topic_registry import CONSUMER_OFFSETS, TopicError, topic_name_error
-from .topic_service import TopicService
+from ..context import NodeInfo, RequestContext
+from ..topics.registry import CONSUMER_OFFSETS, TopicError, topic_name_error
+from ..topics.service import TopicService
 
-__all__ = ["ClusterApis", "unsupported_api_versions_response"]
+__all__ = ["ClusterApis"]
 
 
 # KIP-511: ClientSoftwareName and ClientSoftwareVersion must match this; otherwise INVALID_REQUEST.
@@ -34,18 +35,6 @@ KEY_TYPE_TRANSACTION = 1
 ENDPOINT_TYPE_BROKER = 1
 
 
-def _api_version_entries() -> list[Any]:
-    return [
-        ApiVersionsResponse.ApiVersion(api_key=int(key), min_version=low, max_version=high)
-        for key, (low, high) in sorted(SUPPORTED_VERSIONS.items())
-    ]
-
-
-def unsupported_api_versions_response() -> Any:
-    """The v0-format answer to an ApiVersions request above our maximum version (KIP-511)."""
-    return ApiVersionsResponse(version=0, error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=_api_version_entries())
-
-
 class ClusterApis:
     def __init__(self, node: NodeInfo, topics: TopicService) -> None:
         self.node = node
@@ -57,8 +46,8 @@ class ClusterApis:
             for value in (request.client_software_name, request.client_software_version):
                 if not value or not _SOFTWARE_FIELD.match(value):
                     return ApiVersionsResponse(version=version, error_code=ErrorCode.INVALID_REQUEST,
-                                               api_keys=_api_version_entries())
-        return ApiVersionsResponse(version=version, error_code=ErrorCode.NONE, api_keys=_api_version_entries())
+                                               api_keys=api_version_entries())
+        return ApiVersionsResponse(version=version, error_code=ErrorCode.NONE, api_keys=api_version_entries())
 
     # --- Metadata -------------------------------------------------------------------------------
 

@@ -1,0 +1,2 @@
+"""Cluster-level and configuration APIs: ApiVersions, Metadata, FindCoordinator, DescribeCluster,
+DescribeConfigs."""

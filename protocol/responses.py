@@ -1,0 +1,60 @@
+"""What a handler may hand the server besides a response object: frames it encoded itself.
+
+These are plain values (no I/O happens here): the hosted-topics handlers build them, and the
+server (``coordinator/server/``) writes them, sending a :class:`FileRange` with ``sendfile``.
+They live below both so that neither imports the other.
+
+``unsupported_api_versions_response`` is here for the same reason: the connection answers an
+ApiVersions request above our maximum itself (KIP-511), before any handler sees it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from kafka.protocol.metadata import ApiVersionsResponse
+
+from .apis import SUPPORTED_VERSIONS
+from .errors import ErrorCode
+from .fetch_response import RecordsRef
+
+__all__ = ["FileRange", "EncodedResponse", "api_version_entries", "unsupported_api_versions_response"]
+
+
+class FileRange:
+    """``length`` bytes of an open binary file from ``position``, sent with ``sendfile``.
+
+    The file object must not be used for positional I/O elsewhere: ``loop.sendfile`` moves its
+    position. ``release`` (if given) is called once the range was sent or the send was abandoned.
+    """
+
+    __slots__ = ("file", "position", "length", "release")
+
+    def __init__(self, file: Any, position: int, length: int, release: Callable[[], None] | None = None) -> None:
+        self.file = file
+        self.position = position
+        self.length = length
+        self.release = release
+
+
+class EncodedResponse:
+    """A response frame encoded by its handler: ``bytes`` parts and ``RecordsRef`` parts whose
+    ``source`` is ``bytes`` or a :class:`FileRange`."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, parts: list[bytes | RecordsRef]) -> None:
+        self.parts = parts
+
+
+def api_version_entries() -> list[Any]:
+    """Every API we serve with its version range, as ApiVersionsResponse lists them."""
+    return [
+        ApiVersionsResponse.ApiVersion(api_key=int(key), min_version=low, max_version=high)
+        for key, (low, high) in sorted(SUPPORTED_VERSIONS.items())
+    ]
+
+
+def unsupported_api_versions_response() -> Any:
+    """The v0-format answer to an ApiVersions request above our maximum version (KIP-511)."""
+    return ApiVersionsResponse(version=0, error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=api_version_entries())
