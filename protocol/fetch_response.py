@@ -21,6 +21,12 @@ FetchResponse layout (FetchResponse.json; v4-v11 classic, v12+ flexible, v13+ to
 Flexible versions use compact arrays/strings/bytes (unsigned varint length + 1, 0 = null). No
 tagged fields are written: diverging epochs, leader changes and snapshots do not occur on a
 single node that leads every partition forever.
+
+Records, although the schema calls them nullable, are never written as null: Kafka's broker
+answers a partition without data, an error partition included, with an empty record set
+(``MemoryRecords.EMPTY``, length 0), and librdkafka (2.16 at least) rejects a null one as
+``invalid MessageSetSize -1``, a parse failure of the whole response that it retries without
+end, so the partition's error never reaches the application.
 """
 
 from __future__ import annotations
@@ -61,7 +67,9 @@ class FetchPartitionData:
     log_start_offset: int = -1
     aborted_transactions: list[tuple[int, int]] | None = None
     preferred_read_replica: int = -1
-    records: bytes | RecordsRef | None = None
+    #: Empty by default, never null on the wire (see the module docstring); ``None`` is still
+    #: accepted and encoded as empty.
+    records: bytes | RecordsRef | None = b""
 
 
 @dataclass(slots=True)
@@ -126,18 +134,16 @@ def encode_fetch_response(version: int, correlation_id: int, topics: list[FetchT
                     buf += b"\x00"
             if version >= 11:
                 buf += _I32.pack(p.preferred_read_replica)
-            records = p.records
-            if records is None:
-                buf += _uvarint(0) if flexible else _I32.pack(-1)
+            # None is written as an empty record set, not null: see the module docstring.
+            records = b"" if p.records is None else p.records
+            length = records.length if isinstance(records, RecordsRef) else len(records)
+            buf += _uvarint(length + 1) if flexible else _I32.pack(length)
+            if isinstance(records, RecordsRef):
+                parts.append(bytes(buf))
+                parts.append(records)
+                buf = bytearray()
             else:
-                length = records.length if isinstance(records, RecordsRef) else len(records)
-                buf += _uvarint(length + 1) if flexible else _I32.pack(length)
-                if isinstance(records, RecordsRef):
-                    parts.append(bytes(buf))
-                    parts.append(records)
-                    buf = bytearray()
-                else:
-                    buf += records
+                buf += records
             if flexible:
                 buf += b"\x00"  # partition tagged fields
         if flexible:

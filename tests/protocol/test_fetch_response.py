@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.protocol.consumer import FetchResponse
 
+from protocol.errors import ErrorCode
 from protocol.fetch_response import (
-    MAX_VERSION, MIN_VERSION, FetchPartitionData, FetchTopicData, RecordsRef, encode_fetch_response,
+    FIRST_FLEXIBLE, MAX_VERSION, MIN_VERSION, FetchPartitionData, FetchTopicData, RecordsRef, encode_fetch_response,
 )
 from tests.wire_client import decode_response
 
@@ -59,7 +61,8 @@ def test_matches_the_general_decoder(version: int, data: list[FetchTopicData], s
             got_aborted = None if gp.aborted_transactions is None else [
                 [a.producer_id, a.first_offset] for a in gp.aborted_transactions]
             assert got_aborted == want_aborted
-            assert gp.records == wp.records
+            # None is accepted but written as an empty record set, never null.
+            assert gp.records == (b"" if wp.records is None else wp.records)
 
 
 def test_records_refs_become_separate_parts_and_equal_inline_bytes() -> None:
@@ -71,3 +74,33 @@ def test_records_refs_become_separate_parts_and_equal_inline_bytes() -> None:
         parts = encode_fetch_response(version, 1, by_ref)
         assert any(isinstance(p, RecordsRef) for p in parts)
         assert _join(parts) == _join(encode_fetch_response(version, 1, inline))
+
+
+ERROR_PARTITION_CODES = [ErrorCode.OFFSET_OUT_OF_RANGE, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.FENCED_LEADER_EPOCH,
+                         ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.UNKNOWN_TOPIC_ID]
+
+
+@pytest.mark.parametrize("version", range(MIN_VERSION, MAX_VERSION + 1))
+def test_error_partitions_carry_an_empty_record_set_not_null(version: int) -> None:
+    """Kafka answers an error partition with MemoryRecords.EMPTY (length 0); librdkafka 2.16 fails
+    to parse the whole response on a null record set (MessageSetSize -1) and never surfaces the
+    partition's error. Checked on the raw length field and through kafka-python's FetchResponse."""
+    topic_id = uuid.uuid4()
+    for code in ERROR_PARTITION_CODES:
+        # As coordinator/topics/fetch.py builds an error partition: records left at their default; and
+        # an explicit None, which the encoder must also write as empty.
+        for partition in (FetchPartitionData(0, error_code=code, high_watermark=5),
+                          FetchPartitionData(0, error_code=code, records=None)):
+            frame = _join(encode_fetch_response(version, 7, [FetchTopicData("t", topic_id, [partition])]))
+            # The records field is the last thing in the frame, followed only by the partition,
+            # topic and response tagged fields (one empty byte each) in flexible versions.
+            if version >= FIRST_FLEXIBLE:
+                assert frame[-4:] == b"\x01\x00\x00\x00", frame.hex()  # compact length 0 + 1; null is 0
+            else:
+                assert frame[-4:] == b"\x00\x00\x00\x00", frame.hex()  # int32 0; null is -1 (ff ff ff ff)
+            body = frame[4 + 4 + (1 if version >= FIRST_FLEXIBLE else 0):]  # size, correlation id, header tags
+            resp = FetchResponse.decode(body, version=version)
+            (got,) = resp.responses[0].partitions
+            assert got.error_code == code
+            assert got.records is not None and len(got.records) == 0, (version, code, got.records)
