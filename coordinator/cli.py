@@ -1,6 +1,7 @@
 """The ``groupcoord`` command: ``serve``, ``dump-log``, ``pipeline`` and ``--version``.
 
-Exit codes: 0 success, 1 runtime failure, 2 bad usage or bad configuration (argparse's convention).
+Exit codes: 0 success, 1 runtime failure, 2 bad usage or bad configuration (argparse's convention);
+``dump-log`` exits 141 (as if killed by SIGPIPE) when the reader of its output goes away.
 """
 
 from __future__ import annotations
@@ -60,8 +61,38 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "dump-log":
         from .dump_log import dump_log
 
-        return dump_log(args.path, args.offsets_decoder, sys.stdout)
+        try:
+            status = dump_log(args.path, args.offsets_decoder, sys.stdout)
+            # Flushed here, inside the try: a short dump sits in the buffer until exit, and a
+            # reader that has already gone makes this flush the write that fails.
+            sys.stdout.flush()
+        except BrokenPipeError:
+            return _reader_gone()
+        return status
     return 2
+
+
+#: The status a shell reports for a command killed by SIGPIPE (128 + 13), as ``cat big | head`` gives.
+EXIT_BROKEN_PIPE = 141
+
+
+def _reader_gone() -> int:
+    """The reader of stdout closed it (``dump-log PATH | head``): stop without a traceback.
+
+    Python ignores SIGPIPE, so a C tool's silent death becomes a BrokenPipeError here. stdout
+    is pointed at /dev/null before returning, because the interpreter flushes sys.stdout once
+    more at exit and the bytes still in its buffer would fail again ("Exception ignored ...
+    BrokenPipeError").
+
+    The status is 141 rather than 0 or 1: the dump did not reach its end, so 0 ("every file read
+    to its end") would be untrue, and 1 already means a corrupt batch. 141 is what the shell
+    reports for any other tool cut short by its reader, so ``set -o pipefail`` scripts see the
+    same as with ``cat``, and ``$?`` after ``dump-log ... | head`` (the status of ``head``) stays 0.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_BROKEN_PIPE
 
 
 def run_event_loop(main: Any) -> int:

@@ -34,7 +34,8 @@ shown as sizes, not bytes.
 
 Exit code 0 when every file was read to its end; 1 when some batch was corrupt (its file is
 abandoned at that batch, after a line naming the file and byte position) or a file ends in an
-incomplete batch (a torn write); 2 when PATH holds nothing to dump.
+incomplete batch (a torn write); 2 when PATH holds nothing to dump. The command (``cli.py``)
+exits 141, without a traceback, when the reader of its output goes away (``dump-log PATH | head``).
 """
 
 from __future__ import annotations

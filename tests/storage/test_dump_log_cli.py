@@ -39,3 +39,39 @@ async def test_dump_log_prints_offsets_records_written_through_the_log(tmp_path:
     assert ("[g,orders,0]::OffsetAndMetadata(offset=42, leaderEpoch=Optional[5], metadata=meta, "
             "commitTimestamp=1700000000001, expireTimestamp=None)") in text
     assert "[g,orders,1]::null" in text
+
+
+def _segment_dir(tmp_path: Path, batches: int, per_batch: int) -> Path:
+    directory = tmp_path / "orders-0"
+    directory.mkdir()
+    data = b"".join(build_batch([(b"key-%d" % i, b"value" * 4) for i in range(per_batch)], timestamp_ms=1700000000000,
+                                base_offset=b * per_batch) for b in range(batches))
+    (directory / "00000000000000000000.log").write_bytes(data)
+    return directory
+
+
+@pytest.mark.parametrize("records, lines_read", [
+    # About 2.5 MB of output, far past a pipe's buffer: a write fails while records are dumped.
+    (20_000, 1),
+    # Output small enough to stay in stdout's buffer until the exit flush, and a reader that
+    # reads nothing: the final flush is the write that fails.
+    (1, 0),
+])
+def test_dump_log_into_a_closed_pipe_exits_quietly(tmp_path: Path, records: int, lines_read: int) -> None:
+    """`groupcoord dump-log PATH | head -n 1`: no BrokenPipeError traceback, exit 141 (SIGPIPE's
+    shell status, see coordinator/cli.py)."""
+    directory = _segment_dir(tmp_path, max(records // 100, 1), min(records, 100))
+    proc = subprocess.Popen([sys.executable, "-m", "coordinator", "dump-log", str(directory)], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    first = [proc.stdout.readline() for _ in range(lines_read)]
+    proc.stdout.close()  # as head does after its line
+    try:
+        stderr = proc.stderr.read().decode(errors="replace")
+        returncode = proc.wait(timeout=60)
+    finally:
+        proc.kill()
+    assert first == [f"Dumping {directory / '00000000000000000000.log'}\n".encode()][:lines_read]
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
+    assert stderr == "", stderr
+    assert returncode == 141, (returncode, stderr)
