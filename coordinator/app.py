@@ -18,9 +18,11 @@ from protocol.apis import SUPPORTED_VERSIONS
 from . import gc_policy
 from .admin.cluster_apis import ClusterApis
 from .admin.config_apis import ConfigApis
+from .cluster.znodes import BrokerRegistration
+from .cluster.zookeeper import ZooKeeper
 from .config import Config
 from .context import NodeInfo
-from .data_dir import DataDir
+from .data_dir import DataDir, new_cluster_id
 from .group.config import GroupConfig
 from .group.service import GroupService
 from .group.shard import GroupCoordinatorShard
@@ -43,7 +45,24 @@ log = logging.getLogger("groupcoord")
 class App:
     def __init__(self, config: Config) -> None:
         self.config = config
-        self.data_dir = DataDir(config.data_dir, int(config["node.id"]))
+        #: Cluster mode (``zookeeper.connect`` set): this node's ZooKeeper session.
+        self.zookeeper: ZooKeeper | None = None
+        cluster_id_source = None
+        if config["zookeeper.connect"]:
+            zookeeper = self.zookeeper = ZooKeeper(config["zookeeper.connect"],
+                                                   int(config["zookeeper.session.timeout.ms"]),
+                                                   int(config["zookeeper.connection.timeout.ms"]))
+            zookeeper.start()
+
+            def cluster_id_source(stored: str | None) -> str:
+                return zookeeper.cluster_id(stored or new_cluster_id())
+
+        try:
+            self.data_dir = DataDir(config.data_dir, int(config["node.id"]), cluster_id_source)
+        except BaseException:
+            if self.zookeeper is not None:
+                self.zookeeper.close()
+            raise
         self.registry = TopicRegistry(config.data_dir)
         self.topics = TopicService(self.registry, config)
         self.logs = LogManager(config.data_dir, self.registry, config)
@@ -108,6 +127,14 @@ class App:
             adv_port = bound_port
         node = NodeInfo(self.data_dir.node_id, adv_host, adv_port, self.data_dir.cluster_id)
         self.server.handlers = self._build_handlers(node)
+        if self.zookeeper is not None:
+            # Registered before serving: a node whose broker.id another live node holds never
+            # answers a client (ClusterError, exit 1).
+            registration = BrokerRegistration(node.node_id, adv_host, adv_port, self.config["broker.rack"] or None)
+            await asyncio.to_thread(self.zookeeper.register, registration)
+            log.warning("cluster mode: registered in ZooKeeper; replication, the controller and cluster-wide "
+                        "metadata are not built yet (issue 13), so this node still answers as a single node",
+                        extra={"zookeeper": self.config["zookeeper.connect"], "broker_id": node.node_id})
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._on_signal, sig)
         gc_policy.freeze_long_lived()  # the code: modules, classes, schemas (see gc_policy)
@@ -154,4 +181,8 @@ class App:
         self._stop.set()
 
     def close(self) -> None:
+        if self.zookeeper is not None:
+            # Ending the session removes /brokers/ids/<id> at once, not after the session timeout.
+            self.zookeeper.close()
+            self.zookeeper = None
         self.data_dir.close()

@@ -120,14 +120,22 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     setup_logging(config["logging.level"])
     from .app import App
+    from .cluster.zookeeper import ClusterError
 
     try:
         app = App(config)
     except ConfigError as exc:
         print(f"groupcoord: {exc}", file=sys.stderr)
         return 2
+    except ClusterError as exc:
+        print(f"groupcoord: {exc}", file=sys.stderr)
+        return 1
     try:
         return run_event_loop(app.run())
+    except ClusterError as exc:
+        print(f"groupcoord: {exc}", file=sys.stderr)
+        app.close()
+        return 1
     except OSError as exc:
         host, port = config.listen
         print(f"groupcoord: cannot listen on {host}:{port}: {exc.strerror or exc}", file=sys.stderr)

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-__all__ = ["ConfigError", "Config", "SETTINGS", "parse_properties", "load_config", "parse_host_port"]
+__all__ = ["ConfigError", "Config", "SETTINGS", "parse_properties", "load_config", "parse_host_port",
+           "parse_zookeeper_connect"]
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
@@ -85,6 +86,29 @@ def parse_host_port(text: str) -> tuple[str, int]:
     return host, port_number
 
 
+def parse_zookeeper_connect(text: str) -> tuple[str, str]:
+    """``host:port[,host:port...][/chroot]`` → (hosts, chroot or ""); ValueError when malformed."""
+    value = text.strip()
+    hosts, slash, chroot = value.partition("/")
+    # ZooKeeper's connect-string rules: a chroot of "/" is none; otherwise a valid absolute path.
+    chroot = slash + chroot if slash and chroot else ""
+    if not hosts:
+        raise ValueError
+    for entry in hosts.split(","):
+        host, sep, port = entry.strip().rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+            raise ValueError
+    if chroot and any(not part for part in chroot[1:].split("/")):
+        raise ValueError
+    return hosts, chroot
+
+
+def _optional_zookeeper_connect(text: str) -> str:
+    if text.strip():
+        parse_zookeeper_connect(text)
+    return text.strip()
+
+
 def _listener(text: str) -> str:
     parse_host_port(text)
     return text.strip()
@@ -98,6 +122,19 @@ _SETTINGS = [
     # --- node and network -----------------------------------------------------------------
     Setting("node.id", _int(0, INT32_MAX), 1, "an integer 0..2147483647",
             "This node's id in Metadata and FindCoordinator answers."),
+    # Kafka's name for the same id; either may be set (if both, they must agree).
+    Setting("broker.id", _int(-1, INT32_MAX), -1, "an integer 0..2147483647 (-1: the value of node.id)",
+            "Alias of node.id, Kafka's ZooKeeper-mode name for it."),
+    Setting("broker.rack", _text, "", "a rack name or empty",
+            "This node's rack, written in its ZooKeeper registration (cluster mode)."),
+    # --- cluster mode (reference/cluster_replication.md) -------------------------------------
+    Setting("zookeeper.connect", _optional_zookeeper_connect, "", "empty or HOST:PORT[,HOST:PORT...][/chroot]",
+            "Empty: a single node. Otherwise the ZooKeeper ensemble this node joins as a cluster member."),
+    # Kafka's defaults: an 18 s session; the connection timeout defaults to the session timeout.
+    Setting("zookeeper.session.timeout.ms", _int(1000, INT32_MAX), 18000, "milliseconds >= 1000",
+            "ZooKeeper session timeout: how long a silent node stays registered (the server clamps it)."),
+    Setting("zookeeper.connection.timeout.ms", _int(100, INT32_MAX), 18000, "milliseconds >= 100",
+            "How long start-up waits to reach ZooKeeper before giving up."),
     Setting("listeners", _listener, "localhost:9092", "HOST:PORT or PLAINTEXT://HOST:PORT",
             "Where the server listens (--listen)."),
     Setting("advertised.listeners", _optional_listener, "", "HOST:PORT, PLAINTEXT://HOST:PORT or empty",
@@ -266,6 +303,12 @@ def load_config(
         _apply(values, "log.dirs", data_dir, "--data-dir", explicit)
     if listen is not None:
         _apply(values, "listeners", listen, "--listen", explicit)
+    if "broker.id" in explicit and values["broker.id"] != -1:
+        if "node.id" in explicit and values["node.id"] != values["broker.id"]:
+            raise ConfigError(f"broker.id ({values['broker.id']}) and node.id ({values['node.id']}) name the same "
+                              "id and must agree; set one of them")
+        values["node.id"] = values["broker.id"]
+    values["broker.id"] = values["node.id"]
     if values["group.min.session.timeout.ms"] > values["group.max.session.timeout.ms"]:
         raise ConfigError(
             "group.min.session.timeout.ms "

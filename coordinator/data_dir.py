@@ -11,6 +11,7 @@ import fcntl
 import os
 import uuid
 from pathlib import Path
+from typing import Callable
 
 from storage.files import atomic_write
 
@@ -33,7 +34,9 @@ def new_cluster_id() -> str:
 class DataDir:
     """An opened, locked data directory."""
 
-    def __init__(self, path: Path, node_id: int) -> None:
+    def __init__(self, path: Path, node_id: int, cluster_id_source: Callable[[str | None], str] | None = None) -> None:
+        """``cluster_id_source`` (cluster mode) is given the directory's own cluster id, or None for
+        a new directory, and returns the cluster's; a directory of another cluster is refused."""
         self.path = path
         try:
             path.mkdir(parents=True, exist_ok=True)
@@ -45,14 +48,29 @@ class DataDir:
         except BlockingIOError:
             os.close(self._lock_fd)
             raise ConfigError(f"data directory {path} is in use by another groupcoord process") from None
-        self.cluster_id, self.node_id = self._load_meta(node_id)
+        try:
+            stored = self._read_meta(node_id)
+            if cluster_id_source is None:
+                cluster_id = stored or new_cluster_id()
+            else:
+                cluster_id = cluster_id_source(stored)
+                if stored is not None and stored != cluster_id:
+                    # Kafka's InconsistentClusterIdException: these logs belong to another cluster.
+                    raise ConfigError(f"{path / 'meta.properties'}: cluster.id is {stored} but the cluster in "
+                                      f"ZooKeeper is {cluster_id}; this data directory belongs to another cluster")
+            if stored is None:
+                atomic_write(path / "meta.properties",
+                             f"version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n".encode())
+        except BaseException:
+            self.close()
+            raise
+        self.cluster_id, self.node_id = cluster_id, node_id
 
-    def _load_meta(self, node_id: int) -> tuple[str, int]:
+    def _read_meta(self, node_id: int) -> str | None:
+        """The cluster id in ``meta.properties``, or None when the directory is new."""
         meta = self.path / "meta.properties"
         if not meta.exists():
-            cluster_id = new_cluster_id()
-            atomic_write(meta, f"version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n".encode())
-            return cluster_id, node_id
+            return None
         fields: dict[str, str] = {}
         for line in meta.read_text(encoding="utf-8", errors="replace").splitlines():
             key, sep, value = line.partition("=")
@@ -64,7 +82,7 @@ class DataDir:
         stored = fields.get("node.id", "")
         if stored != str(node_id):
             raise ConfigError(f"{meta}: node.id is {stored!r} but the configuration says {node_id}")
-        return cluster_id, node_id
+        return cluster_id
 
     def close(self) -> None:
         if self._lock_fd >= 0:

@@ -8,7 +8,7 @@ below it, never above. docs/architecture.md explains each wing; this table is th
     pipeline      PySpark analytics over the offsets log (reads files; launched by the CLI only)
     base          coordinator/ modules everyone shares: config, request context, data dir, logging
     security      (room) TLS/SASL listeners, SCRAM, the authorizer
-    cluster       (room) ZooKeeper, controller, replication, ISR, leader epochs
+    cluster       ZooKeeper registration; to come: controller, replication, ISR, leader epochs
     topics        hosted topics: registry, configs, partition logs, produce/fetch/list-offsets APIs
     runtime       the records-first coordinator runtime and its snapshots
     group         the classic group rules (pure state machines) and service.py, their wire adapter

@@ -42,6 +42,8 @@ def clone(tmp_path: Path) -> Path:
     shutil.copy(REPO / "pyproject.toml", work / "pyproject.toml")
     # `make test` runs this script; here it only leaves a trace.
     (work / "tests" / "clients" / "setup_clients.sh").write_text('echo "setup_clients" >> "$FAKE_LOG"\n')
+    (work / "tests" / "cluster").mkdir()
+    (work / "tests" / "cluster" / "setup_zookeeper.sh").write_text('echo "setup_zookeeper" >> "$FAKE_LOG"\n')
     fake = tmp_path / "python3"
     fake.write_text(FAKE_PYTHON)
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
@@ -77,7 +79,7 @@ def test_serve_on_a_fresh_clone_installs_only_the_server(clone: Path) -> None:
 def test_test_on_a_fresh_clone_installs_the_test_extras(clone: Path) -> None:
     lines = _make(clone, "test", "PYTEST_ARGS=-x -q")
     assert _installs(lines) == [".[test]"], lines
-    assert lines[-2:] == ["setup_clients", "python -m pytest -x -q"], lines
+    assert lines[-3:] == ["setup_clients", "setup_zookeeper", "python -m pytest -x -q"], lines
 
 
 def test_test_after_serve_installs_the_extras_and_serve_after_test_installs_nothing(clone: Path) -> None:

@@ -1,0 +1,44 @@
+"""A real ZooKeeper server per test module (Debian's package, installed by `make test`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from coordinator.cluster.local_zookeeper import LocalZooKeeper, zookeeper_classpath
+from coordinator.cluster.zookeeper import ClusterError
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalZooKeeper]:
+    try:
+        zookeeper_classpath()
+    except ClusterError as exc:  # a failure with what to install, never a silent skip
+        pytest.fail(str(exc), pytrace=False)
+    # tickTime 500: sessions may be as short as 1 s, so expiry tests stay quick.
+    server = LocalZooKeeper(tmp_path_factory.mktemp("zookeeper"), tick_time_ms=500)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def zk_client(zookeeper: LocalZooKeeper) -> Iterator[object]:
+    """A plain kazoo client for looking at what the nodes wrote, as an operator's zkCli would."""
+    from kazoo.client import KazooClient
+
+    client = KazooClient(hosts=zookeeper.connect, timeout=10.0)
+    client.start(timeout=10)
+    yield client
+    client.stop()
+    client.close()
+
+
+def chroot_for(request: pytest.FixtureRequest) -> str:
+    """A chroot of its own per test, so tests sharing one ZooKeeper do not see each other."""
+    return "/" + request.node.name.replace("[", "_").replace("]", "_").replace("-", "_")
+
+
+__all__ = ["chroot_for", "Path"]
