@@ -1,4 +1,4 @@
-"""The ``groupcoord`` command: ``serve``, ``dump-log``, ``pipeline`` and ``--version``.
+"""The ``groupcoord`` command: ``serve``, ``dump-log``, ``cluster up``, ``pipeline`` and ``--version``.
 
 Exit codes: 0 success, 1 runtime failure, 2 bad usage or bad configuration (argparse's convention);
 ``dump-log`` exits 141 (as if killed by SIGPIPE) when the reader of its output goes away.
@@ -42,6 +42,15 @@ def _parser() -> argparse.ArgumentParser:
     dump.add_argument("path", type=Path)
     dump.add_argument("--offsets-decoder", action="store_true",
                       help="decode __consumer_offsets records as Kafka's OffsetsMessageFormatter does")
+    cluster = sub.add_parser("cluster", help="a local cluster: ZooKeeper and N nodes on loopback ports")
+    cluster_sub = cluster.add_subparsers(dest="cluster_command", required=True)
+    up = cluster_sub.add_parser("up", help="start ZooKeeper and the nodes, print the bootstrap, stop on Ctrl-C")
+    up.add_argument("--nodes", type=int, default=3, help="how many nodes (broker ids 1..N); default 3")
+    up.add_argument("--base-port", type=int, default=9092, help="node i listens on BASE_PORT + i - 1; default 9092")
+    up.add_argument("--dir", type=Path, default=Path("groupcoord-cluster"),
+                    help="ZooKeeper's and the nodes' data, and the nodes' logs; default ./groupcoord-cluster")
+    up.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="a configuration key for every node; repeatable")
     pipeline = sub.add_parser("pipeline", help="offsets analytics on Spark (see `groupcoord pipeline run --help`)",
                               add_help=False)
     pipeline.add_argument("rest", nargs=argparse.REMAINDER)
@@ -58,6 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "serve":
         return _serve(args)
+    if args.command == "cluster":
+        from .cluster.local_cluster import run_local_cluster
+
+        return run_local_cluster(args.dir, args.nodes, args.base_port, args.overrides, sys.stdout)
     if args.command == "dump-log":
         from .dump_log import dump_log
 
