@@ -18,6 +18,7 @@ from protocol.apis import SUPPORTED_VERSIONS
 from . import gc_policy
 from .admin.cluster_apis import ClusterApis
 from .admin.config_apis import ConfigApis
+from .cluster.controller_election import ControllerElection
 from .cluster.znodes import BrokerRegistration
 from .cluster.zookeeper import ZooKeeper
 from .config import Config
@@ -47,6 +48,7 @@ class App:
         self.config = config
         #: Cluster mode (``zookeeper.connect`` set): this node's ZooKeeper session.
         self.zookeeper: ZooKeeper | None = None
+        self.controller: ControllerElection | None = None
         cluster_id_source = None
         if config["zookeeper.connect"]:
             zookeeper = self.zookeeper = ZooKeeper(config["zookeeper.connect"],
@@ -132,8 +134,12 @@ class App:
             # answers a client (ClusterError, exit 1).
             registration = BrokerRegistration(node.node_id, adv_host, adv_port, self.config["broker.rack"] or None)
             await asyncio.to_thread(self.zookeeper.register, registration)
-            log.warning("cluster mode: registered in ZooKeeper; replication, the controller and cluster-wide "
-                        "metadata are not built yet (issue 13), so this node still answers as a single node",
+            # Every node stands for controller; the winner only logs its epoch so far: its duties
+            # (replica assignment, leader election, metadata to the nodes) are the next steps.
+            self.controller = ControllerElection(self.zookeeper, node.node_id)
+            await asyncio.to_thread(self.controller.start)
+            log.warning("cluster mode: registered in ZooKeeper and standing for controller; the controller's "
+                        "duties, replication and cluster-wide metadata are not built yet (issue 13), so this node still answers as a single node",
                         extra={"zookeeper": self.config["zookeeper.connect"], "broker_id": node.node_id})
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._on_signal, sig)

@@ -15,10 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["ZnodeError", "BROKER_IDS", "CLUSTER_ID", "PERSISTENT_PATHS", "broker_path", "BrokerRegistration",
-           "encode_broker", "decode_broker", "encode_cluster_id", "decode_cluster_id"]
+           "encode_broker", "decode_broker", "encode_cluster_id", "decode_cluster_id", "CONTROLLER",
+           "CONTROLLER_EPOCH", "encode_controller", "decode_controller", "decode_controller_epoch"]
 
 BROKER_IDS = "/brokers/ids"
 CLUSTER_ID = "/cluster/id"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
 
 #: The persistent parents a Kafka broker creates at start-up (``ZkData.PersistentZkPaths``), so
 #: tools that list them find them on a cluster of ours too.
@@ -136,3 +139,26 @@ def decode_cluster_id(data: bytes | None) -> str:
     if not isinstance(cluster_id, str) or not cluster_id:
         raise ZnodeError(f"znode {CLUSTER_ID}: id is {cluster_id!r}, expected a cluster id string")
     return cluster_id
+
+
+def encode_controller(broker_id: int, timestamp_ms: int) -> bytes:
+    # Version 1, as Kafka up to 3.3 writes it (3.4+ adds kraftControllerEpoch for the KRaft
+    # migration, which readers ignore; they need only brokerid).
+    return json.dumps({"version": 1, "brokerid": broker_id, "timestamp": str(timestamp_ms)},
+                      separators=(",", ":")).encode()
+
+
+def decode_controller(data: bytes | None) -> int:
+    """The broker id in ``/controller``."""
+    return _int_field(CONTROLLER, _json_map(CONTROLLER, data), "brokerid")
+
+
+def decode_controller_epoch(data: bytes | None) -> int:
+    """``/controller_epoch`` holds plain decimal text (not JSON)."""
+    try:
+        epoch = int((data or b"").decode("ascii").strip())
+    except (UnicodeDecodeError, ValueError):
+        raise ZnodeError(f"znode {CONTROLLER_EPOCH} holds {data!r}, expected a decimal epoch") from None
+    if epoch < 0:
+        raise ZnodeError(f"znode {CONTROLLER_EPOCH} holds {epoch}, expected an epoch >= 0")
+    return epoch

@@ -188,3 +188,35 @@ def test_broker_id_and_node_id_must_agree(tmp_path: Path) -> None:
     res = _serve(tmp_path / "data", "broker.id=3", "node.id=4")
     assert res.returncode == 2
     assert "broker.id (3) and node.id (4)" in res.stderr
+
+
+def _controller(zk_client, root: str, not_: tuple[int, ...] = ()) -> tuple[int, int] | None:  # type: ignore[no-untyped-def]
+    """(controller broker id, controller epoch) as ZooKeeper has them, once the controller is
+    none of ``not_``; None while there is none."""
+    from kazoo.exceptions import NoNodeError
+
+    try:
+        data, _ = zk_client.get(root + "/controller")
+    except NoNodeError:
+        return None
+    broker = json.loads(data)["brokerid"]
+    epoch, _ = zk_client.get(root + "/controller_epoch")
+    return None if broker in not_ else (broker, int(epoch))
+
+
+def test_one_node_is_controller_and_another_takes_over_when_it_dies(cluster, zk_client) -> None:  # type: ignore[no-untyped-def]
+    root = cluster.chroot
+    nodes = {i: cluster(i) for i in (1, 2, 3)}
+    first, epoch = _wait(lambda: _controller(zk_client, root), 10, "a controller")
+    assert epoch == 1
+    assert json.loads(zk_client.get(root + "/controller")[0])["version"] == 1
+    assert "elected controller" in nodes[first].log_text()
+    nodes[first].kill()
+    killed = time.monotonic()
+    second, epoch = _wait(lambda: _controller(zk_client, root, (first,)), 15, "a new controller after SIGKILL")
+    assert second != first and epoch == 2
+    assert time.monotonic() - killed < 2.0 + 3.0  # the 2 s session, plus tick and polling
+    # A graceful stop hands over at once (the session is closed, not left to expire).
+    assert nodes[second].stop() == 0
+    third, epoch = _wait(lambda: _controller(zk_client, root, (first, second)), 5, "a new controller after SIGTERM")
+    assert third not in (first, second) and epoch == 3

@@ -76,3 +76,17 @@ def test_cluster_id_znode_has_a_string_version() -> None:
     assert decode_cluster_id(b'{"version":"1","id":"Xy3_abcdefghijklmnopqr"}') == "Xy3_abcdefghijklmnopqr"
     with pytest.raises(ZnodeError, match="/cluster/id"):
         decode_cluster_id(b'{"version":"1"}')
+
+
+def test_controller_znodes() -> None:
+    from coordinator.cluster.znodes import decode_controller, decode_controller_epoch, encode_controller
+
+    assert json.loads(encode_controller(3, 17)) == {"version": 1, "brokerid": 3, "timestamp": "17"}
+    # Kafka 3.4+ writes version 2 with the KRaft migration epoch; only brokerid matters.
+    assert decode_controller(b'{"version":2,"brokerid":5,"timestamp":"1","kraftControllerEpoch":-1}') == 5
+    assert decode_controller_epoch(b"12") == 12
+    for bad in (b"", b"x", b"-1", b"\xff"):
+        with pytest.raises(ZnodeError, match="/controller_epoch"):
+            decode_controller_epoch(bad)
+    with pytest.raises(ZnodeError, match="/controller"):
+        decode_controller(b'{"version":1}')
