@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Iterator
+import time
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -41,4 +41,12 @@ def chroot_for(request: pytest.FixtureRequest) -> str:
     return "/" + request.node.name.replace("[", "_").replace("]", "_").replace("-", "_")
 
 
-__all__ = ["chroot_for", "Path"]
+def wait_for(condition: Callable[[], Any], timeout: float, what: str) -> Any:
+    """Poll ``condition`` until it returns something true (returned), or fail naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"not within {timeout}s: {what}")

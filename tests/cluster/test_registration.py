@@ -14,24 +14,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
 
 import pytest
 
-from tests.cluster.conftest import chroot_for
+from tests.cluster.conftest import chroot_for, wait_for
 from tests.conftest import REPO, ServerProcess
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def _wait(condition: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"not within {timeout}s: {what}")
 
 
 @pytest.fixture
@@ -113,7 +102,7 @@ def test_graceful_stop_deregisters_at_once_and_sigkill_after_the_session(cluster
     b.kill()
     killed = time.monotonic()
     assert zk_client.get_children(ids) == ["2"]  # a crash leaves it until the session times out
-    _wait(lambda: zk_client.get_children(ids) == [], 10, "the killed node's registration to expire")
+    wait_for(lambda: zk_client.get_children(ids) == [], 10, "the killed node's registration to expire")
     assert time.monotonic() - killed < 2.0 + 3.0  # the 2 s session, plus ZooKeeper's tick and our poll
 
 
@@ -134,10 +123,10 @@ def test_a_node_stopped_past_its_session_registers_again_when_resumed(cluster, z
     assert node.proc is not None
     os.kill(node.proc.pid, signal.SIGSTOP)
     try:
-        _wait(lambda: zk_client.exists(path) is None, 10, "the stopped node's session to expire")
+        wait_for(lambda: zk_client.exists(path) is None, 10, "the stopped node's session to expire")
     finally:
         os.kill(node.proc.pid, signal.SIGCONT)
-    stat = _wait(lambda: zk_client.exists(path), 15, "the resumed node to register in a new session")
+    stat = wait_for(lambda: zk_client.exists(path), 15, "the resumed node to register in a new session")
     assert stat.ephemeralOwner != old_owner
     assert "zookeeper session expired" in node.log_text()
     assert node.alive()
@@ -207,16 +196,16 @@ def _controller(zk_client, root: str, not_: tuple[int, ...] = ()) -> tuple[int, 
 def test_one_node_is_controller_and_another_takes_over_when_it_dies(cluster, zk_client) -> None:  # type: ignore[no-untyped-def]
     root = cluster.chroot
     nodes = {i: cluster(i) for i in (1, 2, 3)}
-    first, epoch = _wait(lambda: _controller(zk_client, root), 10, "a controller")
+    first, epoch = wait_for(lambda: _controller(zk_client, root), 10, "a controller")
     assert epoch == 1
     assert json.loads(zk_client.get(root + "/controller")[0])["version"] == 1
     assert "elected controller" in nodes[first].log_text()
     nodes[first].kill()
     killed = time.monotonic()
-    second, epoch = _wait(lambda: _controller(zk_client, root, (first,)), 15, "a new controller after SIGKILL")
+    second, epoch = wait_for(lambda: _controller(zk_client, root, (first,)), 15, "a new controller after SIGKILL")
     assert second != first and epoch == 2
     assert time.monotonic() - killed < 2.0 + 3.0  # the 2 s session, plus tick and polling
     # A graceful stop hands over at once (the session is closed, not left to expire).
     assert nodes[second].stop() == 0
-    third, epoch = _wait(lambda: _controller(zk_client, root, (first, second)), 5, "a new controller after SIGTERM")
+    third, epoch = wait_for(lambda: _controller(zk_client, root, (first, second)), 5, "a new controller after SIGTERM")
     assert third not in (first, second) and epoch == 3
