@@ -139,7 +139,8 @@ class App:
             self.controller = ControllerElection(self.zookeeper, node.node_id)
             await asyncio.to_thread(self.controller.start)
             log.warning("cluster mode: registered in ZooKeeper and standing for controller; the controller's "
-                        "duties, replication and cluster-wide metadata are not built yet (issue 13), so this node still answers as a single node",
+                        "duties, replication and cluster-wide metadata are not built yet (issue 13), so this "
+                        "node still answers as a single node",
                         extra={"zookeeper": self.config["zookeeper.connect"], "broker_id": node.node_id})
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._on_signal, sig)
