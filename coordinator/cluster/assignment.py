@@ -83,25 +83,15 @@ def assign_replicas(brokers: list[Broker], partitions: int, replication_factor: 
     rng = rng or random.Random()
     start = rng.randrange(n) if start is None else start
     shift = rng.randrange(n) if shift is None else shift
-    if with_rack:
-        order = rack_alternated(brokers)
-        rack_of = {b.broker_id: b.rack for b in brokers}
-        return _rack_aware(order, rack_of, partitions, replication_factor, first_partition, start, shift)
-    order = sorted(b.broker_id for b in brokers)
-    out: dict[int, list[int]] = {}
-    current = first_partition
-    for _ in range(partitions):
-        if current > 0 and current % n == 0:
-            shift += 1
-        first = (current + start) % n
-        out[current] = [order[first]] + [order[_follower_index(first, shift, j, n)]
-                                         for j in range(replication_factor - 1)]
-        current += 1
-    return out
+    # Without racks every broker is in the same (unnamed) rack: the order is by id and the rack
+    # rule never skips a candidate, which is the plain round-robin placement.
+    order = rack_alternated(brokers)
+    rack_of = {b.broker_id: b.rack or "" for b in brokers}
+    return _place(order, rack_of, partitions, replication_factor, first_partition, start, shift)
 
 
-def _rack_aware(order: list[int], rack_of: dict[int, str | None], partitions: int, replication_factor: int,
-                first_partition: int, start: int, shift: int) -> dict[int, list[int]]:
+def _place(order: list[int], rack_of: dict[int, str], partitions: int, replication_factor: int,
+          first_partition: int, start: int, shift: int) -> dict[int, list[int]]:
     n = len(order)
     rack_count = len(set(rack_of.values()))
     out: dict[int, list[int]] = {}
