@@ -18,7 +18,14 @@ from protocol.apis import SUPPORTED_VERSIONS
 from . import gc_policy
 from .admin.cluster_apis import ClusterApis
 from .admin.config_apis import ConfigApis
+from .admin.elect_leaders import ElectLeadersApis
+from .cluster.controller import Controller
 from .cluster.controller_election import ControllerElection
+from .cluster.replica_fetcher import FetchSettings
+from .cluster.replica_manager import ReplicaManager
+from .cluster.topic_store import ZkTopicStore
+from .cluster.view import ClusterView
+from .cluster.zk_watcher import ZkWatcher
 from .cluster.znodes import BrokerRegistration
 from .cluster.zookeeper import ZooKeeper
 from .config import Config
@@ -31,6 +38,7 @@ from .runtime.runtime import CoordinatorRuntime
 from .server.server import KafkaServer
 from .topics.apis import TopicApis
 from .topics.fetch import FetchApis
+from .topics.log_dirs import LogDirApis
 from .topics.log_manager import LogManager
 from .topics.offset_apis import OffsetApis
 from .topics.produce import ProduceApis
@@ -48,7 +56,11 @@ class App:
         self.config = config
         #: Cluster mode (``zookeeper.connect`` set): this node's ZooKeeper session.
         self.zookeeper: ZooKeeper | None = None
-        self.controller: ControllerElection | None = None
+        self.election: ControllerElection | None = None
+        self.view: ClusterView | None = None
+        self.watcher: ZkWatcher | None = None
+        self.controller: Controller | None = None
+        self.replicas: ReplicaManager | None = None
         cluster_id_source = None
         if config["zookeeper.connect"]:
             zookeeper = self.zookeeper = ZooKeeper(config["zookeeper.connect"],
@@ -65,9 +77,12 @@ class App:
             if self.zookeeper is not None:
                 self.zookeeper.close()
             raise
-        self.registry = TopicRegistry(config.data_dir)
+        # Cluster mode: the topics are ZooKeeper's; the registry mirrors them (replica_manager).
+        self.registry = TopicRegistry(config.data_dir, persistent=self.zookeeper is None)
         self.topics = TopicService(self.registry, config)
         self.logs = LogManager(config.data_dir, self.registry, config)
+        if self.zookeeper is not None:
+            self.logs.broker_id = self.data_dir.node_id
         self.topics.listeners.append(self.logs)
         self.producer_ids = ProducerIdManager(config.data_dir)
         group_config = GroupConfig(
@@ -94,18 +109,22 @@ class App:
             return None if info is None else info.num_partitions
 
         self.groups = GroupService(self.runtime, offsets_partitions)
-        self.topics.listeners.append(self.groups)
+        if self.zookeeper is None:
+            # Cluster mode: coordinating groups where the offsets partitions lead is issue 14.
+            self.topics.listeners.append(self.groups)
         self.server: KafkaServer | None = None
         self._stop = asyncio.Event()
         self._signals = 0
 
     def _build_handlers(self, node: NodeInfo) -> dict:  # type: ignore[type-arg]
         handlers = {}
-        handlers.update(ClusterApis(node, self.topics).handlers())
+        handlers.update(ClusterApis(node, self.topics, self.view).handlers())
         handlers.update(TopicApis(node, self.topics).handlers())
         handlers.update(ConfigApis(node, self.config, self.topics).handlers())
         handlers.update(ProduceApis(self.logs).handlers())
         handlers.update(FetchApis(self.logs).handlers())
+        handlers.update(LogDirApis(self.logs).handlers())
+        handlers.update(ElectLeadersApis(self.topics, self.controller).handlers())
         handlers.update(OffsetApis(self.logs).handlers())
         handlers.update(ProducerIdApis(self.producer_ids).handlers())
         handlers.update(self.groups.handlers())
@@ -128,24 +147,20 @@ class App:
         if adv_port == 0:
             adv_port = bound_port
         node = NodeInfo(self.data_dir.node_id, adv_host, adv_port, self.data_dir.cluster_id)
+        if self.zookeeper is not None:
+            self._build_cluster(node)
         self.server.handlers = self._build_handlers(node)
         if self.zookeeper is not None:
             # Registered before serving: a node whose broker.id another live node holds never
             # answers a client (ClusterError, exit 1).
             registration = BrokerRegistration(node.node_id, adv_host, adv_port, self.config["broker.rack"] or None)
             await asyncio.to_thread(self.zookeeper.register, registration)
-            # Every node stands for controller; the winner only logs its epoch so far: its duties
-            # (replica assignment, leader election, metadata to the nodes) are the next steps.
-            self.controller = ControllerElection(self.zookeeper, node.node_id)
-            await asyncio.to_thread(self.controller.start)
-            log.warning("cluster mode: registered in ZooKeeper and standing for controller; the controller's "
-                        "duties, replication and cluster-wide metadata are not built yet (issue 13), so this "
-                        "node still answers as a single node",
-                        extra={"zookeeper": self.config["zookeeper.connect"], "broker_id": node.node_id})
+            await self._start_cluster(node)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._on_signal, sig)
         gc_policy.freeze_long_lived()  # the code: modules, classes, schemas (see gc_policy)
-        self.groups.load_all()
+        if self.zookeeper is None:
+            self.groups.load_all()
         await self.server.start()
         log.info("listening", extra={"listen": f"{bound_host}:{bound_port}", "advertised": f"{adv_host}:{adv_port}",
                                      "node_id": node.node_id, "cluster_id": node.cluster_id,
@@ -153,18 +168,65 @@ class App:
                                      "data_dir": str(self.config.data_dir)})
         await self._stop.wait()
         log.info("shutting down")
+        if self.replicas is not None and self.config["controlled.shutdown.enable"]:
+            # While still serving, hand leadership over (Kafka: controlled.shutdown.max.retries 3
+            # × retry.backoff 5 s bounds the wait), so clients move with no failed request.
+            await self.replicas.controlled_shutdown(15.0)
         # Resign as coordinator first, so parked JoinGroup/SyncGroup requests are answered
         # (NOT_COORDINATOR) instead of holding the shutdown until their rebalance times out.
         self.server.stop_accepting()
         # Snapshot first, so the next start loads the state instead of replaying the log.
         await self.runtime.snapshot_all()
         self.groups.shutdown()
+        await self._stop_cluster()
         await self.server.shutdown()
         await self.logs.close_all()
         self.close()
         self._keep_second_signal_fatal(loop)
         log.info("stopped")
         return 0
+
+    def _build_cluster(self, node: NodeInfo) -> None:
+        """Cluster mode's parts (docs/architecture.md): the view of ZooKeeper, the topic store,
+        the replica manager, the controller. Started by ``_start_cluster``."""
+        assert self.zookeeper is not None
+        config = self.config
+        self.view = ClusterView()
+        self.topics.store = ZkTopicStore(self.zookeeper, self.view)
+        self.replicas = ReplicaManager(
+            node.node_id, self.zookeeper, self.view, self.topics, self.logs,
+            lag_time_max_ms=int(config["replica.lag.time.max.ms"]),
+            fetch=FetchSettings(node.node_id, max_wait_ms=int(config["replica.fetch.wait.max.ms"]),
+                                max_bytes=int(config["replica.fetch.response.max.bytes"]),
+                                partition_max_bytes=int(config["replica.fetch.max.bytes"]),
+                                backoff_s=int(config["replica.fetch.backoff.ms"]) / 1000.0))
+        self.election = ControllerElection(self.zookeeper, node.node_id)
+        self.controller = Controller(self.election, self.view,
+                                     unclean_leader_election=bool(config["unclean.leader.election.enable"]),
+                                     auto_leader_rebalance=bool(config["auto.leader.rebalance.enable"]),
+                                     leader_imbalance_check_s=float(config["leader.imbalance.check.interval.seconds"]))
+
+    async def _start_cluster(self, node: NodeInfo) -> None:
+        """Watch ZooKeeper into the view, follow and lead this node's replicas, stand for controller."""
+        assert self.zookeeper is not None and self.view is not None
+        assert self.replicas is not None and self.controller is not None and self.election is not None
+        config = self.config
+        loop = asyncio.get_running_loop()
+        self.replicas.start()
+        self.controller.start()
+        self.watcher = ZkWatcher(self.zookeeper, self.view, loop)
+        await asyncio.to_thread(self.watcher.start)
+        await asyncio.to_thread(self.election.start)
+        log.info("cluster mode: watching ZooKeeper, standing for controller",
+                 extra={"zookeeper": config["zookeeper.connect"], "broker_id": node.node_id})
+
+    async def _stop_cluster(self) -> None:
+        if self.watcher is not None:
+            self.watcher.stop()
+        if self.controller is not None:
+            await self.controller.stop()
+        if self.replicas is not None:
+            await self.replicas.stop()
 
     def _keep_second_signal_fatal(self, loop: asyncio.AbstractEventLoop) -> None:
         """Closing the loop would restore the default signal actions, so a second SIGTERM in the

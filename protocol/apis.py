@@ -28,6 +28,10 @@ from kafka.protocol.admin import (
     DescribeConfigsResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
+    DescribeLogDirsRequest,
+    DescribeLogDirsResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
     ListGroupsRequest,
     ListGroupsResponse,
 )
@@ -93,8 +97,10 @@ class ApiKey(IntEnum):
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
+    DESCRIBE_LOG_DIRS = 35
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
 
@@ -125,6 +131,8 @@ _MESSAGES: dict[ApiKey, tuple[Any, Any]] = {
     ApiKey.DELETE_GROUPS: (DeleteGroupsRequest, DeleteGroupsResponse),
     ApiKey.OFFSET_DELETE: (OffsetDeleteRequest, OffsetDeleteResponse),
     ApiKey.DESCRIBE_CLUSTER: (DescribeClusterRequest, DescribeClusterResponse),
+    ApiKey.DESCRIBE_LOG_DIRS: (DescribeLogDirsRequest, DescribeLogDirsResponse),
+    ApiKey.ELECT_LEADERS: (ElectLeadersRequest, ElectLeadersResponse),
 }
 
 # What we serve. Minimums follow Kafka 4.x, which removed the oldest versions (KIP-896); the
@@ -166,6 +174,10 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_GROUPS: (0, 5),
     ApiKey.LIST_GROUPS: (0, 5),
     ApiKey.DELETE_GROUPS: (0, 2),
+    # kafka-log-dirs: v1-v4 (v4 adds total/usable bytes, KIP-827); v5 IsCordoned is KRaft-only.
+    ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
+    # Preferred and unclean leader election (KIP-183, KIP-460).
+    ApiKey.ELECT_LEADERS: (0, 2),
 }
 
 

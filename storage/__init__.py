@@ -10,6 +10,7 @@ never ``coordinator``. Modules, each named for what it holds:
   * ``segment``      ``LogSegment``: one ``.log`` + indexes; append, lookup, recover, truncate
   * ``recovery``     the numbered passes run when a partition directory is opened
   * ``group_commit`` the append queue: offsets in queue order, one write + one fsync per round
+  * ``leader_epoch`` ``LeaderEpochCache``: leader epoch -> start offset (KIP-101/KIP-279)
   * ``log``          ``Log``: the façade: append, reads, roll, truncation, retention, close
   * ``cleaner``      compaction with crash-safe segment swaps
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 from .cleaner import CleanResult, dirty_ratio, run_cleaner
 from .errors import (
+    CorruptCheckpointError,
     InvalidBatchError,
     LogClosedError,
     OffsetOutOfRangeError,
@@ -25,6 +27,7 @@ from .errors import (
     StorageError,
     StorageIOError,
 )
+from .leader_epoch import EpochEntry, LeaderEpochCache
 from .log import AppendResult, FileSlice, Log
 from .options import LogOptions, offsets_topic_options
 
@@ -34,6 +37,8 @@ __all__ = [
     "AppendResult",
     "FileSlice",
     "CleanResult",
+    "LeaderEpochCache",
+    "EpochEntry",
     "dirty_ratio",
     "run_cleaner",
     "offsets_topic_options",
@@ -43,4 +48,5 @@ __all__ = [
     "LogClosedError",
     "OffsetOutOfRangeError",
     "StorageIOError",
+    "CorruptCheckpointError",
 ]

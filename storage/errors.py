@@ -21,6 +21,7 @@ __all__ = [
     "LogClosedError",
     "OffsetOutOfRangeError",
     "StorageIOError",
+    "CorruptCheckpointError",
 ]
 
 
@@ -54,3 +55,17 @@ class OffsetOutOfRangeError(StorageError):
 
 class StorageIOError(StorageError):
     """A write, fsync or rename failed. The log stops accepting appends (rule 3)."""
+
+
+class CorruptCheckpointError(StorageError, ValueError):
+    """A structured checkpoint file (``leader-epoch-checkpoint``) is not in the format we write.
+
+    Raised by the reader, with the file in the message, so a foreign or damaged file is never
+    half-trusted. ``Log.open`` catches it and rebuilds the data from the log itself (recovery
+    rule 1: opening never raises because of file contents).
+    """
+
+    def __init__(self, path: object, reason: str) -> None:
+        super().__init__(f"{path}: not a valid checkpoint file: {reason}")
+        self.path = path
+        self.reason = reason

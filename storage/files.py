@@ -31,6 +31,7 @@ __all__ = [
     "RECOVERY_POINT_FILE",
     "LOG_START_OFFSET_FILE",
     "CLEANER_OFFSET_FILE",
+    "LEADER_EPOCH_FILE",
     "segment_prefix",
     "segment_path",
     "parse_base_offset",
@@ -59,6 +60,9 @@ RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_FILE = "log-start-offset-checkpoint"
 #: How far the compacted log has been cleaned (Kafka's cleaner-offset-checkpoint).
 CLEANER_OFFSET_FILE = "cleaner-offset-checkpoint"
+#: Leader epoch -> first offset of that epoch (KIP-101), Kafka's leader-epoch-checkpoint; written
+#: and read by ``leader_epoch`` (several lines, so not a ``write_checkpoint`` file).
+LEADER_EPOCH_FILE = "leader-epoch-checkpoint"
 
 _CHECKPOINT_VERSION = 0
 

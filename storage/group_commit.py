@@ -10,8 +10,15 @@ The writer takes the log's write lock for a *session* and runs *rounds* until th
   2. write (the shared I/O thread, ``io_worker.py``): one ``pwrite`` per segment touched, then, if the flush policy says
      so, one fsync per segment, and a directory fsync if a segment file was created;
   3. commit (event loop, strictly in round order): advance sizes, indexes and the log end offset
-     (only now can readers see the data), seal rolled segments (fsync them, write their indexes
-     and move the recovery-point checkpoint), resolve the appenders' futures.
+     (only now can readers see the data), note new leader epochs in the log's
+     ``LeaderEpochCache``, seal rolled segments (fsync them, write their indexes and move the
+     recovery-point checkpoint), persist the epoch cache if it changed, resolve the futures.
+
+*Replicated* appends (``Log.append_replicated``, a follower copying its leader's log, KIP-101)
+go through the same queue and rounds, flagged: their batches keep their own base offsets, which
+may leave gaps (a compacted leader log has them). A round holding a gap is fsynced and moves the
+recovery-point checkpoint past it, because recovery requires contiguous offsets above that
+checkpoint (segment rule 2) and would otherwise cut the log at the gap.
 
 Up to ``_MAX_ROUNDS_IN_FLIGHT`` rounds are between plan and commit at once, so one round's
 fsync overlaps the next round's Python work.
@@ -24,6 +31,14 @@ Rules:
      appends from then on (``StorageIOError``): what reached the disk is unknown until recovery.
   4. The writer stops starting rounds while an exclusive operation (roll, flush, truncation,
      retention, close) waits for the lock, so those cannot starve under a stream of appends.
+  5. A batch whose ``partition_leader_epoch`` is newer than the log's latest epoch adds the entry
+     ``(epoch, base offset)`` to the epoch cache (as a Kafka follower keeps its cache in step
+     with the leader's). The cache file is written before the round's futures resolve and
+     before the recovery-point checkpoint moves past the batch, so after a crash either the
+     file has the epoch or recovery rescans the batch and finds it again.
+  6. A replicated append starts at or above the log end (as planned, including queued rounds)
+     and its batches' offsets increase; otherwise it fails with ``InvalidBatchError`` and
+     nothing of it is written.
 """
 
 from __future__ import annotations
@@ -41,6 +56,7 @@ from protocol.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, BatchHeader
 from .errors import InvalidBatchError, LogClosedError, RecordTooLargeError, StorageIOError
 from .files import RECOVERY_POINT_FILE, fsync_dir, write_checkpoint
 from .io_worker import shared_worker
+from .leader_epoch import LeaderEpochCache
 from .log_parts import WriterLog
 from .segment import MAX_SEGMENT_POSITION, LogSegment
 
@@ -71,20 +87,23 @@ class AppendResult(NamedTuple):
 
 
 class _Pending:
-    __slots__ = ("buf", "batches", "future", "base", "last")
+    __slots__ = ("buf", "batches", "future", "base", "last", "replicated")
 
-    def __init__(self, buf: bytearray, batches: list[tuple[int, BatchHeader]], future: asyncio.Future[AppendResult]):
+    def __init__(self, buf: bytearray, batches: list[tuple[int, BatchHeader]], future: asyncio.Future[AppendResult],
+                 replicated: bool = False):
         self.buf = buf
         self.batches = batches
         self.future = future
         self.base = -1
         self.last = -1
+        #: Keep the batches' base offsets (a follower's copy of its leader's log).
+        self.replicated = replicated
 
 
 class _Round:
     """One group commit: the appends it covers and what to write where."""
 
-    __slots__ = ("items", "writes", "sealed", "new_segments", "sync", "end_offset", "future")
+    __slots__ = ("items", "writes", "sealed", "new_segments", "sync", "end_offset", "future", "epochs", "gap")
 
     def __init__(self, items: list[_Pending], writes: list[_Write]) -> None:
         self.items = items
@@ -94,6 +113,10 @@ class _Round:
         self.sync = False
         self.end_offset = 0
         self.future: asyncio.Future[None] | None = None
+        #: ``(epoch, base offset)`` of batches that raise the leader epoch (rule 5), in order.
+        self.epochs: list[tuple[int, int]] = []
+        #: A replicated batch left an offset gap: checkpoint the recovery point past it.
+        self.gap = False
 
 
 class _Write:
@@ -108,8 +131,13 @@ class _Write:
         self.bases: list[int] = []
 
 
-def validate_batches(data: BatchesInput, limit: int) -> tuple[bytearray, list[tuple[int, BatchHeader]]]:
+def validate_batches(data: BatchesInput, limit: int, *,
+                     replicated: bool = False) -> tuple[bytearray, list[tuple[int, BatchHeader]]]:
     """Check every batch (whole, v2, CRC, record count, size limit) before anything is queued.
+
+    With ``replicated`` (batches copied from a leader, offsets kept) the record count may be
+    below ``last_offset_delta + 1`` (compaction keeps the delta while removing records), and
+    base offsets must be >= 0 and each above the previous batch's last offset (rule 6).
 
     Hot path: a plain loop over ``struct`` unpacks and the C CRC, no generator per batch.
     """
@@ -135,7 +163,9 @@ def validate_batches(data: BatchesInput, limit: int) -> tuple[bytearray, list[tu
             raise InvalidBatchError(f"batch at byte {pos} claims {size} bytes, only {total - pos} given")
         if size > limit:
             raise RecordTooLargeError(f"batch at byte {pos} is {size} bytes, over max_batch_bytes={limit}")
-        if h.records_count < 1 or h.last_offset_delta != h.records_count - 1:
+        if replicated:
+            _check_replicated(h, pos, batches[-1][1] if batches else None)
+        elif h.records_count < 1 or h.last_offset_delta != h.records_count - 1:
             raise InvalidBatchError(
                 f"batch at byte {pos}: {h.records_count} records but last offset delta {h.last_offset_delta}")
         if _crc32c(_memoryview(buf)[pos + _CRC_START : pos + size]) != h.crc:
@@ -143,6 +173,18 @@ def validate_batches(data: BatchesInput, limit: int) -> tuple[bytearray, list[tu
         batches.append((pos, h))
         pos += size
     return buf, batches
+
+
+def _check_replicated(h: BatchHeader, pos: int, prev: BatchHeader | None) -> None:
+    if h.last_offset_delta < 0 or not 0 <= h.records_count <= h.last_offset_delta + 1:
+        raise InvalidBatchError(
+            f"batch at byte {pos}: {h.records_count} records but last offset delta {h.last_offset_delta}")
+    if h.base_offset < 0:
+        raise InvalidBatchError(f"batch at byte {pos}: negative base offset {h.base_offset}")
+    if prev is not None and h.base_offset <= prev.base_offset + prev.last_offset_delta:
+        raise InvalidBatchError(
+            f"batch at byte {pos}: base offset {h.base_offset} not above the previous batch's last offset "
+            f"{prev.base_offset + prev.last_offset_delta}")
 
 
 class GroupCommitWriter:
@@ -158,15 +200,18 @@ class GroupCommitWriter:
         self._wakeup: asyncio.Future[None] | None = None
         #: Planning position of the session: (segment, position, next offset, first timestamp).
         self._tail: tuple[LogSegment, int, int, int | None] = (log._segments[-1], 0, 0, None)
+        #: Newest leader epoch of the planned rounds (rule 5; the cache's, once they commit).
+        self._planned_epoch = -1
 
     @property
     def busy(self) -> bool:
         return self._writer is not None
 
-    def submit(self, buf: bytearray, batches: list[tuple[int, BatchHeader]]) -> asyncio.Future[AppendResult]:
+    def submit(self, buf: bytearray, batches: list[tuple[int, BatchHeader]], *,
+               replicated: bool = False) -> asyncio.Future[AppendResult]:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[AppendResult] = loop.create_future()
-        self._pending.append(_Pending(buf, batches, fut))
+        self._pending.append(_Pending(buf, batches, fut, replicated))
         if self._writer is None:
             self._writer = loop.create_task(self._drain())
         elif self._wakeup is not None and not self._wakeup.done():
@@ -191,6 +236,7 @@ class GroupCommitWriter:
         loop = asyncio.get_running_loop()
         tail = self.log._segments[-1]
         self._tail = (tail, tail.size, tail.next_offset, tail.first_batch_timestamp)
+        self._planned_epoch = self.log._leader_epochs.latest_epoch
         inflight: deque[_Round] = deque()
         while True:
             if self._pending and len(inflight) < _MAX_ROUNDS_IN_FLIGHT and not self.log._exclusive_waiters:
@@ -243,15 +289,32 @@ class GroupCommitWriter:
         seg_bytes = min(self.log.options.segment_bytes, MAX_SEGMENT_POSITION)
         seg_ms = self.log.options.segment_ms
         pack_base = _BASE_OFFSET.pack_into
+        epoch = self._planned_epoch
         for it in items:
             buf = it.buf
             view = memoryview(buf)
-            it.base = next_off
+            replicated = it.replicated
+            if replicated:
+                first = it.batches[0][1].base_offset
+                if first < next_off:  # rule 6; validation checked the order within the append
+                    it.future.set_exception(InvalidBatchError(
+                        f"replicated append starting at offset {first} overlaps the log, which ends at {next_off}"))
+                    continue
+                it.base = first
+            else:
+                it.base = next_off
             for bpos, h in it.batches:
                 size = LOG_OVERHEAD + h.batch_length
-                if pos and (pos + size > seg_bytes
-                            or (first_ts is not None and first_ts >= 0 and h.max_timestamp - first_ts > seg_ms)
-                            or self._should_roll(seg, pos, first_ts, h, next_off)):
+                if replicated and h.base_offset != next_off:
+                    next_off = h.base_offset  # a gap: the leader's log has one here
+                    rnd.gap = True
+                if (pos and (pos + size > seg_bytes
+                             or (first_ts is not None and first_ts >= 0 and h.max_timestamp - first_ts > seg_ms)
+                             or self._should_roll(seg, pos, first_ts, h, next_off))) or (
+                        replicated and not pos
+                        and next_off + h.last_offset_delta - seg.base_offset > MAX_SEGMENT_POSITION):
+                    # (The second case: a gap so wide, into an empty segment, that the int32
+                    # relative offsets cannot span it; the empty segment is sealed as it is.)
                     rnd.sealed.append(seg)
                     seg = LogSegment(self.log.directory, next_off, index_interval_bytes=self.log.options.index_interval_bytes,
                                      now_ms=now)
@@ -265,13 +328,17 @@ class GroupCommitWriter:
                 write.parts.append(view[bpos : bpos + size])
                 write.headers.append(h)
                 write.bases.append(next_off)
+                if h.partition_leader_epoch > epoch:  # rare: one int compare per batch otherwise
+                    epoch = h.partition_leader_epoch
+                    rnd.epochs.append((epoch, next_off))
                 next_off += h.last_offset_delta + 1
                 pos += size
             it.last = next_off - 1
         self._tail = (seg, pos, next_off, first_ts)
+        self._planned_epoch = epoch
         rnd.end_offset = next_off
         policy = self.log.options.flush_policy
-        rnd.sync = policy == "fsync" or (
+        rnd.sync = rnd.gap or policy == "fsync" or (
             policy == "interval" and now - self.log._last_sync_ms >= self.log.options.flush_interval_ms)
         if rnd.sync:
             self.log._last_sync_ms = now
@@ -306,18 +373,29 @@ class GroupCommitWriter:
         for s in rnd.new_segments:
             self.log._segments.append(s)
             self.log._bases.append(s.base_offset)
-        if rnd.sealed:
+        epochs_changed = False
+        if rnd.epochs:
+            cache = self.log._leader_epochs
+            for epoch, start in rnd.epochs:
+                # Re-checked: a leader may have assigned a newer epoch since this round was planned.
+                if epoch > cache.latest_epoch and cache.assign(epoch, start, flush=False):
+                    epochs_changed = True
+        if rnd.sealed or rnd.gap or epochs_changed:
             for s in rnd.sealed:
                 s.seal()
-            checkpoint = rnd.new_segments[-1].base_offset
+            # The recovery point may pass rolled segments (fsynced now) and a gap (this round
+            # was fsynced because of it; every earlier byte of the file is covered by that fsync).
+            checkpoint = rnd.end_offset if rnd.gap else rnd.new_segments[-1].base_offset if rnd.sealed else None
             try:
-                await asyncio.get_running_loop().run_in_executor(None, self._seal_files, rnd.sealed, checkpoint)
+                await asyncio.get_running_loop().run_in_executor(
+                    None, self._persist, rnd.sealed, checkpoint, self.log._leader_epochs if epochs_changed else None)
             except OSError as err:
                 self.log._failed = err
-                self._fail(rnd.items, StorageIOError(f"roll of {self.log.directory} failed: {err!r}"))
+                self._fail(rnd.items, StorageIOError(f"roll or checkpoint of {self.log.directory} failed: {err!r}"))
                 return
-            self.log._recovery_point = max(self.log._recovery_point, checkpoint)
-            self.log._recovery_point_checkpointed = max(self.log._recovery_point_checkpointed, checkpoint)
+            if checkpoint is not None:
+                self.log._recovery_point = max(self.log._recovery_point, checkpoint)
+                self.log._recovery_point_checkpointed = max(self.log._recovery_point_checkpointed, checkpoint)
         if rnd.sync:
             self.log._recovery_point = max(self.log._recovery_point, rnd.end_offset)
         elif self.log.options.flush_policy == "interval":
@@ -326,9 +404,13 @@ class GroupCommitWriter:
             if not it.future.done():
                 it.future.set_result(AppendResult(it.base, it.last))
 
-    def _seal_files(self, sealed: list[LogSegment], checkpoint: int) -> None:
-        """fsync rolled segments and their indexes, then move the recovery-point checkpoint."""
+    def _persist(self, sealed: list[LogSegment], checkpoint: int | None, epochs: LeaderEpochCache | None) -> None:
+        """Executor side of a commit: the epoch cache first (rule 5), then fsync rolled segments
+        and their indexes, then move the recovery-point checkpoint."""
+        if epochs is not None:
+            epochs.flush()
         for s in sealed:
             s.flush()
             s.write_indexes(sync=True)
-        write_checkpoint(self.log.directory / RECOVERY_POINT_FILE, checkpoint)
+        if checkpoint is not None:
+            write_checkpoint(self.log.directory / RECOVERY_POINT_FILE, checkpoint)

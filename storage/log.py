@@ -27,6 +27,10 @@ Rules / invariants:
   4. After an I/O error the log refuses appends (``StorageIOError``) until reopened.
   5. Files of removed or replaced segments stay open ``file_delete_delay_ms`` so in-flight
      ``slice`` users can finish.
+  6. The leader-epoch cache (``leader_epochs``, KIP-101) covers exactly the log: appends add the
+     epochs of their batches, truncation cuts it from the end, a moving log start from the
+     start. Opening rebuilds it from batch headers when the file is missing or corrupt, and
+     re-reads the epochs of every segment recovery rescanned (the file may lag the data there).
 """
 
 from __future__ import annotations
@@ -45,11 +49,12 @@ from typing import AsyncIterator, Callable
 from protocol.records import BatchHeader, decode_records
 
 from .cleaner import CleanResult, clean_log
-from .errors import LogClosedError, OffsetOutOfRangeError, StorageIOError
+from .errors import CorruptCheckpointError, InvalidBatchError, LogClosedError, OffsetOutOfRangeError, StorageIOError
 from .files import (
     CLEAN_SHUTDOWN_FILE,
     CLEANER_OFFSET_FILE,
     DELETED_SUFFIX,
+    LEADER_EPOCH_FILE,
     LOG_START_OFFSET_FILE,
     RECOVERY_POINT_FILE,
     fsync_dir,
@@ -59,6 +64,7 @@ from .files import (
     write_checkpoint,
 )
 from .group_commit import AppendResult, BatchesInput, GroupCommitWriter, validate_batches
+from .leader_epoch import LeaderEpochCache
 from .options import LogOptions
 from .recovery import LoadResult, load_segments
 from .segment import LogSegment
@@ -87,6 +93,39 @@ class FileSlice:
 
 def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _open_leader_epochs(directory: Path, loaded: LoadResult) -> LeaderEpochCache:
+    """The epoch cache of a freshly loaded log (rule 6). Blocking.
+
+    Batches carry their epoch, so the data is the authority: a missing file (logs written
+    before epochs were tracked) or a corrupt one is rebuilt from every batch header; otherwise
+    only segments recovery rescanned are read again, since a crash may have come between a
+    batch's write and the cache's (the file is written before the recovery point moves past
+    the batch, so the rescanned segments are enough).
+    """
+    path = directory / LEADER_EPOCH_FILE
+    try:
+        cache = LeaderEpochCache.load(path)
+    except CorruptCheckpointError as exc:
+        msg = f"{exc}; rebuilt it from the batch headers"
+        loaded.repairs.append(msg)
+        logger.warning("%s", msg)
+        cache = LeaderEpochCache(path)
+    if cache.dirty:
+        scan = loaded.segments
+    elif loaded.rescanned_from is not None:
+        scan = [s for s in loaded.segments if s.base_offset >= loaded.rescanned_from]
+    else:
+        scan = []
+    for seg in scan:
+        for _pos, h, _buf, _off in seg.batches(with_bytes=False):
+            if h.partition_leader_epoch > cache.latest_epoch:  # also skips -1 (no epoch)
+                cache.assign(h.partition_leader_epoch, h.base_offset, flush=False)
+    cache.truncate_from_end(loaded.segments[-1].next_offset, flush=False)
+    cache.truncate_from_start(loaded.log_start_offset, flush=False)
+    cache.flush()
+    return cache
 
 
 class Log:
@@ -130,6 +169,10 @@ class Log:
         self._failed: BaseException | None = None
         #: Retired segments waiting out ``file_delete_delay_ms``: (timer, finisher).
         self._deferred: list[tuple[asyncio.TimerHandle, Callable[[], None]]] = []
+        #: Leader epoch -> start offset (rule 6); the writer adds to it, persisted off the loop.
+        self._leader_epochs = _open_leader_epochs(directory, loaded)
+        # Only now, with the epoch file caught up with the rescanned segments, may the
+        # recovery point move past them.
         self._write_checkpoint(RECOVERY_POINT_FILE, self._recovery_point)
         self._recovery_point_checkpointed = self._recovery_point
 
@@ -181,6 +224,12 @@ class Log:
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def leader_epochs(self) -> LeaderEpochCache:
+        """Leader epoch -> start offset of this log (KIP-101). Read it freely; change it through
+        ``assign_leader_epoch``, which persists off the event loop."""
+        return self._leader_epochs
+
     def _check_open(self) -> None:
         if self._closed:
             raise LogClosedError(f"log {self.directory} is closed")
@@ -210,6 +259,42 @@ class Log:
         if self._closed or self._failed is not None:
             self._check_open()
         return self._writer.submit(buf, [(0, header)])
+
+    def append_replicated(self, buf: BatchesInput) -> asyncio.Future[AppendResult]:
+        """Append whole v2 batches copied from the leader, keeping their base offsets and leader
+        epochs (a follower's log is a byte-for-byte copy of its leader's; KIP-101).
+
+        Checked like ``append`` (whole batches, magic 2, CRC, size) except that compacted batches
+        (fewer records than their offset span) are accepted; in addition the first base offset
+        must be >= the log end offset and every batch must start above the previous one's last
+        offset. Gaps are kept: a compacted leader log has them. Violations raise
+        ``InvalidBatchError`` (the start offset is re-checked when the append's round is
+        planned, so a conflict with appends still queued fails the future) and nothing is
+        appended. Queued before this returns, like ``append_validated``; the log end after it
+        is the last batch's last offset + 1. Batches with a newer leader epoch add it to
+        ``leader_epochs``.
+        """
+        if self._closed or self._failed is not None:
+            self._check_open()
+        data, batches = validate_batches(buf, self.options.max_batch_bytes, replicated=True)
+        first = batches[0][1].base_offset
+        if first < self.log_end_offset:
+            raise InvalidBatchError(
+                f"replicated append starting at offset {first} overlaps the log, which ends at {self.log_end_offset}")
+        return self._writer.submit(data, batches, replicated=True)
+
+    async def assign_leader_epoch(self, epoch: int, start_offset: int | None = None) -> bool:
+        """Record that leader epoch ``epoch`` starts at ``start_offset`` (default: the log end,
+        what a newly elected leader records). Returns whether the cache changed; persisted
+        before returning, off the event loop. Taken between write rounds, so no queued batch
+        lands between the log end read here and the entry."""
+        self._check_open()
+        async with self._exclusive():
+            start = self.log_end_offset if start_offset is None else start_offset
+            changed = self._leader_epochs.assign(epoch, start, flush=False)
+            if changed:
+                await asyncio.get_running_loop().run_in_executor(None, self._leader_epochs.flush)
+            return changed
 
     @contextlib.asynccontextmanager
     async def _exclusive(self) -> AsyncIterator[None]:
@@ -371,9 +456,12 @@ class Log:
             self._recovery_point_checkpointed = min(self._recovery_point_checkpointed, end)
             cleaner = read_checkpoint(self.directory / CLEANER_OFFSET_FILE)
             rp = self._recovery_point_checkpointed
+            epochs = self._leader_epochs
+            epochs.truncate_from_end(end, flush=False)
 
             def work() -> None:
                 seg.flush()
+                epochs.flush()
                 write_checkpoint(self.directory / RECOVERY_POINT_FILE, rp)
                 if cleaner is not None and cleaner > seg.base_offset:
                     write_checkpoint(self.directory / CLEANER_OFFSET_FILE, seg.base_offset)
@@ -415,8 +503,15 @@ class Log:
     async def _delete_prefix(self, count: int, new_start: int) -> None:
         """Drop the first ``count`` (sealed) segments and raise the log start to ``new_start``."""
         new_start = max(new_start, self._log_start_offset)
-        await asyncio.get_running_loop().run_in_executor(
-            None, write_checkpoint, self.directory / LOG_START_OFFSET_FILE, new_start)
+        epochs = self._leader_epochs
+        epochs.truncate_from_start(new_start, flush=False)
+
+        def work() -> None:
+            # Log start first: if the cache write is lost, opening re-derives it from the start.
+            write_checkpoint(self.directory / LOG_START_OFFSET_FILE, new_start)
+            epochs.flush()
+
+        await asyncio.get_running_loop().run_in_executor(None, work)
         self._log_start_offset = new_start
         doomed = self._segments[:count]
         del self._segments[:count]
@@ -495,6 +590,7 @@ class Log:
                     active.write_indexes(sync=True)
                     write_checkpoint(self.directory / RECOVERY_POINT_FILE, self.log_end_offset)
                     write_checkpoint(self.directory / LOG_START_OFFSET_FILE, self._log_start_offset)
+                    self._leader_epochs.flush()  # a no-op unless a write of it failed earlier
                     (self.directory / CLEAN_SHUTDOWN_FILE).write_bytes(b"")
                     fsync_dir(self.directory)
                 for s in self._segments:

@@ -13,6 +13,7 @@ import asyncio
 from pathlib import Path
 from typing import Callable, Protocol
 
+from .leader_epoch import LeaderEpochCache
 from .options import LogOptions
 from .segment import LogSegment
 
@@ -38,6 +39,8 @@ class WriterLog(Protocol):
     _closed: bool
     #: The write error that stopped appends, if any.
     _failed: BaseException | None
+    #: Leader epoch -> start offset; the writer adds the epochs of committed batches.
+    _leader_epochs: LeaderEpochCache
 
     def _arm_flush_timer(self) -> None: ...
 

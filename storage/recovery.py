@@ -68,6 +68,9 @@ class LoadResult:
     repairs: list[str] = field(default_factory=list)
     truncated_bytes: int = 0
     scanned_bytes: int = 0
+    #: Base offset of the first segment scanned batch by batch (not trusted), None if none was:
+    #: files that may lag the data (the leader-epoch cache) are refreshed from there on.
+    rescanned_from: int | None = None
 
 
 def _unlink(path: Path) -> None:
@@ -189,4 +192,5 @@ def load_segments(directory: Path, *, index_interval_bytes: int, now_ms: int) ->
     for seg in recovered:
         seg.flush()
         seg.write_indexes(sync=True)
-    return LoadResult(segments, log_start, log_end, clean, repairs, truncated_total, scanned)
+    rescanned_from = min((s.base_offset for s in recovered), default=None)
+    return LoadResult(segments, log_start, log_end, clean, repairs, truncated_total, scanned, rescanned_from)

@@ -16,7 +16,8 @@ Rules (recovery and compaction rely on them):
      garbage to be overwritten or truncated.
   2. Within a segment batch offsets strictly increase; for batches at or above the recovery point
      (written by ``append``, never by the cleaner) each batch starts exactly one past the previous
-     batch's last offset. ``recover`` enforces both and truncates at the first batch that breaks
+     batch's last offset. (A replicated append may leave a gap, as the leader's log has one; its
+     round is fsynced and moves the recovery-point checkpoint past the gap, see group_commit.) ``recover`` enforces both and truncates at the first batch that breaks
      them, or has a bad size, magic or CRC.
   3. Index files are rewritten whole, atomically, when the segment is sealed (rolled), closed or
      rebuilt; indexes of a segment that ``recover`` scanned are rebuilt from the scan.

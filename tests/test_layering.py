@@ -8,8 +8,8 @@ below it, never above. docs/architecture.md explains each wing; this table is th
     pipeline      PySpark analytics over the offsets log (reads files; launched by the CLI only)
     base          coordinator/ modules everyone shares: config, request context, data dir, logging
     security      (room) TLS/SASL listeners, SCRAM, the authorizer
-    cluster       ZooKeeper registration; to come: controller, replication, ISR, leader epochs
     topics        hosted topics: registry, configs, partition logs, produce/fetch/list-offsets APIs
+    cluster       ZooKeeper: the view, controller, replica manager and fetchers; drives the partitions of topics/
     runtime       the records-first coordinator runtime and its snapshots
     group         the classic group rules (pure state machines) and service.py, their wire adapter
     transactions  (room) the transaction coordinator, shaped like group/
@@ -51,8 +51,8 @@ ORDER: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("coordinator.config", "coordinator.context", "coordinator.data_dir", "coordinator.logs",
               "coordinator.gc_policy")),
     ("security", ("coordinator.security",)),
-    ("cluster", ("coordinator.cluster",)),
     ("topics", ("coordinator.topics",)),
+    ("cluster", ("coordinator.cluster",)),
     ("runtime", ("coordinator.runtime",)),
     ("group", ("coordinator.group",)),
     ("transactions", ("coordinator.transactions",)),

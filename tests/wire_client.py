@@ -10,39 +10,9 @@ import socket
 import struct
 from typing import Any
 
-from protocol.apis import ApiKey, request_class, response_class
+from protocol.client import decode_response, encode_request
 
-
-def encode_request(api_key: int, version: int, correlation_id: int, request: Any, client_id: str | None = "test") -> bytes:
-    cls = request_class(api_key)
-    flexible = cls.flexible_version_q(version)
-    cid = b"\xff\xff" if client_id is None else struct.pack(">h", len(client_id.encode())) + client_id.encode()
-    header = struct.pack(">hhi", api_key, version, correlation_id) + cid + (b"\x00" if flexible else b"")
-    body = request.encode(version=version)
-    return struct.pack(">i", len(header) + len(body)) + header + body
-
-
-def decode_response(api_key: int, version: int, frame: bytes) -> tuple[int, Any]:
-    """Decode a response frame (without its size prefix) into (correlation id, response)."""
-    cls = response_class(api_key)
-    (correlation_id,) = struct.unpack_from(">i", frame, 0)
-    pos = 4
-    if cls.flexible_version_q(version) and api_key != ApiKey.API_VERSIONS:
-        pos += 1  # empty tagged fields of response header v1
-    if api_key == ApiKey.API_VERSIONS:
-        # As the Java client does: parse at the request version, and fall back to v0, the format
-        # of the UNSUPPORTED_VERSION answer (KIP-511).
-        try:
-            return correlation_id, _decode_exact(cls, frame[pos:], version)
-        except Exception:
-            return correlation_id, _decode_exact(cls, frame[pos:], 0)
-    return correlation_id, cls.decode(frame[pos:], version=version)
-
-
-def _decode_exact(cls: Any, data: bytes, version: int) -> Any:
-    from kafka.protocol.api_message import ApiMessage
-
-    return ApiMessage.decode.__func__(cls, data, version=version)  # type: ignore[attr-defined]
+__all__ = ["WireClient", "encode_request", "decode_response"]
 
 
 class WireClient:

@@ -1,13 +1,15 @@
 """Handlers for the cluster-level APIs: ApiVersions, Metadata, FindCoordinator, DescribeCluster.
 
-groupcoord is a single node that is broker, controller and the leader of every partition, so
-these answers always name this node. Topic creation goes through :class:`TopicService`.
+Alone (no :class:`ClusterView`), groupcoord is a single node that is broker, controller and the
+leader of every partition, so these answers always name this node. In cluster mode they come from
+the :class:`ClusterView`, this node's copy of what ZooKeeper holds: live brokers, the controller,
+topic assignments and partition states. Topic creation goes through :class:`TopicService` in both.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 from kafka.protocol.admin import DescribeClusterResponse
 from kafka.protocol.metadata import ApiVersionsResponse, FindCoordinatorResponse, MetadataResponse
@@ -15,10 +17,12 @@ from kafka.protocol.metadata import ApiVersionsResponse, FindCoordinatorResponse
 from protocol.acl_operations import CLUSTER_OPERATIONS, OMITTED, TOPIC_OPERATIONS, authorized
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
+from protocol.hashing import partition_for
 from protocol.responses import api_version_entries
 
+from ..cluster.view import ClusterView, PartitionInfo
 from ..context import NodeInfo, RequestContext
-from ..topics.registry import CONSUMER_OFFSETS, TopicError, topic_name_error
+from ..topics.registry import CONSUMER_OFFSETS, INTERNAL_TOPICS, TopicError, topic_name_error
 from ..topics.service import TopicService
 
 __all__ = ["ClusterApis"]
@@ -34,11 +38,33 @@ KEY_TYPE_TRANSACTION = 1
 # DescribeCluster endpoint types (KIP-919): 1 = brokers, 2 = controllers.
 ENDPOINT_TYPE_BROKER = 1
 
+_Partition = MetadataResponse.MetadataResponseTopic.MetadataResponsePartition
+_NOT_AVAILABLE = "The coordinator is not available."
+
+
+class _Endpoint(NamedTuple):
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+class _Coordinator(NamedTuple):
+    """One FindCoordinator answer: an error (and message) or the coordinator's endpoint."""
+
+    error: int
+    message: str | None
+    node_id: int = -1
+    host: str = ""
+    port: int = -1
+
 
 class ClusterApis:
-    def __init__(self, node: NodeInfo, topics: TopicService) -> None:
+    def __init__(self, node: NodeInfo, topics: TopicService, cluster: ClusterView | None = None) -> None:
         self.node = node
         self.topics = topics
+        #: None: the single-node mode. Otherwise every answer is read from this view.
+        self.cluster = cluster
 
     def api_versions(self, ctx: RequestContext, request: Any) -> Any:
         version = ctx.api_version
@@ -49,51 +75,90 @@ class ClusterApis:
                                                api_keys=api_version_entries())
         return ApiVersionsResponse(version=version, error_code=ErrorCode.NONE, api_keys=api_version_entries())
 
+    # --- who is in the cluster -----------------------------------------------------------------
+
+    def _brokers(self) -> list[_Endpoint]:
+        view = self.cluster
+        if view is None:
+            return [_Endpoint(self.node.node_id, self.node.host, self.node.port, None)]
+        return [_Endpoint(b.broker_id, b.host, b.port, b.rack) for _, b in sorted(view.brokers.items())]
+
+    def _controller_id(self) -> int:
+        return self.node.node_id if self.cluster is None else self.cluster.controller_id
+
     # --- Metadata -------------------------------------------------------------------------------
+    #
+    # In cluster mode the answer is what Kafka's ZooKeeper-mode broker gives from its metadata
+    # cache (reference/cluster_replication.md §5): the live brokers, the /controller broker, and per
+    # partition the live leader (else LEADER_NOT_AVAILABLE with the lists still filled), the
+    # leader epoch, the assigned replicas, the ISR and the replicas not on a live broker
+    # (OfflineReplicas, v5+). Only v0 drops dead brokers from the lists, and then says
+    # REPLICA_NOT_AVAILABLE. A topic this node just asked to auto-create is not in the view yet:
+    # LEADER_NOT_AVAILABLE with no partitions, which clients retry.
 
     def metadata(self, ctx: RequestContext, request: Any) -> Any:
         version = ctx.api_version
-        node = self.node
-        brokers = [MetadataResponse.MetadataResponseBroker(node_id=node.node_id, host=node.host, port=node.port, rack=None)]
+        brokers = [MetadataResponse.MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+                   for b in self._brokers()]
         # v0: an empty list means every topic. v1+: null means every topic, empty means none.
         wanted = request.topics
         topic_ops = authorized(version >= 8 and bool(request.include_topic_authorized_operations), TOPIC_OPERATIONS)
         if wanted is None or (version == 0 and not wanted):
-            topics = [self._topic_metadata(info, topic_ops)
-                      for info in sorted(self.topics.registry.all(), key=lambda t: t.name)]
+            topics = [self._topic_metadata(name, version, topic_ops) for name in self._topic_names()]
         else:
             auto_create = self.topics.auto_create_enabled and (version < 4 or request.allow_auto_topic_creation)
-            topics = [self._requested_topic(t, auto_create, topic_ops) for t in wanted]
+            topics = [self._requested_topic(t, version, auto_create, topic_ops) for t in wanted]
         return MetadataResponse(
             version=version,
             throttle_time_ms=0,
             brokers=brokers,
-            cluster_id=node.cluster_id,
-            controller_id=node.node_id,
+            cluster_id=self.node.cluster_id,
+            controller_id=self._controller_id(),
             topics=topics,
             authorized_operations=authorized(8 <= version <= 10 and bool(request.include_cluster_authorized_operations),
                                              CLUSTER_OPERATIONS),
         )
 
-    def _requested_topic(self, wanted: Any, auto_create: bool, ops: set[int] | None) -> Any:
+    def _topic_names(self) -> list[str]:
+        if self.cluster is None:
+            return sorted(info.name for info in self.topics.registry.all())
+        return sorted(self.cluster.topics)
+
+    def _topic_exists(self, name: str) -> bool:
+        if self.cluster is None:
+            return self.topics.registry.get(name) is not None
+        return name in self.cluster.topics
+
+    def _topic_name_by_id(self, topic_id: Any) -> str | None:
+        if self.cluster is None:
+            info = self.topics.registry.by_id(topic_id)
+            return None if info is None else info.name
+        return next((a.name for a in self.cluster.topics.values() if a.topic_id == topic_id), None)
+
+    def _requested_topic(self, wanted: Any, version: int, auto_create: bool, ops: set[int] | None) -> Any:
         name = wanted.name
         topic_id = getattr(wanted, "topic_id", None)
         if name is None:
-            info = self.topics.registry.by_id(topic_id) if topic_id is not None else None
-            if info is None:
+            found = self._topic_name_by_id(topic_id) if topic_id is not None else None
+            if found is None:
                 return self._error_topic(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id)
-            return self._topic_metadata(info, ops)
-        info = self.topics.registry.get(name)
-        if info is None:
+            return self._topic_metadata(found, version, ops)
+        if not self._topic_exists(name):
             if topic_name_error(name) is not None:
                 return self._error_topic(name, ErrorCode.INVALID_TOPIC_EXCEPTION)
             if not auto_create:
                 return self._error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             try:
-                info = self.topics.auto_create(name)
+                self.topics.auto_create(name)
             except TopicError as exc:
+                # Another broker creating the same topic at the same time is not a failure.
+                if self.cluster is not None and exc.error_code == ErrorCode.TOPIC_ALREADY_EXISTS:
+                    return self._pending_topic(name, ops)
                 return self._error_topic(name, exc.error_code)
-        return self._topic_metadata(info, ops)
+            if self.cluster is not None:
+                # Written to ZooKeeper; the view learns of it a moment later (§5).
+                return self._pending_topic(name, ops)
+        return self._topic_metadata(name, version, ops)
 
     @staticmethod
     def _error_topic(name: str | None, error: int, topic_id: Any = None) -> Any:
@@ -102,19 +167,54 @@ class ClusterApis:
             authorized_operations=OMITTED,
         )
 
-    def _topic_metadata(self, info: Any, ops: set[int] | None) -> Any:
-        node_id = self.node.node_id
-        partitions = [
-            MetadataResponse.MetadataResponseTopic.MetadataResponsePartition(
-                error_code=0, partition_index=p, leader_id=node_id,
-                leader_epoch=self.topics.leader_epoch(info.name, p),
-                replica_nodes=[node_id], isr_nodes=[node_id], offline_replicas=[],
-            )
-            for p in range(info.num_partitions)
-        ]
+    @staticmethod
+    def _pending_topic(name: str, ops: set[int] | None) -> Any:
+        """Cluster mode: a topic whose creation is under way and not yet in the view."""
         return MetadataResponse.MetadataResponseTopic(
-            error_code=0, name=info.name, topic_id=info.topic_id, is_internal=info.internal,
+            error_code=ErrorCode.LEADER_NOT_AVAILABLE, name=name, topic_id=None, is_internal=name in INTERNAL_TOPICS,
+            partitions=[], authorized_operations=ops,
+        )
+
+    def _topic_metadata(self, name: str, version: int, ops: set[int] | None) -> Any:
+        """A topic known to exist (in the registry alone, in the view in cluster mode)."""
+        view = self.cluster
+        if view is None:
+            info = self.topics.registry.get(name)
+            assert info is not None
+            topic_id, internal = info.topic_id, info.internal
+            node_id = self.node.node_id
+            partitions = [
+                _Partition(error_code=0, partition_index=p, leader_id=node_id,
+                           leader_epoch=self.topics.leader_epoch(name, p),
+                           replica_nodes=[node_id], isr_nodes=[node_id], offline_replicas=[])
+                for p in range(info.num_partitions)
+            ]
+        else:
+            topic_id, internal = view.topics[name].topic_id, name in INTERNAL_TOPICS
+            partitions = [self._cluster_partition(view, part, version) for part in view.partitions(name)]
+        return MetadataResponse.MetadataResponseTopic(
+            error_code=0, name=name, topic_id=topic_id, is_internal=internal,
             partitions=partitions, authorized_operations=ops,
+        )
+
+    @staticmethod
+    def _cluster_partition(view: ClusterView, part: PartitionInfo, version: int) -> Any:
+        state = part.state
+        replicas = list(part.replicas)
+        isr = list(state.isr) if state is not None else []
+        leader = view.leader(part.topic, part.partition)
+        error = ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE
+        if version == 0:
+            live_replicas = [r for r in replicas if view.live(r)]
+            live_isr = [r for r in isr if view.live(r)]
+            if error == ErrorCode.NONE and (len(live_replicas) < len(replicas) or len(live_isr) < len(isr)):
+                error = ErrorCode.REPLICA_NOT_AVAILABLE
+            replicas, isr = live_replicas, live_isr
+        return _Partition(
+            error_code=error, partition_index=part.partition, leader_id=leader,
+            leader_epoch=state.leader_epoch if state is not None else -1,
+            replica_nodes=replicas, isr_nodes=isr,
+            offline_replicas=[r for r in part.replicas if not view.live(r)],
         )
 
     # --- FindCoordinator ------------------------------------------------------------------------
@@ -125,38 +225,60 @@ class ClusterApis:
         if version >= 4:
             entries = []
             for key in request.coordinator_keys:
-                error, message = self._coordinator_error(key_type)
+                c = self._coordinator(key_type, key)
                 entries.append(FindCoordinatorResponse.Coordinator(
-                    key=key, node_id=self.node.node_id if error == 0 else -1,
-                    host=self.node.host if error == 0 else "", port=self.node.port if error == 0 else -1,
-                    error_code=error, error_message=message,
+                    key=key, node_id=c.node_id, host=c.host, port=c.port, error_code=c.error, error_message=c.message,
                 ))
             return FindCoordinatorResponse(version=version, throttle_time_ms=0, coordinators=entries)
-        error, message = self._coordinator_error(key_type)
-        ok = error == 0
+        c = self._coordinator(key_type, request.key)
         return FindCoordinatorResponse(
-            version=version, throttle_time_ms=0, error_code=error, error_message=message,
-            node_id=self.node.node_id if ok else -1, host=self.node.host if ok else "",
-            port=self.node.port if ok else -1,
+            version=version, throttle_time_ms=0, error_code=c.error, error_message=c.message,
+            node_id=c.node_id, host=c.host, port=c.port,
         )
 
-    def _coordinator_error(self, key_type: int) -> tuple[int, str | None]:
+    def _coordinator(self, key_type: int, key: str) -> _Coordinator:
         if key_type == KEY_TYPE_GROUP:
-            # The coordinator of a group is the leader of its __consumer_offsets partition; the
-            # topic is created on first use, as Kafka does. While it cannot be created, Kafka
-            # answers COORDINATOR_NOT_AVAILABLE and the client retries.
-            if CONSUMER_OFFSETS not in self.topics.registry:
-                try:
-                    self.topics.create_offsets_topic()
-                except (TopicError, OSError):
-                    return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."
-            return ErrorCode.NONE, None
+            if self.cluster is None:
+                return self._single_node_group_coordinator()
+            return self._cluster_group_coordinator(self.cluster, key)
         if key_type == KEY_TYPE_TRANSACTION:
             # No transaction coordinator runs here: the answer Kafka gives while its transaction
             # state topic cannot be created.
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."
+            return _Coordinator(ErrorCode.COORDINATOR_NOT_AVAILABLE, _NOT_AVAILABLE)
         # Share coordinators (KIP-932) and unknown key types.
-        return ErrorCode.INVALID_REQUEST, f"Unsupported key type {key_type}"
+        return _Coordinator(ErrorCode.INVALID_REQUEST, f"Unsupported key type {key_type}")
+
+    def _create_offsets_topic(self) -> bool:
+        """Ask for __consumer_offsets (created on first use, as Kafka does); False if refused."""
+        try:
+            self.topics.create_offsets_topic()
+        except (TopicError, OSError):
+            return False
+        return True
+
+    def _single_node_group_coordinator(self) -> _Coordinator:
+        # The coordinator of a group is the leader of its __consumer_offsets partition: this node.
+        # While the topic cannot be created, Kafka answers COORDINATOR_NOT_AVAILABLE and the
+        # client retries.
+        if CONSUMER_OFFSETS not in self.topics.registry and not self._create_offsets_topic():
+            return _Coordinator(ErrorCode.COORDINATOR_NOT_AVAILABLE, _NOT_AVAILABLE)
+        return _Coordinator(ErrorCode.NONE, None, self.node.node_id, self.node.host, self.node.port)
+
+    def _cluster_group_coordinator(self, view: ClusterView, group: str) -> _Coordinator:
+        # reference/cluster_replication.md §4.3: the coordinator is the live leader of partition
+        # abs(javaHash(group)) % N of __consumer_offsets. A missing topic is created and, like a
+        # partition without a live leader, answered COORDINATOR_NOT_AVAILABLE (clients retry).
+        # Whether the group is loaded there yet is not checked.
+        assignment = view.topics.get(CONSUMER_OFFSETS)
+        if assignment is None or not assignment.partitions:
+            if assignment is None:
+                self._create_offsets_topic()
+            return _Coordinator(ErrorCode.COORDINATOR_NOT_AVAILABLE, _NOT_AVAILABLE)
+        leader = view.leader(CONSUMER_OFFSETS, partition_for(group, len(assignment.partitions)))
+        broker = view.brokers.get(leader)
+        if broker is None:
+            return _Coordinator(ErrorCode.COORDINATOR_NOT_AVAILABLE, _NOT_AVAILABLE)
+        return _Coordinator(ErrorCode.NONE, None, broker.broker_id, broker.host, broker.port)
 
     # --- DescribeCluster ------------------------------------------------------------------------
 
@@ -173,9 +295,9 @@ class ClusterApis:
             )
         return DescribeClusterResponse(
             version=version, throttle_time_ms=0, error_code=0, error_message=None,
-            endpoint_type=ENDPOINT_TYPE_BROKER, cluster_id=node.cluster_id, controller_id=node.node_id,
+            endpoint_type=ENDPOINT_TYPE_BROKER, cluster_id=node.cluster_id, controller_id=self._controller_id(),
             brokers=[DescribeClusterResponse.DescribeClusterBroker(
-                broker_id=node.node_id, host=node.host, port=node.port, rack=None, is_fenced=False)],
+                broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack, is_fenced=False) for b in self._brokers()],
             authorized_operations=authorized(bool(request.include_cluster_authorized_operations), CLUSTER_OPERATIONS),
         )
 

@@ -95,7 +95,7 @@ class ControllerElection:
 
     def _on_state(self, state: str) -> None:
         # LOST: the session and so /controller are gone; another node may already lead.
-        if state == KazooState.LOST and self.token is not None:
+        if state == KazooState.LOST and self.token is not None and not self.zk.closing:
             self._resign("zookeeper session expired")
 
     def _resign(self, reason: str) -> None:

@@ -37,7 +37,7 @@ def _kept_port(zoo_cfg: Path) -> int | None:
 
 class LocalCluster:
     def __init__(self, directory: Path, nodes: int, base_port: int, host: str = "127.0.0.1",
-                 settings: list[str] | None = None) -> None:
+                 settings: list[str] | None = None, tick_time_ms: int = 2000) -> None:
         if nodes < 1:
             raise ClusterError("a cluster needs at least one node (--nodes)")
         self.directory = Path(directory)
@@ -45,7 +45,7 @@ class LocalCluster:
         self.ports = [base_port + i for i in range(nodes)]
         self.settings = list(settings or [])
         zk_dir = self.directory / "zookeeper"
-        self.zookeeper = LocalZooKeeper(zk_dir, port=_kept_port(zk_dir / "zoo.cfg"))
+        self.zookeeper = LocalZooKeeper(zk_dir, port=_kept_port(zk_dir / "zoo.cfg"), tick_time_ms=tick_time_ms)
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         self._log_start: dict[int, int] = {}
 
@@ -79,6 +79,15 @@ class LocalCluster:
             # A session of its own: Ctrl-C in the terminal reaches this command, which then stops
             # each node with SIGTERM, in order, rather than every process at once.
             self.procs[broker_id] = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def restart(self, broker_id: int) -> None:
+        """Start a node again (after a test killed it) and wait until it listens."""
+        proc = self.procs.get(broker_id)
+        if proc is not None and proc.poll() is None:
+            raise ClusterError(f"node {broker_id} is still running")
+        port = self.ports[broker_id - 1]
+        self._start_node(broker_id, port)
+        self._wait_listening(broker_id, port)
 
     def _wait_listening(self, broker_id: int, port: int) -> None:
         # Ready when the node's own log says so: a connect probe could reach another process

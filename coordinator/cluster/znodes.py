@@ -10,18 +10,30 @@ Pure: no ZooKeeper client here, only paths and bytes.
 
 from __future__ import annotations
 
+import base64
 import json
-from dataclasses import dataclass
+import uuid
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["ZnodeError", "BROKER_IDS", "CLUSTER_ID", "PERSISTENT_PATHS", "broker_path", "BrokerRegistration",
            "encode_broker", "decode_broker", "encode_cluster_id", "decode_cluster_id", "CONTROLLER",
-           "CONTROLLER_EPOCH", "encode_controller", "decode_controller", "decode_controller_epoch"]
+           "CONTROLLER_EPOCH", "encode_controller", "decode_controller", "decode_controller_epoch", "BROKER_TOPICS",
+           "topic_path", "partition_state_path", "topic_config_path", "TopicAssignment", "PartitionState",
+           "encode_topic", "decode_topic", "encode_partition_state", "decode_partition_state",
+           "encode_topic_config", "decode_topic_config", "encode_topic_id", "decode_topic_id"]
 
 BROKER_IDS = "/brokers/ids"
 CLUSTER_ID = "/cluster/id"
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
+BROKER_TOPICS = "/brokers/topics"
+#: groupcoord's own: an ephemeral ``<id>`` child per node in controlled shutdown (Kafka sends the
+#: ControlledShutdown RPC instead; docs/architecture.md says why we use a znode).
+CONTROLLED_SHUTDOWN = "/admin/controlled_shutdown"
+#: ``/admin/delete_topics/<t>``: a deletion the controller carries out (Kafka's ZooKeeper mode).
+DELETE_TOPICS = "/admin/delete_topics"
+CONFIG_TOPICS = "/config/topics"
 
 #: The persistent parents a Kafka broker creates at start-up (``ZkData.PersistentZkPaths``), so
 #: tools that list them find them on a cluster of ours too.
@@ -162,3 +174,132 @@ def decode_controller_epoch(data: bytes | None) -> int:
     if epoch < 0:
         raise ZnodeError(f"znode {CONTROLLER_EPOCH} holds {epoch}, expected an epoch >= 0")
     return epoch
+
+
+# --- topics -------------------------------------------------------------------------------------
+
+def topic_path(topic: str) -> str:
+    return f"{BROKER_TOPICS}/{topic}"
+
+
+def partition_state_path(topic: str, partition: int) -> str:
+    return f"{BROKER_TOPICS}/{topic}/partitions/{partition}/state"
+
+
+def topic_config_path(topic: str) -> str:
+    return f"{CONFIG_TOPICS}/{topic}"
+
+
+def encode_topic_id(topic_id: uuid.UUID) -> str:
+    """Kafka's ``Uuid.toString``: URL-safe base64 of the 16 bytes, without padding (22 characters)."""
+    return base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode("ascii")
+
+
+def decode_topic_id(path: str, text: object) -> uuid.UUID:
+    if not isinstance(text, str) or len(text) != 22:
+        raise ZnodeError(f"znode {path}: topic_id {text!r} is not a 22-character base64 id")
+    try:
+        return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=="))
+    except (ValueError, TypeError):
+        raise ZnodeError(f"znode {path}: topic_id {text!r} is not base64") from None
+
+
+@dataclass(frozen=True, slots=True)
+class TopicAssignment:
+    """``/brokers/topics/<t>``: the replicas of each partition; the first is the preferred leader."""
+
+    name: str
+    topic_id: uuid.UUID
+    partitions: dict[int, tuple[int, ...]] = field(default_factory=dict)
+
+
+def encode_topic(assignment: TopicAssignment) -> bytes:
+    # Version 3 (Kafka 2.8+): topic_id (KIP-516) and the KIP-455 reassignment maps, empty here.
+    return json.dumps({"version": 3, "topic_id": encode_topic_id(assignment.topic_id),
+                       "partitions": {str(p): list(r) for p, r in sorted(assignment.partitions.items())},
+                       "adding_replicas": {}, "removing_replicas": {}}, separators=(",", ":")).encode()
+
+
+def _broker_list(path: str, what: str, value: object) -> tuple[int, ...]:
+    if not isinstance(value, list) or any(isinstance(b, bool) or not isinstance(b, int) or b < 0 for b in value):
+        raise ZnodeError(f"znode {path}: {what} is {value!r}, expected a list of broker ids")
+    if len(set(value)) != len(value):
+        raise ZnodeError(f"znode {path}: {what} {value!r} names a broker twice")
+    return tuple(value)
+
+
+def decode_topic(path: str, data: bytes | None) -> TopicAssignment:
+    """A topic znode of version 1-3. A topic without ``topic_id`` (written by Kafka before 2.8)
+    gets a stable id derived from its name, so every node agrees on it."""
+    value = _json_map(path, data)
+    version = _int_field(path, value, "version")
+    if not 1 <= version <= 3:
+        raise ZnodeError(f"znode {path}: topic version {version} is not one Kafka writes (1..3)")
+    name = path.rsplit("/", 1)[1]
+    raw_id = value.get("topic_id")
+    topic_id = decode_topic_id(path, raw_id) if raw_id is not None else uuid.uuid5(uuid.NAMESPACE_URL, name)
+    parts = value.get("partitions")
+    if not isinstance(parts, dict) or not parts:
+        raise ZnodeError(f"znode {path}: partitions is {parts!r}, expected a non-empty map")
+    partitions: dict[int, tuple[int, ...]] = {}
+    for key, replicas in parts.items():
+        try:
+            index = int(key)
+        except ValueError:
+            raise ZnodeError(f"znode {path}: partition key {key!r} is not a number") from None
+        partitions[index] = _broker_list(path, f"partition {key}", replicas)
+        if not partitions[index]:
+            raise ZnodeError(f"znode {path}: partition {key} has no replicas")
+    if sorted(partitions) != list(range(len(partitions))):
+        raise ZnodeError(f"znode {path}: partitions {sorted(partitions)} are not 0..{len(partitions) - 1}")
+    return TopicAssignment(name, topic_id, partitions)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    """``.../partitions/<p>/state``: leader, leader epoch, ISR and the controller epoch of the last
+    writer. ``zk_version`` is the znode's version, the partition epoch every write is
+    conditional on (reference/cluster_replication.md §1.4); -1 when not read from ZooKeeper."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+    zk_version: int = -1
+
+
+#: ``leader`` when no replica may lead (all of the ISR is down, unclean election off).
+NO_LEADER = -1
+
+
+def encode_partition_state(state: PartitionState) -> bytes:
+    return json.dumps({"version": 1, "leader": state.leader, "leader_epoch": state.leader_epoch,
+                       "controller_epoch": state.controller_epoch, "isr": list(state.isr)},
+                      separators=(",", ":")).encode()
+
+
+def decode_partition_state(path: str, data: bytes | None, zk_version: int = -1) -> PartitionState:
+    value = _json_map(path, data)
+    version = _int_field(path, value, "version")
+    if version != 1:
+        raise ZnodeError(f"znode {path}: partition state version {version} is not 1")
+    leader = _int_field(path, value, "leader")
+    epoch = _int_field(path, value, "leader_epoch")
+    controller_epoch = _int_field(path, value, "controller_epoch")
+    if leader < -2 or epoch < -2:
+        raise ZnodeError(f"znode {path}: leader {leader} / leader_epoch {epoch} out of range")
+    isr = _broker_list(path, "isr", value.get("isr"))
+    return PartitionState(leader, epoch, isr, controller_epoch, zk_version)
+
+
+def encode_topic_config(configs: dict[str, str]) -> bytes:
+    return json.dumps({"version": 1, "config": dict(sorted(configs.items()))}, separators=(",", ":")).encode()
+
+
+def decode_topic_config(path: str, data: bytes | None) -> dict[str, str]:
+    value = _json_map(path, data)
+    config = value.get("config")
+    if not isinstance(config, dict) or any(not isinstance(k, str) or not isinstance(v, str)
+                                           for k, v in config.items()):
+        raise ZnodeError(f"znode {path}: config is {config!r}, expected a map of strings")
+    return dict(config)

@@ -85,6 +85,10 @@ class ZooKeeper:
                                                       "session": f"0x{self.session_id:x}"})
 
     @property
+    def closing(self) -> bool:
+        return self._closing
+
+    @property
     def session_id(self) -> int:
         return int(self.client.client_id[0]) if self.client.client_id else 0
 

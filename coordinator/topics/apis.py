@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from kafka.protocol.admin import CreatePartitionsResponse, CreateTopicsResponse, DeleteTopicsResponse
@@ -40,6 +41,34 @@ class TopicApis:
                 results.append(self._create_one(version, topic, request.validate_only if version >= 1 else False))
             except TopicError as exc:
                 results.append(self._create_result(version, topic.name, exc.error_code, exc.message))
+        if self.topics.store is not None and not (version >= 1 and request.validate_only):
+            return self._create_in_cluster(version, request, results)
+        return CreateTopicsResponse(version=version, throttle_time_ms=0, topics=results)
+
+    async def _create_in_cluster(self, version: int, request: Any, results: list[Any]) -> Any:
+        """Cluster mode: the validated topics are written to ZooKeeper (off the event loop), and
+        the answer waits until each has a live leader per partition or the request times out."""
+        store = self.topics.store
+        assert store is not None
+        created = []
+        for result in results:
+            if result.error_code != ErrorCode.NONE:
+                continue
+            configs = {c.name: c.value for c in result.configs if c.value is not None}
+            try:
+                info = await asyncio.to_thread(store.create, result.name, result.num_partitions,
+                                               result.replication_factor, configs)
+            except TopicError as exc:
+                result.error_code, result.error_message = exc.error_code, exc.message
+                result.num_partitions = result.replication_factor = -1
+                result.configs = []
+                continue
+            result.topic_id = info.topic_id
+            created.append(result.name)
+        timeout_s = max(request.timeout_ms, 0) / 1000.0
+        for name in created:
+            if not await store.wait_ready(name, timeout_s):
+                break  # Kafka answers NONE after its timeout too: the topic exists
         return CreateTopicsResponse(version=version, throttle_time_ms=0, topics=results)
 
     def _create_one(self, version: int, topic: Any, validate_only: bool) -> Any:
@@ -63,7 +92,7 @@ class TopicApis:
         num_partitions, replication_factor = self.topics.validate_new(
             topic.name, num_partitions, replication_factor, configs)
         topic_id = None
-        if not validate_only:
+        if not validate_only and self.topics.store is None:
             info = self.topics.create(topic.name, num_partitions, {k: v for k, v in configs.items() if v is not None})
             topic_id = info.topic_id
         return self._create_result(version, topic.name, ErrorCode.NONE, None, topic_id=topic_id,
@@ -93,6 +122,7 @@ class TopicApis:
         else:
             wanted = [(name, None) for name in request.topic_names]
         results = []
+        doomed: list[str] = []
         for name, topic_id in wanted:
             info = None
             if name is not None:
@@ -105,6 +135,9 @@ class TopicApis:
                 error, message = missing, None
             elif not self.topics.config["delete.topic.enable"]:
                 error, message = ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled."
+            elif self.topics.store is not None:
+                doomed.append(info.name)
+                error, message = ErrorCode.NONE, None
             else:
                 self.topics.delete(info.name)
                 error, message = ErrorCode.NONE, None
@@ -113,6 +146,25 @@ class TopicApis:
                 topic_id=info.topic_id if info is not None else topic_id,
                 error_code=error, error_message=message,
             ))
+        if doomed:
+            return self._delete_in_cluster(version, request.timeout_ms, results, doomed)
+        return DeleteTopicsResponse(version=version, throttle_time_ms=0, responses=results)
+
+    async def _delete_in_cluster(self, version: int, timeout_ms: int, results: list[Any], doomed: list[str]) -> Any:
+        """Cluster mode: queue the deletions for the controller (``/admin/delete_topics``) and
+        answer once they are gone from this node's view, or REQUEST_TIMED_OUT (Kafka's
+        DelayedDeleteTopics)."""
+        store = self.topics.store
+        assert store is not None
+        for name in doomed:
+            await asyncio.to_thread(store.request_deletion, name)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout_ms, 0) / 1000.0
+        for name in doomed:
+            if not await store.wait_deleted(name, max(deadline - loop.time(), 0.0)):
+                for result in results:
+                    if result.name == name:
+                        result.error_code = ErrorCode.REQUEST_TIMED_OUT
         return DeleteTopicsResponse(version=version, throttle_time_ms=0, responses=results)
 
     # --- CreatePartitions -----------------------------------------------------------------------
@@ -121,19 +173,41 @@ class TopicApis:
         version = ctx.api_version
         names = [t.name for t in request.topics]
         results = []
+        growing: list[tuple[Any, int]] = []
         for topic in request.topics:
             try:
                 if names.count(topic.name) > 1:
                     raise TopicError(ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
-                self._add_partitions(topic, request.validate_only)
+                if self._add_partitions(topic, request.validate_only):
+                    growing.append((topic.name, topic.count))
                 error, message = ErrorCode.NONE, None
             except TopicError as exc:
                 error, message = exc.error_code, exc.message
             results.append(CreatePartitionsResponse.CreatePartitionsTopicResult(
                 name=topic.name, error_code=error, error_message=message))
+        if growing:
+            return self._grow_in_cluster(version, request.timeout_ms, results, growing)
         return CreatePartitionsResponse(version=version, throttle_time_ms=0, results=results)
 
-    def _add_partitions(self, topic: Any, validate_only: bool) -> None:
+    async def _grow_in_cluster(self, version: int, timeout_ms: int, results: list[Any],
+                               growing: list[tuple[str, int]]) -> Any:
+        """Cluster mode: rewrite each topic's assignment in ZooKeeper, then wait for the new
+        partitions' leaders (or the timeout, as CreateTopics does)."""
+        store = self.topics.store
+        assert store is not None
+        by_name = {r.name: r for r in results}
+        timeout_s = max(timeout_ms, 0) / 1000.0
+        for name, count in growing:
+            try:
+                await asyncio.to_thread(store.add_partitions, name, count)
+            except TopicError as exc:
+                by_name[name].error_code, by_name[name].error_message = exc.error_code, exc.message
+                continue
+            await store.wait_partitions(name, count, timeout_s)
+        return CreatePartitionsResponse(version=version, throttle_time_ms=0, results=results)
+
+    def _add_partitions(self, topic: Any, validate_only: bool) -> bool:
+        """Validate; on a single node add the partitions. True if cluster mode must add them."""
         info = self.topics.registry.get(topic.name)
         if info is None:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
@@ -156,8 +230,12 @@ class TopicApis:
                     raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                      f"Replica assignment {list(a.broker_ids)} names brokers other than "
                                      f"the only broker, {self.node.node_id}.")
-        if not validate_only:
-            self.topics.add_partitions(topic.name, topic.count)
+        if validate_only:
+            return False
+        if self.topics.store is not None:
+            return True
+        self.topics.add_partitions(topic.name, topic.count)
+        return False
 
     def handlers(self) -> dict[ApiKey, Any]:
         return {

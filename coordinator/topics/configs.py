@@ -71,7 +71,7 @@ _DEFS = [
     TopicConfigDef("message.timestamp.after.max.ms", _long(0), str(2**63 - 1), TYPE_LONG, None, "allowed timestamp skew (future)"),
     TopicConfigDef("min.cleanable.dirty.ratio", _ratio, "0.5", TYPE_DOUBLE, None, "dirty share that triggers compaction"),
     TopicConfigDef("min.compaction.lag.ms", _long(0), "0", TYPE_LONG, None, "shortest time a record stays uncompacted"),
-    TopicConfigDef("min.insync.replicas", _long(1), "1", TYPE_INT, None, "replicas that must acknowledge acks=all"),
+    TopicConfigDef("min.insync.replicas", _long(1), "1", TYPE_INT, "min.insync.replicas", "replicas that must acknowledge acks=all"),
     TopicConfigDef("preallocate", _one_of("true", "false"), "false", TYPE_BOOLEAN, None, "preallocate segment files"),
     TopicConfigDef("retention.bytes", _long(-1), "-1", TYPE_LONG, "log.retention.bytes", "size retention per partition"),
     TopicConfigDef("retention.ms", _long(-1), "604800000", TYPE_LONG, "log.retention.ms", "time retention"),
@@ -79,8 +79,8 @@ _DEFS = [
     TopicConfigDef("segment.index.bytes", _long(4), "10485760", TYPE_INT, None, "offset index size"),
     TopicConfigDef("segment.jitter.ms", _long(0), "0", TYPE_LONG, None, "random jitter of segment.ms"),
     TopicConfigDef("segment.ms", _long(1), "604800000", TYPE_LONG, None, "segment age that forces a roll"),
-    TopicConfigDef("unclean.leader.election.enable", _one_of("true", "false"), "false", TYPE_BOOLEAN, None,
-                   "elect out-of-sync replicas"),
+    TopicConfigDef("unclean.leader.election.enable", _one_of("true", "false"), "false", TYPE_BOOLEAN,
+                   "unclean.leader.election.enable", "elect out-of-sync replicas"),
     # Accepted and reported as Kafka does, with no effect on a single node without tiered storage
     # or replication: a client that sets them (tooling often copies whole topic configs) works.
     TopicConfigDef("leader.replication.throttled.replicas", lambda v: True, "", TYPE_LIST, None,

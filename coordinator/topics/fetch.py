@@ -11,6 +11,11 @@ Long poll: when the response would hold fewer than ``min_bytes`` and ``max_wait_
 the request parks until an append to one of its partitions becomes durable or the wait ends;
 nothing polls, so an idle consumer costs no CPU.
 
+In cluster mode only the leader serves a partition (NOT_LEADER_OR_FOLLOWER elsewhere). A
+consumer reads below the high watermark; a follower (``replica_id`` >= 0, in ``ReplicaState``
+from v15, KIP-903) reads to the log end, and its fetch offset tells the leader how far its log
+goes, which moves the ISR and the high watermark (``replication.py``).
+
 Fetch sessions (KIP-227) are not kept: every response carries session id 0, which tells clients
 to keep sending full requests. Without transactions the last stable offset equals the high
 watermark and there are no aborted transactions.
@@ -76,6 +81,7 @@ class FetchApis:
 
     def _read(self, version: int, request: Any) -> tuple[list[FetchTopicData], int, list[PartitionLog], bool]:
         """One pass over the requested partitions: (topics, bytes found, logs read, errors seen)."""
+        replica_id = _replica_id(version, request)
         response_budget = request.max_bytes if request.max_bytes is not None else 2**31 - 1
         total = 0
         immediate = False
@@ -95,7 +101,18 @@ class FetchApis:
                                        else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                     immediate = True
                     continue
+                if not plog.is_leader:
+                    data.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                    immediate = True
+                    continue
+                follower = replica_id >= 0 and plog.replication is not None
+                if follower:
+                    error = check_leader_epoch(plog, part.current_leader_epoch if version >= 9 else -1)
+                    if not error and part.fetch_offset <= plog.log_end_offset:
+                        plog.replication.follower_fetched(replica_id, part.fetch_offset)  # type: ignore[union-attr]
                 high_watermark = plog.high_watermark
+                # Followers read to the log end (the records that will move the high watermark).
+                read_end = plog.log_end_offset if follower else high_watermark
                 data.high_watermark = high_watermark
                 data.last_stable_offset = high_watermark
                 data.log_start_offset = plog.log_start_offset
@@ -107,13 +124,14 @@ class FetchApis:
                     immediate = True
                     continue
                 offset = part.fetch_offset
-                if offset < plog.log_start_offset or offset > high_watermark:
+                if offset < plog.log_start_offset or offset > read_end:
                     data.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
                     immediate = True
                     continue
                 logs.append(plog)
                 limit = min(part.partition_max_bytes, response_budget - total)
-                records = plog.read(offset, max(limit, 0), min_one=total == 0) if offset < high_watermark else None
+                records = (plog.read(offset, max(limit, 0), min_one=total == 0, max_offset=read_end)
+                           if offset < read_end else None)
                 if records is None:
                     data.records = b""
                     continue
@@ -124,3 +142,11 @@ class FetchApis:
 
     def handlers(self) -> dict[ApiKey, Any]:
         return {ApiKey.FETCH: self.fetch}
+
+
+def _replica_id(version: int, request: Any) -> int:
+    """-1 for consumers; a broker id for a follower (v15+ carries it in ReplicaState, KIP-903)."""
+    if version >= 15:
+        state = getattr(request, "replica_state", None)
+        return -1 if state is None else int(getattr(state, "replica_id", -1))
+    return int(getattr(request, "replica_id", -1))

@@ -10,8 +10,10 @@ Rules:
    in the order appends are queued (``append_validated`` queues before it returns), so the wrapper
    knows a batch's offset the moment it queues it, and updates producer state then — before the
    next request's sequence check.
-2. The high watermark is the log end offset: the storage engine exposes data to readers only once
-   it is written under the flush policy, which is what "committed" means on a single node.
+2. On a single node the high watermark is the log end offset: the storage engine exposes data to
+   readers only once it is written under the flush policy, which is what "committed" means there.
+   In cluster mode ``replication`` (``replication.py``) holds the role, leader epoch, ISR and a
+   high watermark that the ISR moves; consumers read below it, followers up to the log end.
 3. Producer state survives a clean restart as a snapshot taken at the log end on close; it is used
    only if it was taken exactly at the log end found on open (nothing was appended or lost since),
    and deleted once read. Otherwise the state is rebuilt by replaying every batch header.
@@ -39,12 +41,16 @@ from ..config import Config
 from ..data_dir import atomic_write
 from .configs import effective_topic_configs
 from .registry import TopicInfo, TopicRegistry
+from .replication import Replication
 
 __all__ = ["LogManager", "PartitionLog", "PartitionConfig"]
 
 log = logging.getLogger("groupcoord.logs")
 
 PRODUCER_SNAPSHOT = "producer_state.snapshot"
+#: Cluster mode: each partition's high watermark, so a restarted replica does not expose records
+#: the ISR never had (Kafka's file and format: ``0``, a count, ``<topic> <partition> <hw>`` lines).
+HW_CHECKPOINT = "replication-offset-checkpoint"
 LONG_MAX = 2**63 - 1
 #: Reads smaller than this are copied into the response; larger ones go out with sendfile. Below
 #: it the extra task and syscalls of sendfile cost more than copying a few pages.
@@ -106,9 +112,6 @@ def topic_settings(info: TopicInfo, config: Config) -> tuple[LogOptions, Partiti
 class PartitionLog:
     """One hosted partition. Used from the event loop only."""
 
-    #: A single node leads every partition from creation on: the leader epoch never changes.
-    leader_epoch = 0
-
     def __init__(self, topic: str, partition: int, storage: Log, config: PartitionConfig,
                  producers: ProducerStateManager) -> None:
         self.topic = topic
@@ -119,13 +122,41 @@ class PartitionLog:
         self._next_offset = storage.log_end_offset
         self._data_waiters: set[asyncio.Future[None]] = set()
         self._durable_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        #: Cluster mode only (rule 2): None on a single node, which leads every partition.
+        self.replication: Replication | None = None
+
+    def replicate(self, broker_id: int, high_watermark: int | None) -> Replication:
+        """Switch this partition to cluster mode (no role yet: the cluster wing assigns it).
+        ``high_watermark``: the last checkpointed one; unknown → the log start (nothing is
+        readable until the ISR confirms it)."""
+        if self.replication is None:
+            self.replication = Replication(broker_id, lambda: self.log.log_end_offset,
+                                           self.config.min_insync_replicas, on_advance=self._wake)
+            start = self.log.log_start_offset if high_watermark is None else high_watermark
+            self.replication.high_watermark = max(min(start, self.log.log_end_offset), self.log.log_start_offset)
+        return self.replication
+
+    @property
+    def leader_epoch(self) -> int:
+        # A single node leads every partition from creation on: the epoch stays 0.
+        return 0 if self.replication is None else self.replication.leader_epoch
+
+    @property
+    def is_leader(self) -> bool:
+        return self.replication is None or self.replication.is_leader
 
     @property
     def log_start_offset(self) -> int:
         return self.log.log_start_offset
 
     @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    @property
     def high_watermark(self) -> int:
+        if self.replication is not None:
+            return self.replication.high_watermark
         return self.log.log_end_offset
 
     def append_batch(self, batch: bytearray, header: BatchHeader) -> tuple[int, asyncio.Future[None]]:
@@ -141,6 +172,8 @@ class PartitionLog:
 
     def _appended(self, queued: asyncio.Future[Any], expected_base: int, durable: asyncio.Future[None]) -> None:
         self._wake()
+        if self.replication is not None:
+            self.replication.maybe_advance()
         if queued.cancelled():
             durable.cancel()
             return
@@ -156,16 +189,16 @@ class PartitionLog:
         durable.set_result(None)
 
     def wait_durable(self, offset: int) -> asyncio.Future[None]:
-        """Resolves once everything below ``offset`` is durable."""
+        """Resolves once everything below ``offset`` is durable in this node's log."""
         fut = asyncio.get_running_loop().create_future()
-        if self.high_watermark >= offset:
+        if self.log.log_end_offset >= offset:
             fut.set_result(None)
         else:
             self._durable_waiters.append((offset, fut))
         return fut
 
     def _wake(self) -> None:
-        hw = self.high_watermark
+        hw = self.log.log_end_offset
         for fut in self._data_waiters:
             if not fut.done():
                 fut.set_result(None)
@@ -186,14 +219,62 @@ class PartitionLog:
     def remove_data_waiter(self, fut: asyncio.Future[None]) -> None:
         self._data_waiters.discard(fut)
 
-    def read(self, offset: int, max_bytes: int, *, min_one: bool) -> bytes | RecordsRef | None:
-        """Whole batches from ``offset`` within ``max_bytes`` (one at least if ``min_one``)."""
+    def read(self, offset: int, max_bytes: int, *, min_one: bool, max_offset: int | None = None) -> bytes | RecordsRef | None:
+        """Whole batches from ``offset`` within ``max_bytes`` (one at least if ``min_one``),
+        ending below ``max_offset`` (the high watermark for consumers; None: the log end)."""
+        if max_offset is not None and max_offset < self.log.log_end_offset:
+            return self._read_below(offset, max_bytes, min_one, max_offset)
         found = self.log.slice(offset, max_bytes)
         if found is None or (not min_one and found.length > max_bytes):
             return None
         if found.length < SENDFILE_MIN_BYTES:
             return found.read()
         return RecordsRef(found.length, _file_range(found))
+
+    def _read_below(self, offset: int, max_bytes: int, min_one: bool, max_offset: int) -> bytes | None:
+        # Rare (a leader whose followers lag): copy and cut at the last whole batch below.
+        if offset >= max_offset:
+            return None
+        data = self.log.read(offset, max_bytes)
+        end = pos = 0
+        while pos + 61 <= len(data):
+            header = read_batch_header(data, pos)
+            if header.base_offset + header.last_offset_delta >= max_offset:
+                break
+            pos += header.size
+            end = pos
+        if end == 0 or (not min_one and end > max_bytes):
+            return None
+        return bytes(data[:end])
+
+    # --- follower side (cluster mode) -------------------------------------------------------------
+
+    def append_replicated(self, data: bytes) -> asyncio.Future[Any]:
+        """Append batches fetched from the leader, offsets and leader epochs kept; producer state
+        follows, so a follower that becomes leader keeps the idempotence guarantees."""
+        fut = self.log.append_replicated(data)
+        pos = 0
+        while pos + 61 <= len(data):
+            header = read_batch_header(data, pos)
+            self.producers.update(header, header.base_offset)
+            pos += header.size
+        self._next_offset = max(self._next_offset, self.log.log_end_offset)
+
+        def done(f: asyncio.Future[Any]) -> None:
+            self._next_offset = max(self._next_offset, self.log.log_end_offset)
+            self._wake()
+        fut.add_done_callback(done)
+        return fut
+
+    async def truncate_to(self, offset: int) -> None:
+        """Drop everything from ``offset`` on (a follower whose log diverged from the leader's)."""
+        if offset >= self.log.log_end_offset:
+            return
+        await self.log.truncate_to(offset)
+        self._next_offset = self.log.log_end_offset
+        self.producers = await asyncio.get_running_loop().run_in_executor(None, _rebuild_producer_state, self.log)
+        if self.replication is not None:
+            self.replication.high_watermark = min(self.replication.high_watermark, self.log.log_end_offset)
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         offset = self.log.offset_for_timestamp(timestamp)
@@ -239,6 +320,34 @@ def _file_range(found: FileSlice) -> FileRange:
     return FileRange(file, found.position, found.length, release=file.close)
 
 
+def read_hw_checkpoint(path: Path) -> dict[tuple[str, int], int]:
+    """The checkpoint's entries; a missing file is empty, an unreadable one is logged (naming it)
+    and ignored: the high watermarks then start low and the ISR raises them again."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        log.warning("high watermark checkpoint unreadable", extra={"file": str(path), "reason": str(exc)})
+        return {}
+    try:
+        if lines[0].strip() != "0" or int(lines[1]) != len(lines) - 2:
+            raise ValueError("bad version or count")
+        out = {}
+        for line in lines[2:]:
+            topic, partition, offset = line.split()
+            out[(topic, int(partition))] = int(offset)
+        return out
+    except (ValueError, IndexError) as exc:
+        log.warning("high watermark checkpoint corrupt; ignored", extra={"file": str(path), "reason": str(exc)})
+        return {}
+
+
+def write_hw_checkpoint(path: Path, entries: dict[tuple[str, int], int]) -> None:
+    body = "".join(f"{t} {p} {o}\n" for (t, p), o in sorted(entries.items()))
+    atomic_write(path, f"0\n{len(entries)}\n{body}".encode())
+
+
 def _remove_dirs(paths: list[Path]) -> None:
     for path in paths:
         shutil.rmtree(path, ignore_errors=True)
@@ -255,6 +364,10 @@ def _load_producer_state(storage: Log) -> ProducerStateManager:
         path.unlink()
         if state is not None and at == storage.log_end_offset:
             return state
+    return _rebuild_producer_state(storage)
+
+
+def _rebuild_producer_state(storage: Log) -> ProducerStateManager:
     state = ProducerStateManager()
     for seg in storage.segments:
         state.replay(h for _pos, h, _b, _off in seg.batches(with_bytes=False))
@@ -270,6 +383,10 @@ class LogManager:
         self.config = config
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._maintenance: asyncio.Task[None] | None = None
+        #: Cluster mode: this node holds only the partitions it is a replica of, opened by the
+        #: cluster wing (``open_partition``) rather than for every partition of a new topic.
+        self.broker_id: int | None = None
+        self._hw_checkpoint: dict[tuple[str, int], int] | None = None
 
     # --- lookup -------------------------------------------------------------------------------
 
@@ -288,6 +405,33 @@ class LogManager:
         storage = Log.open(self.data_dir, info.name, partition, options)
         return PartitionLog(info.name, partition, storage, settings, _load_producer_state(storage))
 
+    async def open_partition(self, info: TopicInfo, partition: int) -> PartitionLog:
+        """Open (recovering if need be) one partition's log off the event loop, in cluster mode
+        with its replication state."""
+        plog = self._logs.get((info.name, partition))
+        if plog is None:
+            plog = await asyncio.get_running_loop().run_in_executor(None, self._open, info, partition)
+            existing = self._logs.get((info.name, partition))
+            if existing is not None:  # opened meanwhile
+                plog.log.abort()
+                plog = existing
+            else:
+                self._logs[(info.name, partition)] = plog
+        if self.broker_id is not None:
+            if self._hw_checkpoint is None:
+                self._hw_checkpoint = read_hw_checkpoint(self.data_dir / HW_CHECKPOINT)
+            plog.replicate(self.broker_id, self._hw_checkpoint.get((info.name, partition)))
+        return plog
+
+    async def checkpoint_high_watermarks(self) -> None:
+        """Write every replicated partition's high watermark (cluster mode; every 5 s and at close,
+        as ``replica.high.watermark.checkpoint.interval.ms``)."""
+        entries = {(p.topic, p.partition): p.high_watermark for p in self._logs.values() if p.replication is not None}
+        await asyncio.get_running_loop().run_in_executor(None, write_hw_checkpoint, self.data_dir / HW_CHECKPOINT, entries)
+
+    def partitions(self) -> list[PartitionLog]:
+        return list(self._logs.values())
+
     async def open_all(self) -> None:
         """Open (and recover) every partition of every registered topic, off the event loop."""
         loop = asyncio.get_running_loop()
@@ -300,6 +444,11 @@ class LogManager:
     async def close_all(self) -> None:
         if self._maintenance is not None:
             self._maintenance.cancel()
+        if self.broker_id is not None and self._logs:
+            try:
+                await self.checkpoint_high_watermarks()
+            except OSError:
+                log.exception("high watermark checkpoint failed")
         for plog in list(self._logs.values()):
             try:
                 await plog.close()
@@ -346,10 +495,14 @@ class LogManager:
     # --- TopicListener ------------------------------------------------------------------------
 
     def topic_created(self, info: TopicInfo) -> None:
+        if self.broker_id is not None:
+            return  # cluster mode: the cluster wing opens this node's replicas
         for p in range(info.num_partitions):
             self._logs[(info.name, p)] = self._open(info, p)
 
     def partitions_added(self, info: TopicInfo, old_count: int) -> None:
+        if self.broker_id is not None:
+            return
         for p in range(old_count, info.num_partitions):
             self._logs[(info.name, p)] = self._open(info, p)
 
@@ -361,6 +514,8 @@ class LogManager:
             plog = self._logs.pop((info.name, p), None)
             if plog is None:
                 continue
+            if plog.replication is not None:
+                plog.replication.go_offline(f"topic {info.name} deleted")
             plog.log.abort()
             target = plog.log.directory.with_name(f"{plog.log.directory.name}.{uuid.uuid4().hex}-delete")
             os.rename(plog.log.directory, target)

@@ -8,7 +8,9 @@ whose timestamp is at or after it, through the time index; none → offset -1.
 
 A single node leads every partition from epoch 0 on, so OffsetForLeaderEpoch answers epoch 0 with
 the log end and any later epoch as unknown (undefined epoch and offset, as Kafka does for an epoch
-newer than the leader's).
+newer than the leader's). In cluster mode both APIs are answered by the leader only
+(NOT_LEADER_OR_FOLLOWER elsewhere) and OffsetForLeaderEpoch answers from the log's leader-epoch
+cache (KIP-101/279): the largest epoch at or below the one asked for, and where it ends.
 """
 
 from __future__ import annotations
@@ -52,6 +54,9 @@ class OffsetApis:
                 if plog is None:
                     out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     continue
+                if not plog.is_leader:
+                    out.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                    continue
                 error = check_leader_epoch(plog, part.current_leader_epoch if version >= 4 else -1)
                 if error:
                     out.error_code = error
@@ -90,11 +95,17 @@ class OffsetApis:
                 if plog is None:
                     out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     continue
+                if not plog.is_leader:
+                    out.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                    continue
                 error = check_leader_epoch(plog, part.current_leader_epoch)
                 if error:
                     out.error_code = error
                     continue
-                if 0 <= part.leader_epoch <= plog.leader_epoch:
+                if plog.replication is not None:
+                    out.leader_epoch, out.end_offset = plog.log.leader_epochs.end_offset_for(
+                        part.leader_epoch, plog.log_end_offset)
+                elif 0 <= part.leader_epoch <= plog.leader_epoch:
                     out.leader_epoch = plog.leader_epoch
                     out.end_offset = plog.high_watermark
             topics.append(EpochTopic(topic=topic.topic, partitions=parts))

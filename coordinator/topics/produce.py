@@ -13,7 +13,12 @@ topics, the timestamp type bit and max timestamp (covered: the CRC is recomputed
 ``compression.type`` other than ``producer`` has its batches re-encoded with that codec.
 
 Durability: the response waits until the appends are durable under the log's flush policy. With
-acks=0 nothing is answered, but the data is still appended.
+acks=0 nothing is answered, but the data is still appended. In cluster mode a partition is
+written only on its leader (NOT_LEADER_OR_FOLLOWER elsewhere), and acks=all also waits until the
+ISR has the batch — the high watermark passes it — as Kafka's DelayedProduce does
+(reference/cluster_replication.md §3.5): refused with NOT_ENOUGH_REPLICAS before the append while
+the ISR is below ``min.insync.replicas``, NOT_ENOUGH_REPLICAS_AFTER_APPEND if it fell below while
+waiting, REQUEST_TIMED_OUT after the request's timeout, NOT_LEADER_OR_FOLLOWER if leadership moved.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from storage.producer_state import Duplicate
 
 from ..context import RequestContext
 from .log_manager import LogManager, PartitionLog
+from .replication import NotLeader
 
 __all__ = ["ProduceApis"]
 
@@ -54,6 +60,12 @@ _ATTRIBUTES_OFFSET = 21
 _MAX_TIMESTAMP_OFFSET = 35
 _CRC = struct.Struct(">I")
 _I32 = struct.Struct(">i")
+
+
+def _fail(result: Any, error: int, message: str) -> None:
+    result.error_code = error
+    result.error_message = message
+    result.base_offset = -1
 
 
 class _Refused(Exception):
@@ -94,12 +106,18 @@ class ProduceApis:
                     plog = self.logs.get(info.name, part.index)
                     if plog is None:
                         raise _Refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                    if acks == -1 and plog.config.min_insync_replicas > 1:
-                        # One replica is in sync, ever: acks=all cannot meet a higher minimum.
+                    if not plog.is_leader:
+                        raise _Refused(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                       f"This server is not the leader for partition {info.name}-{part.index}")
+                    isr_size = 1 if plog.replication is None else len(plog.replication.isr)
+                    if acks == -1 and isr_size < plog.config.min_insync_replicas:
                         raise _Refused(ErrorCode.NOT_ENOUGH_REPLICAS,
-                                       f"The size of the current ISR 1 is insufficient to satisfy the min.isr "
-                                       f"requirement of {plog.config.min_insync_replicas}")
-                    pending.append((result, self._append(plog, part.records, result)))
+                                       f"The size of the current ISR {isr_size} is insufficient to satisfy the "
+                                       f"min.isr requirement of {plog.config.min_insync_replicas}")
+                    wait, end = self._append(plog, part.records, result)
+                    if acks == -1 and plog.replication is not None:
+                        wait = self._replicated(plog, wait, end, result, request.timeout_ms)
+                    pending.append((result, wait))
                 except _Refused as refused:
                     result.error_code = refused.error
                     result.error_message = refused.message
@@ -135,13 +153,34 @@ class ProduceApis:
         return response
 
     @staticmethod
+    async def _replicated(plog: PartitionLog, durable: Awaitable[None], end: int, result: Any,
+                          timeout_ms: int) -> None:
+        """acks=all in cluster mode: after the local append, wait for the ISR (module docstring)."""
+        await durable
+        replication = plog.replication
+        assert replication is not None
+        try:
+            await asyncio.wait_for(replication.wait_for(end), max(timeout_ms, 1) / 1000.0)
+        except NotLeader:
+            _fail(result, ErrorCode.NOT_LEADER_OR_FOLLOWER, "leadership moved before the ISR had the batch")
+            return
+        except asyncio.TimeoutError:
+            _fail(result, ErrorCode.REQUEST_TIMED_OUT, "the ISR did not have the batch within the request timeout")
+            return
+        if len(replication.isr) < plog.config.min_insync_replicas:
+            _fail(result, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+                  f"the ISR shrank to {len(replication.isr)}, below min.insync.replicas "
+                  f"{plog.config.min_insync_replicas}, while the batch was replicated")
+
+    @staticmethod
     async def _log_failure(wait: Awaitable[None]) -> None:
         try:
             await wait
         except Exception as exc:
             log.error("append failed (acks=0)", extra={"reason": str(exc)})
 
-    def _append(self, plog: PartitionLog, records: bytes | None, result: Any) -> Awaitable[None] | None:
+    def _append(self, plog: PartitionLog, records: bytes | None, result: Any) -> tuple[Awaitable[None], int]:
+        """Validate and queue one batch; (local durability, the batch's end offset)."""
         batch = self._validate(plog, records)
         header = read_batch_header(batch, 0)
         outcome = plog.producers.check(header)
@@ -150,7 +189,7 @@ class ProduceApis:
             # written again (Kafka skips the duplicate silently the same way).
             result.base_offset = outcome.first_offset
             result.log_start_offset = plog.log_start_offset
-            return plog.wait_durable(outcome.last_offset + 1)
+            return plog.wait_durable(outcome.last_offset + 1), outcome.last_offset + 1
         if outcome != ErrorCode.NONE:
             raise _Refused(outcome)
         # Every accepted batch carries the current leader epoch, which consumers use to validate
@@ -167,7 +206,7 @@ class ProduceApis:
         base_offset, durable = plog.append_batch(batch, header)
         result.base_offset = base_offset
         result.log_start_offset = plog.log_start_offset
-        return durable
+        return durable, base_offset + header.last_offset_delta + 1
 
     def _validate(self, plog: PartitionLog, records: bytes | None) -> bytearray:
         if not records or len(records) < LOG_OVERHEAD + 5:

@@ -71,12 +71,14 @@ class TopicRegistry:
 
     FILE = "topics.json"
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, *, persistent: bool = True) -> None:
         self._path = data_dir / self.FILE
+        #: False in cluster mode: ZooKeeper holds the topics and this registry mirrors it.
+        self.persistent = persistent
         self._topics: dict[str, TopicInfo] = {}
         self._by_id: dict[uuid.UUID, TopicInfo] = {}
         self._collisions: dict[str, str] = {}
-        if self._path.exists():
+        if persistent and self._path.exists():
             self._load()
 
     def _load(self) -> None:
@@ -97,6 +99,8 @@ class TopicRegistry:
         self._collisions[_collision_key(info.name)] = info.name
 
     def _save(self) -> None:
+        if not self.persistent:
+            return
         doc = {"version": 1, "topics": [
             {"name": t.name, "id": str(t.topic_id), "partitions": t.num_partitions, "configs": t.configs}
             for t in sorted(self._topics.values(), key=lambda t: t.name)
@@ -138,6 +142,11 @@ class TopicRegistry:
         self._index(info)
         self._save()
         return info
+
+    def add(self, info: TopicInfo) -> None:
+        """Index a topic made elsewhere (cluster mode: read from ZooKeeper)."""
+        self._index(info)
+        self._save()
 
     def delete(self, name: str) -> TopicInfo:
         info = self._topics.pop(name)

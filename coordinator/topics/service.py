@@ -2,6 +2,10 @@
 
 The registry records what exists; listeners (the log manager, later the group coordinator) are
 told after each change so they can create or remove partition logs.
+
+In cluster mode a :class:`TopicStore` (the cluster wing's, on ZooKeeper) makes the changes: a new
+topic is written there with its replica assignment, and reaches this registry — on every node —
+when the cluster wing sees it and calls :meth:`TopicService.adopt`.
 """
 
 from __future__ import annotations
@@ -29,11 +33,34 @@ class TopicListener(Protocol):
     def partitions_added(self, info: TopicInfo, old_count: int) -> None: ...
 
 
+class TopicStore(Protocol):
+    """Where topics live in cluster mode. Blocking calls: run them off the event loop."""
+
+    def live_brokers(self) -> int: ...
+
+    def create(self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str]) -> TopicInfo: ...
+
+    def create_in_background(self, name: str, num_partitions: int, replication_factor: int,
+                             configs: dict[str, str]) -> None: ...
+
+    async def wait_ready(self, name: str, timeout_s: float) -> bool: ...
+
+    def request_deletion(self, name: str) -> None: ...
+
+    async def wait_deleted(self, name: str, timeout_s: float) -> bool: ...
+
+    def add_partitions(self, name: str, count: int) -> None: ...
+
+    async def wait_partitions(self, name: str, count: int, timeout_s: float) -> bool: ...
+
+
 class TopicService:
     def __init__(self, registry: TopicRegistry, config: Config) -> None:
         self.registry = registry
         self.config = config
         self.listeners: list[TopicListener] = []
+        #: Cluster mode: where topics are made (None on a single node).
+        self.store: TopicStore | None = None
 
     @property
     def auto_create_enabled(self) -> bool:
@@ -61,11 +88,12 @@ class TopicService:
         if replication_factor <= 0:
             raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
                              "Replication factor must be larger than 0, or -1 to use the default value.")
-        if replication_factor > 1:
+        brokers = 1 if self.store is None else self.store.live_brokers()
+        if replication_factor > brokers:
             raise TopicError(
                 ErrorCode.INVALID_REPLICATION_FACTOR,
                 f"Unable to replicate the partition {replication_factor} time(s): The target replication factor "
-                f"of {replication_factor} cannot be reached because only 1 broker(s) are registered.",
+                f"of {replication_factor} cannot be reached because only {brokers} broker(s) are registered.",
             )
         for key, value in configs.items():
             problem = topic_config_error(key, value)
@@ -79,20 +107,51 @@ class TopicService:
             listener.topic_created(info)
         return info
 
-    def auto_create(self, name: str) -> TopicInfo:
+    def auto_create(self, name: str) -> TopicInfo | None:
+        """Create a topic a client asked for by name; in cluster mode it is written to ZooKeeper in
+        the background and None returned (the topic appears once every node has seen it)."""
         if name == CONSUMER_OFFSETS:
             return self.create_offsets_topic()
+        if self.store is not None:
+            self.store.create_in_background(name, int(self.config["num.partitions"]),
+                                            int(self.config["default.replication.factor"]), {})
+            return None
         return self.create(name, int(self.config["num.partitions"]), {})
 
-    def create_offsets_topic(self) -> TopicInfo:
+    def create_offsets_topic(self) -> TopicInfo | None:
         existing = self.registry.get(CONSUMER_OFFSETS)
         if existing is not None:
             return existing
+        if self.store is not None:
+            # As Kafka: the offsets topic waits until offsets.topic.replication.factor nodes are
+            # alive (reference/cluster_replication.md §4.1); until then FindCoordinator answers
+            # COORDINATOR_NOT_AVAILABLE and clients retry.
+            replication = int(self.config["offsets.topic.replication.factor"])
+            if self.store.live_brokers() >= replication:
+                self.store.create_in_background(
+                    CONSUMER_OFFSETS, int(self.config["offsets.topic.num.partitions"]), replication,
+                    offsets_topic_configs(int(self.config["offsets.topic.segment.bytes"])))
+            return None
         return self.create(
             CONSUMER_OFFSETS,
             int(self.config["offsets.topic.num.partitions"]),
             offsets_topic_configs(int(self.config["offsets.topic.segment.bytes"])),
         )
+
+    # --- cluster mode: the registry mirrors ZooKeeper -------------------------------------------
+
+    def adopt(self, info: TopicInfo) -> None:
+        self.registry.add(info)
+        for listener in self.listeners:
+            listener.topic_created(info)
+
+    def forget(self, name: str) -> None:
+        info = self.registry.delete(name)
+        for listener in self.listeners:
+            listener.topic_deleted(info)
+
+    def resize(self, name: str, count: int) -> None:
+        self.add_partitions(name, count)
 
     def delete(self, name: str) -> TopicInfo:
         info = self.registry.delete(name)

@@ -1,0 +1,69 @@
+"""ElectLeaders (api key 43, v0-v2): preferred (type 0, KIP-183) or unclean (type 1, KIP-460)
+leader election, the API behind ``kafka-leader-election.sh``.
+
+In cluster mode the controller runs it (``cluster/controller.py``); a node that is not the
+controller answers NOT_CONTROLLER, and clients send it to the controller Metadata names. On a
+single node every partition is already led by its preferred (and only) replica:
+ELECTION_NOT_NEEDED.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.admin import ElectLeadersResponse
+
+from protocol.apis import ApiKey
+from protocol.errors import ErrorCode
+
+from ..cluster.controller import Controller
+from ..context import RequestContext
+from ..topics.service import TopicService
+
+__all__ = ["ElectLeadersApis"]
+
+PREFERRED, UNCLEAN = 0, 1
+Result = ElectLeadersResponse.ReplicaElectionResult
+PartitionResult = Result.PartitionResult
+
+
+class ElectLeadersApis:
+    def __init__(self, topics: TopicService, controller: Controller | None = None) -> None:
+        self.topics = topics
+        self.controller = controller
+
+    def elect_leaders(self, ctx: RequestContext, request: Any) -> Any:
+        version = ctx.api_version
+        election_type = request.election_type if version >= 1 else PREFERRED
+        if election_type not in (PREFERRED, UNCLEAN):
+            return ElectLeadersResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST,
+                                        replica_election_results=[])
+        wanted = None if request.topic_partitions is None else [
+            (t.topic, p) for t in request.topic_partitions for p in t.partitions]
+        if self.controller is not None:
+            return self._in_cluster(version, wanted, election_type == UNCLEAN)
+        if wanted is None:
+            wanted = [(i.name, p) for i in self.topics.registry.all() for p in range(i.num_partitions)]
+        outcome = {}
+        for name, p in wanted:
+            info = self.topics.registry.get(name)
+            known = info is not None and 0 <= p < info.num_partitions
+            outcome[(name, p)] = ErrorCode.ELECTION_NOT_NEEDED if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return self._response(version, outcome)
+
+    async def _in_cluster(self, version: int, wanted: list[tuple[str, int]] | None, unclean: bool) -> Any:
+        assert self.controller is not None
+        return self._response(version, await self.controller.elect_leaders(wanted, unclean))
+
+    @staticmethod
+    def _response(version: int, outcome: dict[tuple[str, int], int]) -> Any:
+        by_topic: dict[str, list[Any]] = {}
+        for (name, p), error in outcome.items():
+            message = None if error in (ErrorCode.NONE,) else ErrorCode(error).name
+            by_topic.setdefault(name, []).append(PartitionResult(partition_id=p, error_code=error, error_message=message))
+        results = [Result(topic=name, partition_result=parts) for name, parts in sorted(by_topic.items())]
+        return ElectLeadersResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.NONE,
+                                    replica_election_results=results)
+
+    def handlers(self) -> dict[ApiKey, Any]:
+        return {ApiKey.ELECT_LEADERS: self.elect_leaders}

@@ -1,0 +1,257 @@
+"""Followers fetch from leaders: one fetcher per leader broker, one connection, one Fetch request
+for every partition this node follows there (Kafka's ``ReplicaFetcherThread``, as an asyncio task).
+
+Per partition, on every new leader epoch (KAFKA-7164: even with the same leader), the follower
+first asks the leader where their logs diverge — OffsetForLeaderEpoch with its own latest epoch
+(KIP-101, KIP-279) — and truncates to that point, so it never keeps a record the leader does not
+have. Then it fetches from its log end (Fetch v12 with ``replica_id`` = its broker id), appends
+what comes keeping offsets and leader epochs, and sets its high watermark to min(leader's, own log
+end) (reference/cluster_replication.md §3.1, §3.6).
+
+Errors: FENCED_LEADER_EPOCH (our epoch is old) parks the partition until its state znode moves
+(the replica manager hands it a new epoch); NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH and
+UNKNOWN_TOPIC_OR_PARTITION mean the leader has not applied the state we have yet, so the partition
+is retried after ``replica.fetch.backoff.ms``, as is a lost connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from protocol.apis import ApiKey, request_class
+from protocol.client import decode_response, encode_request
+from protocol.errors import ErrorCode
+
+from ..topics.log_manager import PartitionLog
+
+__all__ = ["ReplicaFetcher", "FetchSettings"]
+
+log = logging.getLogger("groupcoord.cluster.fetcher")
+
+FETCH_VERSION = 12
+EPOCH_VERSION = 3
+MAX_TRUNCATION_ROUNDS = 10
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSettings:
+    broker_id: int
+    max_wait_ms: int = 500
+    min_bytes: int = 1
+    max_bytes: int = 10 * 1024 * 1024
+    partition_max_bytes: int = 1024 * 1024
+    backoff_s: float = 1.0
+    socket_timeout_s: float = 30.0
+
+
+@dataclass(slots=True)
+class _Followed:
+    plog: PartitionLog
+    leader_epoch: int
+    truncated: bool = False
+    parked: bool = False
+    #: Event-loop time before which the partition is not fetched (the leader was not ready).
+    retry_at: float = 0.0
+
+
+class ReplicaFetcher:
+    def __init__(self, leader_id: int, endpoint: Callable[[], tuple[str, int] | None], settings: FetchSettings) -> None:
+        self.leader_id = leader_id
+        self.endpoint = endpoint
+        self.settings = settings
+        self.partitions: dict[tuple[str, int], _Followed] = {}
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._correlation = 0
+
+    # --- membership (event loop) ------------------------------------------------------------------
+
+    def follow(self, plog: PartitionLog, leader_epoch: int) -> None:
+        self.partitions[(plog.topic, plog.partition)] = _Followed(plog, leader_epoch)
+        self._changed.set()
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def unfollow(self, topic: str, partition: int) -> None:
+        self.partitions.pop((topic, partition), None)
+        self._changed.set()
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+        self._close()
+
+    def _close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        self._reader = self._writer = None
+
+    # --- the loop -----------------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            now = loop.time()
+            waiting = [f for f in self.partitions.values() if not f.parked]
+            active = [f for f in waiting if f.retry_at <= now]
+            if not active:
+                self._changed.clear()
+                if not self.partitions:
+                    self._close()
+                if waiting:
+                    try:
+                        await asyncio.wait_for(self._changed.wait(), min(f.retry_at for f in waiting) - now)
+                    except asyncio.TimeoutError:
+                        pass
+                else:
+                    await self._changed.wait()
+                continue
+            try:
+                await self._connect()
+                for f in [f for f in active if not f.truncated]:
+                    await self._truncate(f)
+                ready = [f for f in self.partitions.values() if f.truncated and not f.parked and f.retry_at <= now]
+                if ready:
+                    await self._fetch(ready)
+            except (OSError, ConnectionError, asyncio.TimeoutError, asyncio.IncompleteReadError) as exc:
+                log.info("fetch from the leader failed; retrying",
+                         extra={"leader": self.leader_id, "error": repr(exc)})
+                self._close()
+                await asyncio.sleep(self.settings.backoff_s)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("replica fetcher failed; retrying", extra={"leader": self.leader_id})
+                self._close()
+                await asyncio.sleep(self.settings.backoff_s)
+
+    async def _connect(self) -> None:
+        if self._writer is not None:
+            return
+        endpoint = self.endpoint()
+        if endpoint is None:
+            raise ConnectionError(f"broker {self.leader_id} is not registered")
+        self._reader, self._writer = await asyncio.wait_for(
+            asyncio.open_connection(*endpoint), self.settings.socket_timeout_s)
+
+    async def _call(self, api_key: int, version: int, request: Any) -> Any:
+        assert self._reader is not None and self._writer is not None
+        self._correlation += 1
+        cid = self._correlation
+        self._writer.write(encode_request(api_key, version, cid, request,
+                                          client_id=f"replica-fetcher-{self.settings.broker_id}"))
+        await self._writer.drain()
+        size = struct.unpack(">i", await asyncio.wait_for(self._reader.readexactly(4), self.settings.socket_timeout_s))[0]
+        frame = await asyncio.wait_for(self._reader.readexactly(size), self.settings.socket_timeout_s)
+        got, response = decode_response(api_key, version, frame)
+        if got != cid:
+            raise ConnectionError(f"correlation id {got} != {cid}")
+        return response
+
+    # --- truncation (KIP-101/279) ---------------------------------------------------------------------
+
+    async def _truncate(self, f: _Followed) -> None:
+        plog = f.plog
+        cache = plog.log.leader_epochs
+        for _ in range(MAX_TRUNCATION_ROUNDS):
+            if self.partitions.get((plog.topic, plog.partition)) is not f:
+                return
+            asked = cache.latest_epoch
+            if asked < 0:
+                # No epochs known: an empty log, or one written before epochs; keep only what was
+                # committed.
+                await plog.truncate_to(plog.high_watermark)
+                break
+            cls = request_class(ApiKey.OFFSET_FOR_LEADER_EPOCH)
+            request = cls(replica_id=self.settings.broker_id, topics=[cls.OffsetForLeaderTopic(
+                topic=plog.topic, partitions=[cls.OffsetForLeaderTopic.OffsetForLeaderPartition(
+                    partition=plog.partition, current_leader_epoch=f.leader_epoch, leader_epoch=asked)])])
+            response = await self._call(ApiKey.OFFSET_FOR_LEADER_EPOCH, EPOCH_VERSION, request)
+            part = response.topics[0].partitions[0]
+            if part.error_code != ErrorCode.NONE:
+                self._on_error(f, part.error_code)
+                return
+            leader_epoch, leader_end = part.leader_epoch, part.end_offset
+            if leader_end < 0:
+                target = plog.high_watermark
+            elif leader_epoch == asked:
+                target = min(leader_end, plog.log_end_offset)
+            else:
+                mine, my_end = cache.end_offset_for(leader_epoch, plog.log_end_offset)
+                if mine == leader_epoch:
+                    target = min(leader_end, my_end)
+                else:
+                    # We have no entry for the leader's epoch: cut at the end of our own epoch
+                    # before it, and ask again with that one.
+                    await plog.truncate_to(min(my_end, plog.log_end_offset) if my_end >= 0 else plog.high_watermark)
+                    continue
+            if target < plog.log_end_offset:
+                log.warning("follower log truncated to the leader's", extra={
+                    "partition": f"{plog.topic}-{plog.partition}", "from": plog.log_end_offset, "to": target,
+                    "leader": self.leader_id, "leader_epoch": f.leader_epoch})
+            await plog.truncate_to(target)
+            break
+        f.truncated = True
+
+    def _on_error(self, f: _Followed, error: int) -> None:
+        name = ErrorCode(error).name if error in ErrorCode._value2member_map_ else str(error)
+        where = {"partition": f"{f.plog.topic}-{f.plog.partition}", "leader": self.leader_id,
+                 "leader_epoch": f.leader_epoch, "error": name}
+        if error == ErrorCode.FENCED_LEADER_EPOCH:
+            log.info("leader has a newer epoch; waiting for the partition state", extra=where)
+            f.parked = True
+        else:
+            log.debug("leader not ready for this follower; retrying", extra=where)
+            f.retry_at = asyncio.get_running_loop().time() + self.settings.backoff_s
+
+    # --- fetching -------------------------------------------------------------------------------------
+
+    async def _fetch(self, ready: list[_Followed]) -> None:
+        cls = request_class(ApiKey.FETCH)
+        by_topic: dict[str, list[Any]] = {}
+        sent: dict[tuple[str, int], tuple[_Followed, int]] = {}
+        for f in ready:
+            plog = f.plog
+            offset = plog.log_end_offset
+            sent[(plog.topic, plog.partition)] = (f, offset)
+            by_topic.setdefault(plog.topic, []).append(cls.FetchTopic.FetchPartition(
+                partition=plog.partition, current_leader_epoch=f.leader_epoch, fetch_offset=offset,
+                last_fetched_epoch=-1, log_start_offset=plog.log_start_offset,
+                partition_max_bytes=self.settings.partition_max_bytes))
+        request = cls(replica_id=self.settings.broker_id, max_wait_ms=self.settings.max_wait_ms,
+                      min_bytes=self.settings.min_bytes, max_bytes=self.settings.max_bytes, isolation_level=0,
+                      session_id=0, session_epoch=-1,
+                      topics=[cls.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
+                      forgotten_topics_data=[], rack_id="")
+        # Wake early when the set of partitions changes, so a new epoch does not wait a long poll.
+        response = await self._call(ApiKey.FETCH, FETCH_VERSION, request)
+        for topic in response.responses:
+            for part in topic.partitions:
+                entry = sent.get((topic.topic, part.partition_index))
+                if entry is None:
+                    continue
+                f, offset = entry
+                if self.partitions.get((topic.topic, part.partition_index)) is not f:
+                    continue  # unfollowed or re-followed at a newer epoch meanwhile
+                if part.error_code != ErrorCode.NONE:
+                    if part.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                        f.truncated = False  # find the divergence again
+                    else:
+                        self._on_error(f, part.error_code)
+                    continue
+                plog = f.plog
+                records = part.records
+                if records and plog.log_end_offset == offset:
+                    await plog.append_replicated(bytes(records))
+                if plog.replication is not None:
+                    plog.replication.set_follower_high_watermark(part.high_watermark)

@@ -1,0 +1,262 @@
+"""This node's replicas: turns the partition states in the view into roles, fetchers and ISR
+changes (Kafka's ``ReplicaManager`` on a broker, fed by ZooKeeper watches instead of LeaderAndIsr).
+
+* A topic in the view is adopted by the topic registry (the registry is ZooKeeper's in cluster
+  mode, not ``topics.json``), so every handler sees it; a topic gone from the view is dropped.
+* For each partition this node is a replica of, once its state is known: open the log, then
+  lead (leader = this node) or follow the leader through a :class:`ReplicaFetcher`. A role is
+  applied only for a newer leader epoch (or the same epoch with a newer partition epoch: an ISR
+  change), never an older one (§2.7).
+* A leader writes its own ISR changes to the state znode, conditional on the partition epoch it
+  knows (Kafka's ZooKeeper-mode ``ZkIsrManager`` before AlterPartition, §3.4): it expands when a
+  follower catches up, and shrinks every ``replica.lag.time.max.ms / 2`` those that fell behind.
+  A lost race (BadVersion) is dropped: the newer state arrives through the view.
+* While the ZooKeeper session is lost the leader writes nothing, and — as the view may be stale
+  — its high watermark can only move with followers that still fetch from it at its epoch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from kazoo.exceptions import BadVersionError, KazooException, NoNodeError
+
+from ..topics.log_manager import LogManager, PartitionLog
+from ..topics.registry import TopicInfo
+from ..topics.service import TopicService
+from .replica_fetcher import FetchSettings, ReplicaFetcher
+from .view import ClusterView
+from .znodes import CONTROLLED_SHUTDOWN, PartitionState, encode_partition_state, partition_state_path
+from .zookeeper import ZooKeeper
+
+__all__ = ["ReplicaManager"]
+
+log = logging.getLogger("groupcoord.cluster.replicas")
+
+#: ``replica.high.watermark.checkpoint.interval.ms`` (Kafka's default).
+HW_CHECKPOINT_INTERVAL_S = 5.0
+
+
+class ReplicaManager:
+    def __init__(self, broker_id: int, zk: ZooKeeper, view: ClusterView, topics: TopicService, logs: LogManager,
+                 *, lag_time_max_ms: int, fetch: FetchSettings) -> None:
+        self.broker_id = broker_id
+        self.zk = zk
+        self.view = view
+        self.topics = topics
+        self.logs = logs
+        self.lag_time_max_ms = lag_time_max_ms
+        self.fetch_settings = fetch
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self._following: dict[tuple[str, int], int] = {}
+        self._dirty: set[tuple[str, int]] = set()
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        view.listeners.append(self)
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._apply_loop()), loop.create_task(self._shrink_loop()),
+                       loop.create_task(self._checkpoint_loop())]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+        for fetcher in self.fetchers.values():
+            await fetcher.stop()
+
+    async def controlled_shutdown(self, timeout_s: float) -> list[str]:
+        """Ask the controller to move this node's leaderships away (an ephemeral
+        ``/admin/controlled_shutdown/<id>``), and wait until this node leads only partitions
+        nobody else in the ISR can take, or ``timeout_s``. Returns those still led (Kafka's
+        RemainingPartitions)."""
+        path = f"{CONTROLLED_SHUTDOWN}/{self.broker_id}"
+        try:
+            await asyncio.to_thread(self.zk.client.create, path, b"", ephemeral=True, makepath=True)
+        except KazooException as exc:
+            log.warning("controlled shutdown not possible", extra={"error": repr(exc)})
+            return self._remaining()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while self._remaining() and loop.time() < deadline:
+            await asyncio.sleep(0.05)
+        remaining = self._remaining()
+        log.info("controlled shutdown", extra={"remaining_partitions": remaining})
+        return remaining
+
+    def _remaining(self) -> list[str]:
+        out = []
+        for plog in self.logs.partitions():
+            repl = plog.replication
+            if repl is None or not repl.is_leader:
+                continue
+            others = [r for r in repl.isr if r != self.broker_id and self.view.live(r)
+                      and r not in self.view.shutting_down]
+            if others:
+                out.append(f"{plog.topic}-{plog.partition}")
+        return out
+
+    # --- view events (event loop) --------------------------------------------------------------------
+
+    def brokers_changed(self, view: ClusterView) -> None:
+        # A leader that re-registered may have a new endpoint; fetchers read it at each connect.
+        pass
+
+    def topic_changed(self, view: ClusterView, name: str) -> None:
+        assignment = view.topics.get(name)
+        registry = self.topics.registry
+        if assignment is None:
+            if name in registry:
+                for key in [k for k in self._following if k[0] == name]:
+                    self._unfollow(key)
+                self.topics.forget(name)
+            return
+        info = registry.get(name)
+        configs = view.configs.get(name, {})
+        if info is None or info.topic_id != assignment.topic_id:
+            if info is not None:
+                self.topics.forget(name)
+            self.topics.adopt(TopicInfo(name, assignment.topic_id, len(assignment.partitions), dict(configs)))
+        elif info.num_partitions < len(assignment.partitions):
+            self.topics.resize(name, len(assignment.partitions))
+        for p in assignment.partitions:
+            self._mark(name, p)
+
+    def state_changed(self, view: ClusterView, topic: str, partition: int) -> None:
+        self._mark(topic, partition)
+
+    def _mark(self, topic: str, partition: int) -> None:
+        self._dirty.add((topic, partition))
+        self._wake.set()
+
+    # --- applying states ----------------------------------------------------------------------------------
+
+    async def _apply_loop(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            dirty, self._dirty = self._dirty, set()
+            for key in sorted(dirty):
+                try:
+                    await self._apply(*key)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("applying a partition state failed", extra={"partition": f"{key[0]}-{key[1]}"})
+
+    async def _apply(self, topic: str, partition: int) -> None:
+        assignment = self.view.topics.get(topic)
+        state = self.view.state(topic, partition)
+        info = self.topics.registry.get(topic)
+        if assignment is None or state is None or info is None:
+            return
+        replicas = assignment.partitions.get(partition, ())
+        if self.broker_id not in replicas:
+            return
+        plog = await self.logs.open_partition(info, partition)
+        repl = plog.replication
+        assert repl is not None
+        repl.request_isr = lambda isr, plog=plog: self._write_isr(plog, isr)
+        newer_epoch = state.leader_epoch > repl.leader_epoch
+        if state.leader_epoch < repl.leader_epoch:
+            return  # an older state delivered late (§2.7)
+        if state.leader == self.broker_id:
+            if newer_epoch or not repl.is_leader:
+                self._unfollow((topic, partition))
+                # KIP-101: the new epoch starts at this log end, recorded before any append of it.
+                await plog.log.assign_leader_epoch(state.leader_epoch)
+                repl.become_leader(state.leader_epoch, state.isr, replicas, state.zk_version)
+                log.info("leading", extra={"partition": f"{topic}-{partition}", "leader_epoch": state.leader_epoch,
+                                           "isr": list(state.isr), "log_end": plog.log_end_offset})
+            elif state.zk_version > repl.zk_version:
+                repl.update_isr(state.isr, state.zk_version)
+            return
+        if newer_epoch or repl.role != "follower" or repl.leader_id != state.leader:
+            repl.become_follower(state.leader, state.leader_epoch, state.isr, replicas, state.zk_version)
+            self._unfollow((topic, partition))
+            if state.leader >= 0:
+                self._follow(plog, state.leader, state.leader_epoch)
+            log.info("following", extra={"partition": f"{topic}-{partition}", "leader": state.leader,
+                                         "leader_epoch": state.leader_epoch})
+        elif state.zk_version > repl.zk_version:
+            repl.isr, repl.zk_version = state.isr, state.zk_version
+
+    def _follow(self, plog: PartitionLog, leader: int, epoch: int) -> None:
+        fetcher = self.fetchers.get(leader)
+        if fetcher is None:
+            fetcher = self.fetchers[leader] = ReplicaFetcher(leader, lambda b=leader: self._endpoint(b),
+                                                             self.fetch_settings)
+        fetcher.follow(plog, epoch)
+        self._following[(plog.topic, plog.partition)] = leader
+
+    def _unfollow(self, key: tuple[str, int]) -> None:
+        leader = self._following.pop(key, None)
+        if leader is not None and leader in self.fetchers:
+            self.fetchers[leader].unfollow(*key)
+
+    def _endpoint(self, broker_id: int) -> tuple[str, int] | None:
+        reg = self.view.brokers.get(broker_id)
+        return None if reg is None else (reg.host, reg.port)
+
+    # --- ISR changes by the leader --------------------------------------------------------------------------
+
+    def _write_isr(self, plog: PartitionLog, isr: tuple[int, ...]) -> None:
+        repl = plog.replication
+        if repl is None or not repl.is_leader:
+            return
+        state = self.view.state(plog.topic, plog.partition)
+        if state is None or state.zk_version != repl.zk_version or not self.view.connected:
+            repl.pending_isr = None
+            return
+        new = PartitionState(self.broker_id, repl.leader_epoch, isr, state.controller_epoch)
+        asyncio.get_running_loop().create_task(self._commit_isr(plog, new, repl.zk_version))
+
+    async def _commit_isr(self, plog: PartitionLog, new: PartitionState, version: int) -> None:
+        path = partition_state_path(plog.topic, plog.partition)
+        try:
+            stat: Any = await asyncio.to_thread(self.zk.client.set, path, encode_partition_state(new), version)
+        except (BadVersionError, NoNodeError, KazooException) as exc:
+            log.info("isr change not written", extra={"partition": f"{plog.topic}-{plog.partition}",
+                                                      "isr": list(new.isr), "reason": repr(exc)})
+            if plog.replication is not None:
+                plog.replication.pending_isr = None
+            return
+        log.info("isr changed", extra={"partition": f"{plog.topic}-{plog.partition}", "isr": list(new.isr),
+                                       "leader_epoch": new.leader_epoch})
+        repl = plog.replication
+        if repl is not None and repl.is_leader and repl.leader_epoch == new.leader_epoch and repl.zk_version == version:
+            # Apply at once rather than waiting for the watch: the write is the partition epoch.
+            repl.update_isr(new.isr, stat.version)
+
+    async def _checkpoint_loop(self) -> None:
+        while True:
+            await asyncio.sleep(HW_CHECKPOINT_INTERVAL_S)
+            try:
+                await self.logs.checkpoint_high_watermarks()
+            except OSError:
+                log.exception("high watermark checkpoint failed")
+
+    async def _shrink_loop(self) -> None:
+        interval = max(self.lag_time_max_ms / 2000.0, 0.05)
+        while True:
+            await asyncio.sleep(interval)
+            if not self.view.connected:
+                continue
+            for plog in self.logs.partitions():
+                repl = plog.replication
+                if repl is None or not repl.is_leader or repl.pending_isr is not None:
+                    continue
+                lagging = repl.lagging(self.lag_time_max_ms)
+                if lagging:
+                    isr = tuple(r for r in repl.isr if r not in lagging)
+                    log.warning("shrinking isr", extra={"partition": f"{plog.topic}-{plog.partition}",
+                                                        "out": lagging, "isr": list(isr)})
+                    repl.pending_isr = isr
+                    self._write_isr(plog, isr)

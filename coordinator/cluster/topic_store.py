@@ -1,0 +1,156 @@
+"""Topics in cluster mode: written to ZooKeeper as Kafka's ZooKeeper mode writes them
+(``AdminZkClient.createTopic``): ``/config/topics/<t>`` with the overrides, then
+``/brokers/topics/<t>`` with the replica assignment, in one transaction, so no node ever sees a
+topic without its configs. The controller then creates each partition's state (leader and ISR),
+and every node adopts the topic from its view.
+
+Placement is :func:`.assignment.assign_replicas` over the live brokers (rack-aware when they
+have racks). Creation answers once every partition has a live leader in this node's view, or
+when the request's timeout runs out (Kafka's DelayedCreatePartitions), so a client that creates
+and then produces finds the leaders.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError
+
+from protocol.errors import ErrorCode
+
+from ..topics.registry import TopicError, TopicInfo
+from .assignment import AssignmentError, Broker, assign_replicas
+from .view import ClusterView
+from .znodes import (
+    DELETE_TOPICS,
+    TopicAssignment,
+    decode_topic,
+    encode_topic,
+    encode_topic_config,
+    topic_config_path,
+    topic_path,
+)
+from .zookeeper import ZooKeeper
+
+__all__ = ["ZkTopicStore"]
+
+log = logging.getLogger("groupcoord.cluster.topics")
+
+
+class ZkTopicStore:
+    def __init__(self, zk: ZooKeeper, view: ClusterView) -> None:
+        self.zk = zk
+        self.view = view
+        self._creating: set[str] = set()
+
+    def live_brokers(self) -> int:
+        return len(self.view.brokers)
+
+    def create(self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str]) -> TopicInfo:
+        """Blocking (a worker thread). TopicError TOPIC_ALREADY_EXISTS if another node won."""
+        brokers = [Broker(b.broker_id, b.rack) for b in self.view.brokers.values()]
+        try:
+            placement = assign_replicas(brokers, num_partitions, replication_factor)
+        except AssignmentError as exc:
+            raise TopicError(exc.error_code, str(exc)) from None
+        assignment = TopicAssignment(name, uuid.uuid4(), {p: tuple(r) for p, r in placement.items()})
+        client = self.zk.client
+        tx = client.transaction()
+        tx.create(topic_config_path(name), encode_topic_config(configs))
+        tx.create(topic_path(name), encode_topic(assignment))
+        results = tx.commit()
+        errors = [r for r in results if isinstance(r, Exception)]
+        if any(isinstance(r, NodeExistsError) for r in errors):
+            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        if errors:
+            raise TopicError(ErrorCode.UNKNOWN_SERVER_ERROR, f"ZooKeeper refused the topic: {errors[0]!r}")
+        log.info("topic created", extra={"topic": name, "partitions": num_partitions,
+                                         "replication_factor": replication_factor,
+                                         "assignment": {p: list(r) for p, r in placement.items()}})
+        return TopicInfo(name, assignment.topic_id, num_partitions, dict(configs))
+
+    def create_in_background(self, name: str, num_partitions: int, replication_factor: int,
+                             configs: dict[str, str]) -> None:
+        if name in self._creating or name in self.view.topics:
+            return
+        self._creating.add(name)
+
+        async def run() -> None:
+            try:
+                await asyncio.to_thread(self.create, name, num_partitions, replication_factor, configs)
+            except TopicError as exc:
+                if exc.error_code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                    log.warning("auto-creation failed", extra={"topic": name, "reason": exc.message})
+            except KazooException as exc:
+                log.warning("auto-creation failed", extra={"topic": name, "reason": repr(exc)})
+            finally:
+                self._creating.discard(name)
+
+        asyncio.get_running_loop().create_task(run())
+
+    async def wait_ready(self, name: str, timeout_s: float) -> bool:
+        """True once the view has the topic and a live leader for each partition."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            assignment = self.view.topics.get(name)
+            if assignment is not None and all(self.view.leader(name, p) >= 0 for p in assignment.partitions):
+                return True
+            if loop.time() >= deadline:
+                return False
+            await asyncio.sleep(0.01)
+
+    # --- deletion and growth (blocking: a worker thread) -------------------------------------------
+
+    def request_deletion(self, name: str) -> None:
+        """Queue ``name`` in ``/admin/delete_topics`` for the controller (Kafka's ZooKeeper mode)."""
+        try:
+            self.zk.client.create(f"{DELETE_TOPICS}/{name}", b"", makepath=True)
+        except NodeExistsError:
+            pass  # already queued
+
+    async def wait_deleted(self, name: str, timeout_s: float) -> bool:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while name in self.view.topics:
+            if loop.time() >= deadline:
+                return False
+            await asyncio.sleep(0.01)
+        return True
+
+    def add_partitions(self, name: str, count: int) -> None:
+        """Grow the topic's assignment to ``count`` partitions (a conditional write of its znode);
+        the controller then creates the new partitions' states."""
+        client = self.zk.client
+        data, stat = client.get(topic_path(name))
+        current = decode_topic(topic_path(name), data)
+        brokers = [Broker(b.broker_id, b.rack) for b in self.view.brokers.values()]
+        replication = len(current.partitions[0])
+        old = len(current.partitions)
+        try:
+            placement = assign_replicas(brokers, count - old, replication, first_partition=old)
+        except AssignmentError as exc:
+            raise TopicError(exc.error_code, str(exc)) from None
+        partitions = dict(current.partitions)
+        partitions.update({p: tuple(r) for p, r in placement.items()})
+        try:
+            client.set(topic_path(name), encode_topic(TopicAssignment(name, current.topic_id, partitions)),
+                       version=stat.version)
+        except BadVersionError:
+            raise TopicError(ErrorCode.REASSIGNMENT_IN_PROGRESS, f"Topic '{name}' changed while partitions were added; retry.") from None
+        log.info("partitions added", extra={"topic": name, "count": count,
+                                            "assignment": {p: list(r) for p, r in placement.items()}})
+
+    async def wait_partitions(self, name: str, count: int, timeout_s: float) -> bool:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            assignment = self.view.topics.get(name)
+            if assignment is not None and len(assignment.partitions) >= count and all(
+                    self.view.leader(name, p) >= 0 for p in assignment.partitions):
+                return True
+            if loop.time() >= deadline:
+                return False
+            await asyncio.sleep(0.01)
