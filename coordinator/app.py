@@ -110,8 +110,9 @@ class App:
 
         self.groups = GroupService(self.runtime, offsets_partitions)
         if self.zookeeper is None:
-            # Cluster mode: coordinating groups where the offsets partitions lead is issue 14.
             self.topics.listeners.append(self.groups)
+        # Cluster mode: the coordinator follows the leadership of the offsets partitions
+        # (``follow_offsets_leadership`` in ``_build_cluster``).
         self.server: KafkaServer | None = None
         self._stop = asyncio.Event()
         self._signals = 0
@@ -200,6 +201,16 @@ class App:
                                 max_bytes=int(config["replica.fetch.response.max.bytes"]),
                                 partition_max_bytes=int(config["replica.fetch.max.bytes"]),
                                 backoff_s=int(config["replica.fetch.backoff.ms"]) / 1000.0))
+        groups = self.groups
+
+        def follow_offsets_leadership(topic: str, partition: int, leading: bool, epoch: int) -> None:
+            if topic == CONSUMER_OFFSETS:
+                if leading:
+                    groups.become_coordinator(partition, epoch)
+                else:
+                    groups.resign(partition)
+
+        self.replicas.leadership_listeners.append(follow_offsets_leadership)
         self.election = ControllerElection(self.zookeeper, node.node_id)
         self.controller = Controller(self.election, self.view,
                                      unclean_leader_election=bool(config["unclean.leader.election.enable"]),

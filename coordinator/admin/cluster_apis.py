@@ -84,7 +84,11 @@ class ClusterApis:
         return [_Endpoint(b.broker_id, b.host, b.port, b.rack) for _, b in sorted(view.brokers.items())]
 
     def _controller_id(self) -> int:
-        return self.node.node_id if self.cluster is None else self.cluster.controller_id
+        if self.cluster is None:
+            return self.node.node_id
+        # A node cut off from ZooKeeper cannot know the controller: it says so with -1 (and in
+        # its log) while it keeps serving what it leads.
+        return self.cluster.controller_id if self.cluster.connected else -1
 
     # --- Metadata -------------------------------------------------------------------------------
     #

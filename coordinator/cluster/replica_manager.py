@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import Any, Callable
 
 from kazoo.exceptions import BadVersionError, KazooException, NoNodeError
 
@@ -54,6 +54,9 @@ class ReplicaManager:
         self._dirty: set[tuple[str, int]] = set()
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        #: Told (topic, partition, leading, leader epoch) whenever this node starts or stops
+        #: leading a partition: the group coordinator follows ``__consumer_offsets`` (issue 14).
+        self.leadership_listeners: list[Callable[[str, int, bool, int], None]] = []
         view.listeners.append(self)
 
     def start(self) -> None:
@@ -116,6 +119,9 @@ class ReplicaManager:
             if name in registry:
                 for key in [k for k in self._following if k[0] == name]:
                     self._unfollow(key)
+                for plog in self.logs.partitions():
+                    if plog.topic == name and plog.replication is not None and plog.replication.is_leader:
+                        self._tell(name, plog.partition, False, plog.replication.leader_epoch)
                 self.topics.forget(name)
             return
         info = registry.get(name)
@@ -173,13 +179,17 @@ class ReplicaManager:
                 # KIP-101: the new epoch starts at this log end, recorded before any append of it.
                 await plog.log.assign_leader_epoch(state.leader_epoch)
                 repl.become_leader(state.leader_epoch, state.isr, replicas, state.zk_version)
+                self._tell(topic, partition, True, state.leader_epoch)
                 log.info("leading", extra={"partition": f"{topic}-{partition}", "leader_epoch": state.leader_epoch,
                                            "isr": list(state.isr), "log_end": plog.log_end_offset})
             elif state.zk_version > repl.zk_version:
                 repl.update_isr(state.isr, state.zk_version)
             return
         if newer_epoch or repl.role != "follower" or repl.leader_id != state.leader:
+            was_leader = repl.is_leader
             repl.become_follower(state.leader, state.leader_epoch, state.isr, replicas, state.zk_version)
+            if was_leader:
+                self._tell(topic, partition, False, state.leader_epoch)
             self._unfollow((topic, partition))
             if state.leader >= 0:
                 self._follow(plog, state.leader, state.leader_epoch)
@@ -187,6 +197,13 @@ class ReplicaManager:
                                          "leader_epoch": state.leader_epoch})
         elif state.zk_version > repl.zk_version:
             repl.isr, repl.zk_version = state.isr, state.zk_version
+
+    def _tell(self, topic: str, partition: int, leading: bool, epoch: int) -> None:
+        for listener in self.leadership_listeners:
+            try:
+                listener(topic, partition, leading, epoch)
+            except Exception:
+                log.exception("leadership listener failed", extra={"partition": f"{topic}-{partition}"})
 
     def _follow(self, plog: PartitionLog, leader: int, epoch: int) -> None:
         fetcher = self.fetchers.get(leader)

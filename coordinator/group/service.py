@@ -61,6 +61,8 @@ class GroupService:
         #: group wing does not import (tests/test_layering.py).
         self.offsets_partitions = offsets_partitions
         self._loader: asyncio.Task[None] | None = None
+        #: Cluster mode: the load of each partition this node became the leader of.
+        self._loads: dict[int, asyncio.Future[None]] = {}
         self._partitions: dict[tuple[str, int], int] = {}
 
     # --- becoming the coordinator -------------------------------------------------------------
@@ -83,6 +85,24 @@ class GroupService:
 
         self._loader = asyncio.ensure_future(run())
 
+    # --- cluster mode: coordinating where this node leads (issue 14) ------------------------------
+
+    def become_coordinator(self, partition: int, leader_epoch: int) -> None:
+        """This node now leads ``__consumer_offsets-<partition>`` at ``leader_epoch`` (Kafka's
+        ``onElection``; the leader epoch is the coordinator epoch): load it, answering
+        COORDINATOR_LOAD_IN_PROGRESS meanwhile."""
+        self.resign(partition)
+        self.runtime.queue_loading([partition])
+        self._loads[partition] = asyncio.ensure_future(self.runtime.load(partition))
+
+    def resign(self, partition: int) -> None:
+        """Another node leads the partition now (Kafka's ``onResignation``): stop at once, so a
+        group never has two active coordinators; what waited fails with NOT_COORDINATOR."""
+        task = self._loads.pop(partition, None)
+        if task is not None and not task.done():
+            task.cancel()
+        self.runtime.unload(partition)
+
     def topic_created(self, info: Any) -> None:
         if info.name == self.runtime.topic:
             self.load_all()
@@ -98,6 +118,8 @@ class GroupService:
     def shutdown(self) -> None:
         if self._loader is not None:
             self._loader.cancel()
+        for task in self._loads.values():
+            task.cancel()
         self.runtime.unload_all()
 
     # --- routing ------------------------------------------------------------------------------

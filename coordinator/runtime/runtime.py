@@ -149,7 +149,7 @@ class _Context:
         self.plog = plog
         self.timer: AsyncioTimer | None = None
         #: One past the last offset written (queued) to this partition's log.
-        self.last_written = plog.high_watermark
+        self.last_written = plog.log_end_offset
         #: Parked responses completed during the running operation, released after it.
         self.completions: list[tuple[asyncio.Future[Any], Any]] = []
         self.in_op = False
@@ -244,7 +244,10 @@ class CoordinatorRuntime:
             log.exception("loading failed", extra={"partition": f"{self.topic}-{partition}"})
             ctx.state = PartitionState.FAILED
             return
-        ctx.last_written = plog.high_watermark
+        if self._contexts.get(partition) is not ctx:
+            ctx.timer.cancel_all()
+            return  # unloaded while loading (cluster mode: leadership moved on)
+        ctx.last_written = plog.log_end_offset
         ctx.state = PartitionState.ACTIVE
         self.load_seconds[partition] = time.monotonic() - started
         self._release_completions(ctx)
@@ -315,9 +318,11 @@ class CoordinatorRuntime:
         return replayed, last
 
     async def _replay_log(self, ctx: _Context, offset: int) -> int:
-        """Replay the log from ``offset``; returns the number of records replayed."""
+        """Replay the log from ``offset`` to its end; returns the number of records replayed. In
+        cluster mode the end may lie above the high watermark: a new leader's log is what the ISR
+        will hold, and answers that depend on it wait for the high watermark (rule 2)."""
         plog = ctx.plog
-        end = plog.high_watermark
+        end = plog.log_end_offset
         replayed = 0
         while offset < end:
             data = plog.log.read(offset, LOAD_READ_BYTES)
@@ -354,7 +359,7 @@ class CoordinatorRuntime:
                 await asyncio.sleep(0)
             data = encoder.finish()
             del records
-            await ctx.plog.wait_durable(offset)  # never claim what the log does not hold yet
+            await ctx.plog.wait_committed(offset)  # never claim what the log (the ISR) does not hold yet
             if ctx.state is not PartitionState.ACTIVE or self._contexts.get(ctx.partition) is not ctx:
                 return
             await asyncio.get_running_loop().run_in_executor(None, write_snapshot, ctx.plog.log.directory, data)
@@ -398,6 +403,10 @@ class CoordinatorRuntime:
     def write(self, partition: int, op: Callable[[Any], Any]) -> asyncio.Future[Any]:
         """Run a write operation now; the returned future gets its response once durable."""
         ctx = self._active(partition)
+        if not ctx.plog.accepts_writes():
+            # Cluster mode: not leading, or the ISR is below min.insync.replicas; Kafka refuses
+            # the append (NOT_ENOUGH_REPLICAS) and the group answers an error, never NONE.
+            raise NotActiveError(partition, ctx.state)
         loop = asyncio.get_running_loop()
         ctx.in_op = True
         try:
@@ -474,11 +483,16 @@ class CoordinatorRuntime:
 
     def _after_durable(self, ctx: _Context, offset: int, fut: asyncio.Future[Any], response: Any,
                        on_appended: Callable[[], None] | None) -> None:
-        def deliver(_: Any = None) -> None:
+        def deliver(committed: asyncio.Future[None] | None = None) -> None:
             ctx.waiting.discard(fut)
             if fut.done():
                 return
-            if ctx.state is PartitionState.FAILED:
+            if committed is not None and (committed.cancelled() or committed.exception() is not None):
+                # Cluster mode: leadership went before the ISR had it. Never NONE from a log this
+                # node no longer leads (KAFKA-20634): the client retries at the new coordinator.
+                fut.set_exception(NotActiveError(ctx.partition, ctx.state))
+                return
+            if ctx.state is PartitionState.FAILED or self._contexts.get(ctx.partition) is not ctx:
                 fut.set_exception(NotActiveError(ctx.partition, ctx.state))
                 return
             if on_appended is not None:
@@ -494,7 +508,7 @@ class CoordinatorRuntime:
             deliver()
         else:
             ctx.waiting.add(fut)
-            ctx.plog.wait_durable(offset).add_done_callback(deliver)
+            ctx.plog.wait_committed(offset).add_done_callback(deliver)
 
     def _release_completions(self, ctx: _Context) -> None:
         if not ctx.completions or ctx.state is PartitionState.LOADING:
@@ -502,6 +516,26 @@ class CoordinatorRuntime:
         pending, ctx.completions = ctx.completions, []
         for fut, value in pending:
             self._after_durable(ctx, ctx.last_written, fut, value, None)
+
+    def unload(self, partition: int) -> None:
+        """Stop coordinating ``partition`` (cluster mode: another node leads it now). Timers stop,
+        parked answers and answers waiting for the ISR fail (NOT_COORDINATOR), the state goes."""
+        self._queued.discard(partition)
+        ctx = self._contexts.pop(partition, None)
+        if ctx is None:
+            return
+        ctx.stop_refresh()
+        if ctx.timer is not None:
+            ctx.timer.cancel_all()
+        ctx.state = PartitionState.FAILED if ctx.state is PartitionState.FAILED else PartitionState.LOADING
+        waiting, ctx.waiting = ctx.waiting, set()
+        for fut in waiting:
+            if not fut.done():
+                fut.set_exception(NotActiveError(partition, None))
+        for fut, _value in ctx.completions:
+            if not fut.done():
+                fut.set_exception(NotActiveError(partition, None))
+        ctx.completions = []
 
     def unload_all(self) -> None:
         """Stop coordinating every partition: timers stop, and shards with an ``on_unloaded``

@@ -25,6 +25,7 @@ import asyncio
 import logging
 import os
 import shutil
+import struct
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +53,7 @@ PRODUCER_SNAPSHOT = "producer_state.snapshot"
 #: the ISR never had (Kafka's file and format: ``0``, a count, ``<topic> <partition> <hw>`` lines).
 HW_CHECKPOINT = "replication-offset-checkpoint"
 LONG_MAX = 2**63 - 1
+_LEADER_EPOCH = struct.Struct(">i")
 #: Reads smaller than this are copied into the response; larger ones go out with sendfile. Below
 #: it the extra task and syscalls of sendfile cost more than copying a few pages.
 SENDFILE_MIN_BYTES = 64 * 1024
@@ -159,8 +161,25 @@ class PartitionLog:
             return self.replication.high_watermark
         return self.log.log_end_offset
 
+    def accepts_writes(self) -> bool:
+        """Whether a coordinator may write here now: it leads, with an ISR of at least
+        ``min.insync.replicas`` (Kafka's NOT_ENOUGH_REPLICAS otherwise)."""
+        repl = self.replication
+        return repl is None or (repl.is_leader and len(repl.isr) >= self.config.min_insync_replicas)
+
+    def wait_committed(self, offset: int) -> asyncio.Future[None]:
+        """Resolves once everything below ``offset`` is committed: durable here on a single node;
+        in the ISR (the high watermark) in cluster mode, failing with NotLeader if this node
+        stops leading first."""
+        if self.replication is None:
+            return self.wait_durable(offset)
+        return self.replication.wait_for(offset)
+
     def append_batch(self, batch: bytearray, header: BatchHeader) -> tuple[int, asyncio.Future[None]]:
         """Queue one validated batch; returns its base offset and a future for durability."""
+        if self.replication is not None:
+            # KIP-101: every batch carries the leader epoch it was written in (not under the CRC).
+            _LEADER_EPOCH.pack_into(batch, 12, self.replication.leader_epoch)
         base = self._next_offset
         queued = self.log.append_validated(batch, header)
         self._next_offset = base + header.last_offset_delta + 1

@@ -128,9 +128,13 @@ class TopicService:
             # COORDINATOR_NOT_AVAILABLE and clients retry.
             replication = int(self.config["offsets.topic.replication.factor"])
             if self.store.live_brokers() >= replication:
+                configs = offsets_topic_configs(int(self.config["offsets.topic.segment.bytes"]))
+                if replication >= 2:
+                    # Beyond Kafka (which leaves it at 1): a commit is acknowledged only once two
+                    # replicas hold it, so it never dies with a leader left alone in the ISR.
+                    configs["min.insync.replicas"] = "2"
                 self.store.create_in_background(
-                    CONSUMER_OFFSETS, int(self.config["offsets.topic.num.partitions"]), replication,
-                    offsets_topic_configs(int(self.config["offsets.topic.segment.bytes"])))
+                    CONSUMER_OFFSETS, int(self.config["offsets.topic.num.partitions"]), replication, configs)
             return None
         return self.create(
             CONSUMER_OFFSETS,

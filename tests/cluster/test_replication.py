@@ -236,7 +236,9 @@ def test_a_zombie_leader_resumed_after_its_session_expired_acknowledges_nothing(
             P(name="zombie", partition_data=[P.PartitionProduceData(index=0, records=batch([value]))])])
 
     with WireClient(cluster.host, cluster.ports[leader - 1], timeout=30) as c:
-        assert c.request(ApiKey.PRODUCE, 9, request(b"before")).responses[0].partition_responses[0].error_code == 0
+        # The leader may apply its state a moment after CreateTopics answered (from another node).
+        wait_for(lambda: c.request(ApiKey.PRODUCE, 9, request(b"before")).responses[0].partition_responses[0]
+                 .error_code == 0, 10, "the leader accepting writes")
         cluster.procs[leader].send_signal(signal.SIGSTOP)
         try:
             wait_for(lambda: _leader(cluster, "zombie", 0) not in (leader, -1), SESSION_MS / 1000 + 15,

@@ -97,6 +97,16 @@ class ManualLog:
             self._waiters.append((offset, fut))
         return fut
 
+    @property
+    def log_end_offset(self) -> int:
+        return self.high_watermark  # a single node: the durable end is the high watermark
+
+    def accepts_writes(self) -> bool:
+        return True
+
+    def wait_committed(self, offset: int) -> asyncio.Future[None]:
+        return self.wait_durable(offset)
+
     def make_durable(self) -> None:
         for end, fut in self._pending:
             if self.fail_next:
