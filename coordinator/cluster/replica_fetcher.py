@@ -35,6 +35,8 @@ log = logging.getLogger("groupcoord.cluster.fetcher")
 FETCH_VERSION = 12
 EPOCH_VERSION = 3
 MAX_TRUNCATION_ROUNDS = 10
+#: Retry of a partition whose leader has not applied its leadership yet.
+NOT_READY_RETRY_S = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +124,7 @@ class ReplicaFetcher:
                     await self._truncate(f)
                 ready = [f for f in self.partitions.values() if f.truncated and not f.parked and f.retry_at <= now]
                 if ready:
-                    await self._fetch(ready)
+                    await self._fetch_interruptibly(ready)
             except (OSError, ConnectionError, asyncio.TimeoutError, asyncio.IncompleteReadError) as exc:
                 log.info("fetch from the leader failed; retrying",
                          extra={"leader": self.leader_id, "error": repr(exc)})
@@ -211,10 +213,35 @@ class ReplicaFetcher:
             log.info("leader has a newer epoch; waiting for the partition state", extra=where)
             f.parked = True
         else:
+            # Expected for a moment after a leader change (the leader applies the new state a
+            # few ms after us): retry soon, not after the full backoff, or the new leader waits
+            # for this follower to acknowledge anything with min.insync.replicas > 1.
             log.debug("leader not ready for this follower; retrying", extra=where)
-            f.retry_at = asyncio.get_running_loop().time() + self.settings.backoff_s
+            f.retry_at = asyncio.get_running_loop().time() + min(self.settings.backoff_s, NOT_READY_RETRY_S)
 
     # --- fetching -------------------------------------------------------------------------------------
+
+    async def _fetch_interruptibly(self, ready: list[_Followed]) -> None:
+        """A fetch may wait at the leader up to ``replica.fetch.wait.max.ms``; a partition added
+        meanwhile (a new leader epoch: a failover in progress) must not wait for it. The request
+        in flight is abandoned — the connection closed, so no stale answer arrives later — and a
+        new one sent at once."""
+        self._changed.clear()
+        fetch = asyncio.ensure_future(self._fetch(ready))
+        changed = asyncio.ensure_future(self._changed.wait())
+        try:
+            await asyncio.wait({fetch, changed}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            changed.cancel()
+        if not fetch.done():
+            fetch.cancel()
+            try:
+                await fetch
+            except (asyncio.CancelledError, Exception):
+                pass
+            self._close()
+            return
+        fetch.result()
 
     async def _fetch(self, ready: list[_Followed]) -> None:
         cls = request_class(ApiKey.FETCH)

@@ -186,10 +186,8 @@ class ReplicaManager:
                 repl.update_isr(state.isr, state.zk_version)
             return
         if newer_epoch or repl.role != "follower" or repl.leader_id != state.leader:
-            was_leader = repl.is_leader
             repl.become_follower(state.leader, state.leader_epoch, state.isr, replicas, state.zk_version)
-            if was_leader:
-                self._tell(topic, partition, False, state.leader_epoch)
+            self._tell(topic, partition, False, state.leader_epoch)
             self._unfollow((topic, partition))
             if state.leader >= 0:
                 self._follow(plog, state.leader, state.leader_epoch)

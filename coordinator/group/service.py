@@ -91,17 +91,26 @@ class GroupService:
         """This node now leads ``__consumer_offsets-<partition>`` at ``leader_epoch`` (Kafka's
         ``onElection``; the leader epoch is the coordinator epoch): load it, answering
         COORDINATOR_LOAD_IN_PROGRESS meanwhile."""
-        self.resign(partition)
-        self.runtime.queue_loading([partition])
-        self._loads[partition] = asyncio.ensure_future(self.runtime.load(partition))
-
-    def resign(self, partition: int) -> None:
-        """Another node leads the partition now (Kafka's ``onResignation``): stop at once, so a
-        group never has two active coordinators; what waited fails with NOT_COORDINATOR."""
         task = self._loads.pop(partition, None)
         if task is not None and not task.done():
             task.cancel()
-        self.runtime.unload(partition)
+        if self.runtime.state(partition) is PartitionState.ACTIVE:
+            self.runtime.unload(partition)  # a newer epoch of our own leadership: load afresh
+        self.runtime.queue_loading([partition])
+        # A standby copy (the runtime's rule 6) is taken over: only the tail is replayed.
+        self._loads[partition] = asyncio.ensure_future(self.runtime.load(partition))
+
+    def resign(self, partition: int, *, standby: bool = True) -> None:
+        """Another node leads the partition now (Kafka's ``onResignation``): stop at once, so a
+        group never has two active coordinators; what waited fails with NOT_COORDINATOR. A
+        follower then keeps a hot standby copy of the partition's state."""
+        task = self._loads.pop(partition, None)
+        if task is not None and not task.done():
+            task.cancel()
+        if self.runtime.state(partition) is not PartitionState.STANDBY:
+            self.runtime.unload(partition)
+        if standby:
+            self.runtime.standby(partition)
 
     def topic_created(self, info: Any) -> None:
         if info.name == self.runtime.topic:

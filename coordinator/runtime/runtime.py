@@ -43,6 +43,11 @@ Rules:
 5. A snapshot is trusted for ``delete.retention.ms`` after it was taken (``snapshot.py``, rule
    3), so a partition that has one takes a fresh one when half of that has passed, changed or
    not: a coordinator idle for a day would otherwise replay its whole log at the next load.
+6. Hot standby (cluster mode, beyond Kafka, which loads the whole partition on election): a
+   follower of a partition keeps a shard that replays the log as replication appends to it —
+   the same ``replay``, no timers, no answers. Becoming the leader replays only what it had not
+   yet and serves. If the follower's log is truncated (a new leader's log diverged), the standby
+   state is thrown away and rebuilt from the log, so it never holds a record the log lost.
 """
 
 from __future__ import annotations
@@ -80,6 +85,9 @@ class PartitionState(enum.Enum):
     LOADING = "loading"
     ACTIVE = "active"
     FAILED = "failed"
+    #: Cluster mode, a follower of the partition: replaying the replicated log as it grows, so
+    #: taking over replays only the tail (rule 6). Answers nothing.
+    STANDBY = "standby"
 
 
 class NotActiveError(Exception):
@@ -140,7 +148,8 @@ class AsyncioTimer:
 
 class _Context:
     __slots__ = ("partition", "state", "shard", "plog", "timer", "last_written", "completions", "in_op", "waiting",
-                 "since_snapshot", "snapshot_records", "snapshotting", "snapshot_ms", "refresh")
+                 "since_snapshot", "snapshot_records", "snapshotting", "snapshot_ms", "refresh", "replayed_to",
+                 "truncations", "follow")
 
     def __init__(self, partition: int, plog: PartitionLog) -> None:
         self.partition = partition
@@ -164,6 +173,11 @@ class _Context:
         #: it before it stops being trusted (rule 5).
         self.snapshot_ms: int | None = None
         self.refresh: asyncio.TimerHandle | None = None
+        #: Standby (rule 6): the offset replayed up to, the log's truncation count it matches,
+        #: and the task following the log.
+        self.replayed_to = 0
+        self.truncations = getattr(plog, "truncations", 0)
+        self.follow: asyncio.Task[None] | None = None
 
     def stop_refresh(self) -> None:
         if self.refresh is not None:
@@ -219,22 +233,36 @@ class CoordinatorRuntime:
         if plog is None:
             raise KeyError(f"{self.topic}-{partition} is not hosted here")
         old = self._contexts.get(partition)
-        if old is not None:
-            old.stop_refresh()
-            if old.timer is not None:
-                old.timer.cancel_all()
-        ctx = _Context(partition, plog)
-        self._contexts[partition] = ctx
-        ctx.timer = AsyncioTimer(self, partition)
-        ctx.shard = self.shard_factory(partition, ctx.timer, self.clock)
         started = time.monotonic()
+        if (old is not None and old.state is PartitionState.STANDBY and old.plog is plog
+                and old.truncations == getattr(plog, "truncations", 0)):
+            # Rule 6: take over the standby state; only the tail is left to replay.
+            ctx = old
+            if ctx.follow is not None:
+                ctx.follow.cancel()
+                ctx.follow = None
+            ctx.state = PartitionState.LOADING
+            start: int | None = ctx.replayed_to
+        else:
+            if old is not None:
+                old.stop_refresh()
+                if old.follow is not None:
+                    old.follow.cancel()
+                if old.timer is not None:
+                    old.timer.cancel_all()
+            ctx = _Context(partition, plog)
+            self._contexts[partition] = ctx
+            ctx.timer = AsyncioTimer(self, partition)
+            ctx.shard = self.shard_factory(partition, ctx.timer, self.clock)
+            start = None
         try:
-            start = self._replay_snapshot(ctx)
             if start is None:
-                start = plog.log_start_offset
-            else:
-                await asyncio.sleep(0)
-            ctx.since_snapshot = await self._replay_log(ctx, start)
+                start = self._replay_snapshot(ctx)
+                if start is None:
+                    start = plog.log_start_offset
+                else:
+                    await asyncio.sleep(0)
+            ctx.since_snapshot += await self._replay_log(ctx, start)
             ctx.in_op = True
             try:
                 ctx.shard.on_loaded()
@@ -250,6 +278,9 @@ class CoordinatorRuntime:
         ctx.last_written = plog.log_end_offset
         ctx.state = PartitionState.ACTIVE
         self.load_seconds[partition] = time.monotonic() - started
+        log.info("coordinator partition loaded", extra={
+            "partition": f"{self.topic}-{partition}", "seconds": round(self.load_seconds[partition], 4),
+            "from_offset": start, "log_end": ctx.last_written, "from_standby": ctx is old})
         self._release_completions(ctx)
         self._maybe_snapshot(ctx)
         self._schedule_refresh(ctx)
@@ -517,6 +548,69 @@ class CoordinatorRuntime:
         for fut, value in pending:
             self._after_durable(ctx, ctx.last_written, fut, value, None)
 
+    # --- hot standby (rule 6) ------------------------------------------------------------------
+
+    def standby(self, partition: int) -> None:
+        """Follow ``partition``'s log into a standby shard (cluster mode: this node is a follower)."""
+        plog = self.logs.get(self.topic, partition)
+        if plog is None:
+            return
+        old = self._contexts.get(partition)
+        if old is not None:
+            if old.state is PartitionState.STANDBY and old.plog is plog:
+                return
+            self.unload(partition)
+        ctx = _Context(partition, plog)
+        ctx.state = PartitionState.STANDBY
+        self._contexts[partition] = ctx
+        ctx.follow = asyncio.ensure_future(self._follow_log(ctx))
+
+    def _fresh_standby(self, ctx: _Context) -> None:
+        if ctx.timer is not None:
+            ctx.timer.cancel_all()
+        ctx.timer = AsyncioTimer(self, ctx.partition)
+        ctx.shard = self.shard_factory(ctx.partition, ctx.timer, self.clock)
+        ctx.truncations = getattr(ctx.plog, "truncations", 0)
+        start = self._replay_snapshot(ctx)
+        ctx.replayed_to = ctx.plog.log_start_offset if start is None else start
+        ctx.since_snapshot = 0
+
+    async def _follow_log(self, ctx: _Context) -> None:
+        plog = ctx.plog
+        loop = asyncio.get_running_loop()
+        where = {"partition": f"{self.topic}-{ctx.partition}"}
+        try:
+            self._fresh_standby(ctx)
+            while self._contexts.get(ctx.partition) is ctx and ctx.state is PartitionState.STANDBY:
+                if ctx.truncations != getattr(plog, "truncations", 0):
+                    log.info("standby state rebuilt after the log was truncated", extra=where)
+                    self._fresh_standby(ctx)
+                    continue
+                if ctx.replayed_to < plog.log_end_offset:
+                    data = plog.log.read(ctx.replayed_to, LOAD_READ_BYTES)
+                    if not data:
+                        await asyncio.sleep(0.05)
+                        continue
+                    count, last = self._replay_batches(ctx, data, ctx.replayed_to)
+                    ctx.replayed_to = max(last + 1, ctx.replayed_to)
+                    ctx.since_snapshot += count
+                    await asyncio.sleep(0)
+                    continue
+                fut: asyncio.Future[None] = loop.create_future()
+                plog.add_data_waiter(fut)
+                try:
+                    await asyncio.wait_for(fut, 1.0)
+                except asyncio.TimeoutError:
+                    pass
+                finally:
+                    plog.remove_data_waiter(fut)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("standby replay failed; taking over will load the partition from its log", extra=where)
+            if self._contexts.get(ctx.partition) is ctx and ctx.state is PartitionState.STANDBY:
+                del self._contexts[ctx.partition]
+
     def unload(self, partition: int) -> None:
         """Stop coordinating ``partition`` (cluster mode: another node leads it now). Timers stop,
         parked answers and answers waiting for the ISR fail (NOT_COORDINATOR), the state goes."""
@@ -524,6 +618,9 @@ class CoordinatorRuntime:
         ctx = self._contexts.pop(partition, None)
         if ctx is None:
             return
+        if ctx.follow is not None:
+            ctx.follow.cancel()
+            ctx.follow = None
         ctx.stop_refresh()
         if ctx.timer is not None:
             ctx.timer.cancel_all()
@@ -541,6 +638,9 @@ class CoordinatorRuntime:
         """Stop coordinating every partition: timers stop, and shards with an ``on_unloaded``
         answer what they hold parked (delivered once durable, like any answer)."""
         for ctx in list(self._contexts.values()):
+            if ctx.follow is not None:
+                ctx.follow.cancel()
+                ctx.follow = None
             ctx.stop_refresh()
             if ctx.timer is not None:
                 ctx.timer.cancel_all()

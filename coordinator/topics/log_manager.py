@@ -126,6 +126,9 @@ class PartitionLog:
         self._durable_waiters: list[tuple[int, asyncio.Future[None]]] = []
         #: Cluster mode only (rule 2): None on a single node, which leads every partition.
         self.replication: Replication | None = None
+        #: How many times the log's tail was cut (a follower diverged from a new leader): a
+        #: reader of the log that ran ahead (a standby coordinator) starts over when it moves.
+        self.truncations = 0
 
     def replicate(self, broker_id: int, high_watermark: int | None) -> Replication:
         """Switch this partition to cluster mode (no role yet: the cluster wing assigns it).
@@ -289,11 +292,13 @@ class PartitionLog:
         """Drop everything from ``offset`` on (a follower whose log diverged from the leader's)."""
         if offset >= self.log.log_end_offset:
             return
+        self.truncations += 1
         await self.log.truncate_to(offset)
         self._next_offset = self.log.log_end_offset
         self.producers = await asyncio.get_running_loop().run_in_executor(None, _rebuild_producer_state, self.log)
         if self.replication is not None:
             self.replication.high_watermark = min(self.replication.high_watermark, self.log.log_end_offset)
+        self._wake()
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         offset = self.log.offset_for_timestamp(timestamp)

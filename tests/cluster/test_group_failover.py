@@ -1,6 +1,7 @@
 """The group coordinator follows its offsets partition's leadership (issue 14, first steps): a
 consumer group committing while the coordinator's node is SIGKILLed keeps every acknowledged
-commit, and a stable group goes through the failover without a rebalance."""
+commit, a stable group goes through the failover without a rebalance, and the new coordinator
+takes over its hot-standby state instead of loading the partition's log."""
 
 from __future__ import annotations
 
@@ -112,9 +113,17 @@ def test_commits_survive_sigkill_of_the_coordinator_without_a_rebalance(cluster:
     assert got == acked, (got, acked)
     assert len(assigned) == 1, f"{len(assigned)} assignments: the failover caused a rebalance"
     zk = _zk(cluster)
+    partition = partition_for(group, OFFSETS_PARTITIONS)
     try:
-        state = _state(zk, "__consumer_offsets", partition_for(group, OFFSETS_PARTITIONS))
+        state = _state(zk, "__consumer_offsets", partition)
         assert state["leader"] != coordinator
     finally:
         zk.stop()
         zk.close()
+    # Hot standby (runtime rule 6): the new coordinator took over the state it had replayed as a
+    # follower, replaying at most the tail, not the partition's whole log.
+    loaded = [line for line in cluster.log_path(state["leader"]).read_text().splitlines()
+              if "coordinator partition loaded" in line and f"partition=__consumer_offsets-{partition} " in line]
+    assert loaded and "from_standby=True" in loaded[-1], loaded
+    fields = dict(item.split("=", 1) for item in loaded[-1].split() if "=" in item)
+    assert int(fields["from_offset"]) > 0, loaded[-1]

@@ -208,6 +208,16 @@ def test_acks_all_is_refused_below_min_insync_replicas(cluster: LocalCluster) ->
     host, port = cluster.host, cluster.ports[leader - 1]
     P = ProduceRequest.TopicProduceData
     with WireClient(host, port) as c:
+        from kafka.protocol.metadata import MetadataRequest
+
+        def leader_sees_isr_of_one() -> bool:
+            # ZooKeeper has the shrunk ISR a moment before the leader's watch delivers it.
+            md = c.request(ApiKey.METADATA, 9, MetadataRequest(
+                version=9, topics=[MetadataRequest.MetadataRequestTopic(name="minisr")],
+                allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+            return list(md.topics[0].partitions[0].isr_nodes) == [leader]
+
+        wait_for(leader_sees_isr_of_one, 10, "the leader's view of the ISR")
         def produce(acks: int) -> Any:
             req = ProduceRequest(version=9, transactional_id=None, acks=acks, timeout_ms=5000, topic_data=[
                 P(name="minisr", partition_data=[P.PartitionProduceData(index=0, records=batch([b"x"]))])])
