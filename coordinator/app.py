@@ -21,6 +21,7 @@ from .admin.config_apis import ConfigApis
 from .admin.elect_leaders import ElectLeadersApis
 from .cluster.controller import Controller
 from .cluster.controller_election import ControllerElection
+from .cluster.producer_id_blocks import ProducerIdBlocks
 from .cluster.replica_fetcher import FetchSettings
 from .cluster.replica_manager import ReplicaManager
 from .cluster.topic_store import ZkTopicStore
@@ -102,7 +103,8 @@ class App:
         self.runtime = CoordinatorRuntime(
             self.logs, CONSUMER_OFFSETS,
             lambda p, timer, clock: GroupCoordinatorShard(group_config, clock, timer, partition_exists),
-            snapshot_min_records=int(config["offsets.snapshot.min.records"]))
+            snapshot_min_records=int(config["offsets.snapshot.min.records"]),
+            commit_timeout_ms=int(config["offsets.commit.timeout.ms"]))
 
         def offsets_partitions() -> int | None:
             info = self.registry.get(CONSUMER_OFFSETS)
@@ -194,6 +196,8 @@ class App:
         config = self.config
         self.view = ClusterView()
         self.topics.store = ZkTopicStore(self.zookeeper, self.view)
+        # Producer ids unique across the cluster, not only across this node's restarts.
+        self.producer_ids.claim_block = ProducerIdBlocks(self.zookeeper, node.node_id).claim
         self.replicas = ReplicaManager(
             node.node_id, self.zookeeper, self.view, self.topics, self.logs,
             lag_time_max_ms=int(config["replica.lag.time.max.ms"]),

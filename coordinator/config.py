@@ -214,6 +214,8 @@ _SETTINGS = [
     Setting("offsets.snapshot.min.records", _int(1, INT64_MAX), 20000, "an integer >= 1",
             "groupcoord: snapshot an offsets partition once this many records, and at least as many as "
             "its last snapshot held, were appended since that snapshot (loading replays only the tail)."),
+    Setting("offsets.commit.timeout.ms", _int(1, INT32_MAX), 5000, "milliseconds >= 1",
+            "Cluster mode: how long a commit waits for the ISR before REQUEST_TIMED_OUT."),
     Setting("offset.metadata.max.bytes", _int(0, INT32_MAX), 4096, "an integer >= 0",
             "Longest commit metadata string; longer gets OFFSET_METADATA_TOO_LARGE."),
     Setting("group.initial.rebalance.delay.ms", _int(0, INT32_MAX), 3000, "milliseconds >= 0",

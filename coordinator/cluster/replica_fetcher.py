@@ -228,17 +228,21 @@ class ReplicaFetcher:
         new one sent at once."""
         self._changed.clear()
         fetch = asyncio.ensure_future(self._fetch(ready))
+        # Whatever happens to this task, the fetch's outcome is consumed (no "exception never
+        # retrieved" when it fails after being abandoned).
+        fetch.add_done_callback(lambda f: f.cancelled() or f.exception())
         changed = asyncio.ensure_future(self._changed.wait())
         try:
             await asyncio.wait({fetch, changed}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            fetch.cancel()  # stop(): the fetcher ends; its connection is closed by stop()
+            raise
         finally:
             changed.cancel()
         if not fetch.done():
             fetch.cancel()
-            try:
-                await fetch
-            except (asyncio.CancelledError, Exception):
-                pass
+            # Wait for the cancellation to land (a cancellation of this task propagates).
+            await asyncio.wait({fetch})
             self._close()
             return
         fetch.result()

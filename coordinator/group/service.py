@@ -162,7 +162,8 @@ class GroupService:
         return await self.runtime.write(partition, op)
 
     @staticmethod
-    def _or_not_coordinator(answer: asyncio.Future[Any], fallback: Callable[[], Any]) -> Any:
+    def _or_not_coordinator(answer: asyncio.Future[Any], fallback: Callable[[], Any],
+                            by_error: Callable[[int], Any] | None = None) -> Any:
         """``answer``, or ``fallback()`` if the partition stops serving first. A future rather
         than a coroutine: the server answers futures without a task (the hot paths); and the
         answer itself when it is already there (a heartbeat with no write pending)."""
@@ -176,7 +177,8 @@ class GroupService:
             if f.cancelled():
                 out.cancel()
             elif isinstance(f.exception(), NotActiveError):
-                out.set_result(fallback())
+                code = getattr(f.exception(), "error_code", None)
+                out.set_result(by_error(code) if by_error is not None and code is not None else fallback())
             elif f.exception() is not None:
                 out.set_exception(f.exception())  # type: ignore[arg-type]
             else:
@@ -251,10 +253,12 @@ class GroupService:
         if not error:
             try:
                 answer = self.runtime.write(p, lambda s: s.commit_offsets(request, v))  # type: ignore[arg-type]
-            except NotActiveError:
-                error = E.NOT_COORDINATOR
+            except NotActiveError as exc:
+                # Kafka's maybeConvertOffsetCommitError: NOT_ENOUGH_REPLICAS → COORDINATOR_NOT_AVAILABLE.
+                error = getattr(exc, "error_code", E.NOT_COORDINATOR)
             else:
-                return self._or_not_coordinator(answer, lambda: _commit_error(request, v, E.NOT_COORDINATOR))
+                return self._or_not_coordinator(answer, lambda: _commit_error(request, v, E.NOT_COORDINATOR),
+                                                lambda code: _commit_error(request, v, code))
         return _commit_error(request, v, error)
 
     def offset_fetch(self, ctx: RequestContext, request: Any) -> Any:

@@ -64,7 +64,8 @@ from protocol.records import CorruptBatchError, build_batch, decode_records, ite
 from ..topics.log_manager import LogManager, PartitionLog
 from .snapshot import SnapshotEncoder, SnapshotError, read_snapshot, remove_snapshot, write_snapshot
 
-__all__ = ["CoordinatorRuntime", "PartitionState", "NotActiveError", "SystemClock", "AsyncioTimer", "Shard"]
+__all__ = ["CoordinatorRuntime", "PartitionState", "NotActiveError", "NotEnoughReplicas", "CommitTimedOut",
+           "SystemClock", "AsyncioTimer", "Shard"]
 
 log = logging.getLogger("groupcoord.runtime")
 
@@ -97,6 +98,20 @@ class NotActiveError(Exception):
         super().__init__(f"partition {partition} is {state.value if state else 'not owned'}")
         self.partition = partition
         self.state = state
+
+
+class NotEnoughReplicas(NotActiveError):
+    """Cluster mode: the ISR is below ``min.insync.replicas``; nothing was written (Kafka's
+    NOT_ENOUGH_REPLICAS, answered COORDINATOR_NOT_AVAILABLE to an OffsetCommit)."""
+
+    error_code = 15  # COORDINATOR_NOT_AVAILABLE
+
+
+class CommitTimedOut(NotActiveError):
+    """Cluster mode: the ISR did not have the records within ``offsets.commit.timeout.ms``. They
+    may still become committed: the outcome is unknown, never a success (REQUEST_TIMED_OUT)."""
+
+    error_code = 7  # REQUEST_TIMED_OUT
 
 
 #: After a failed snapshot, the earliest retry of a renewal that is already due (rule 5).
@@ -190,8 +205,11 @@ class CoordinatorRuntime:
 
     def __init__(self, logs: LogManager, topic: str,
                  shard_factory: Callable[[int, AsyncioTimer, SystemClock], Shard],
-                 clock: SystemClock | None = None, *, snapshot_min_records: int = 20_000) -> None:
+                 clock: SystemClock | None = None, *, snapshot_min_records: int = 20_000,
+                 commit_timeout_ms: int = 5000) -> None:
         self.logs = logs
+        #: ``offsets.commit.timeout.ms``: how long an answer waits for the ISR (cluster mode).
+        self.commit_timeout_s = commit_timeout_ms / 1000.0
         self.snapshot_min_records = snapshot_min_records
         self.topic = topic
         self.shard_factory = shard_factory
@@ -437,6 +455,8 @@ class CoordinatorRuntime:
         if not ctx.plog.accepts_writes():
             # Cluster mode: not leading, or the ISR is below min.insync.replicas; Kafka refuses
             # the append (NOT_ENOUGH_REPLICAS) and the group answers an error, never NONE.
+            if ctx.plog.is_leader:
+                raise NotEnoughReplicas(partition, ctx.state)
             raise NotActiveError(partition, ctx.state)
         loop = asyncio.get_running_loop()
         ctx.in_op = True
@@ -540,6 +560,13 @@ class CoordinatorRuntime:
         else:
             ctx.waiting.add(fut)
             ctx.plog.wait_committed(offset).add_done_callback(deliver)
+            if ctx.plog.replication is not None:
+                def timed_out() -> None:
+                    ctx.waiting.discard(fut)
+                    if not fut.done():
+                        fut.set_exception(CommitTimedOut(ctx.partition, ctx.state))
+                timer = asyncio.get_running_loop().call_later(self.commit_timeout_s, timed_out)
+                fut.add_done_callback(lambda _f: timer.cancel())
 
     def _release_completions(self, ctx: _Context) -> None:
         if not ctx.completions or ctx.state is PartitionState.LOADING:

@@ -124,7 +124,10 @@ class FetchApis:
                     immediate = True
                     continue
                 offset = part.fetch_offset
-                if offset < plog.log_start_offset or offset > read_end:
+                # Out of range is beyond the log end, as Kafka checks: a consumer at an offset
+                # above the high watermark (a new leader's lags the old one's for a moment) gets
+                # no records, not OFFSET_OUT_OF_RANGE, which would send it back to its reset policy.
+                if offset < plog.log_start_offset or offset > plog.log_end_offset:
                     data.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
                     immediate = True
                     continue

@@ -196,6 +196,8 @@ class PartitionLog:
         self._wake()
         if self.replication is not None:
             self.replication.maybe_advance()
+        if durable.done():
+            return  # cancelled by its waiter (a request whose connection went): nobody to tell
         if queued.cancelled():
             durable.cancel()
             return

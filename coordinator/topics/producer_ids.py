@@ -7,12 +7,19 @@ or a new producer could be taken for a retry of an old one. Ids are reserved in 
 ``BLOCK_SIZE``: the end of the current block is made durable before any id from it is handed out,
 so a restart continues after the reserved block and an fsync costs one per 1,000 producers.
 Transactions are out of scope: a transactional id is refused, as no transaction coordinator runs.
+
+In cluster mode the ids must be unique across the nodes, not only across restarts: a block is
+claimed from the cluster (``claim_block``, the cluster wing's ``/latest_producer_id_block`` in
+ZooKeeper, as Kafka's ZooKeeper mode does), off the event loop, and the local file is not used.
+Two nodes handing out the same id would make one producer's first batch look like a retry of
+another's, answered as a duplicate and never written.
 """
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from kafka.protocol.producer import InitProducerIdResponse
 
@@ -35,6 +42,9 @@ class ProducerIdManager:
         self._path = data_dir / self.FILE
         self._next = 0
         self._block_end = 0
+        #: Cluster mode: claims the next cluster-wide block, (first id, last id + 1). Blocking.
+        self.claim_block: Callable[[], tuple[int, int]] | None = None
+        self._claiming: asyncio.Future[None] | None = None
         if self._path.exists():
             text = self._path.read_text(encoding="utf-8", errors="replace").strip()
             try:
@@ -42,7 +52,31 @@ class ProducerIdManager:
             except ValueError:
                 raise ConfigError(f"{self._path}: expected next.block.start=<integer>, found {text[:40]!r}") from None
 
+    @property
+    def exhausted(self) -> bool:
+        return self._next >= self._block_end
+
+    async def refill(self) -> None:
+        """Cluster mode: claim the next block from the cluster (one claim at a time)."""
+        if self._claiming is None:
+            claim = self.claim_block
+            assert claim is not None
+
+            async def run() -> None:
+                try:
+                    self._next, self._block_end = await asyncio.to_thread(claim)
+                finally:
+                    self._claiming = None
+            self._claiming = asyncio.ensure_future(run())
+        await asyncio.shield(self._claiming)
+
     def next_id(self) -> int:
+        if self.claim_block is not None:
+            if self.exhausted:
+                raise RuntimeError("no producer id block: refill() first")
+            pid = self._next
+            self._next += 1
+            return pid
         if self._next >= self._block_end:
             self._block_end = self._next + BLOCK_SIZE
             atomic_write(self._path, f"next.block.start={self._block_end}\n".encode())
@@ -60,6 +94,21 @@ class ProducerIdApis:
         if request.transactional_id is not None:
             return InitProducerIdResponse(version=version, throttle_time_ms=0,
                                           error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, producer_id=-1, producer_epoch=-1)
+        if self.manager.claim_block is not None and self.manager.exhausted:
+            return self._after_refill(version)
+        return InitProducerIdResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.NONE,
+                                      producer_id=self.manager.next_id(), producer_epoch=0)
+
+    async def _after_refill(self, version: int) -> Any:
+        while self.manager.exhausted:
+            try:
+                await self.manager.refill()
+            except Exception:
+                # ZooKeeper unreachable: the producer retries (Kafka answers the same way when its
+                # producer id manager cannot get a block).
+                return InitProducerIdResponse(version=version, throttle_time_ms=0,
+                                              error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, producer_id=-1,
+                                              producer_epoch=-1)
         return InitProducerIdResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.NONE,
                                       producer_id=self.manager.next_id(), producer_epoch=0)
 

@@ -104,3 +104,33 @@ def test_describe_log_dirs_answers_per_node_with_its_replicas(cluster: LocalClus
             assert hosted == sorted(int(p) for p, replicas in assignment.items() if broker in replicas)
     finally:
         admin.close()
+
+
+def test_producer_ids_are_unique_across_the_nodes(cluster: LocalCluster) -> None:  # noqa: F811
+    """InitProducerId on every node hands out ids from blocks claimed in
+    ``/latest_producer_id_block`` (Kafka's format): no two nodes give out the same id — a reused
+    id made a new producer's first batches look like retries of another's (answered as
+    duplicates, never written), found by the stock-client group failover test."""
+    from kafka.protocol.producer import InitProducerIdRequest
+
+    from protocol.apis import ApiKey
+    from tests.wire_client import WireClient
+
+    ids = []
+    for _round in range(2):
+        for port in cluster.ports:
+            with WireClient(cluster.host, port) as c:
+                r = c.request(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest(
+                    version=4, transactional_id=None, transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1))
+                assert r.error_code == 0
+                ids.append(r.producer_id)
+    assert len(set(ids)) == len(ids), ids
+    zk = _zk(cluster)
+    try:
+        block = json.loads(zk.get("/latest_producer_id_block")[0])
+    finally:
+        zk.stop()
+        zk.close()
+    assert block["version"] == 1 and block["broker"] in (1, 2, 3)
+    assert int(block["block_end"]) - int(block["block_start"]) == 999  # strings, as Kafka writes them
+    assert sorted(ids)[-1] <= int(block["block_end"])

@@ -70,6 +70,8 @@ class ManualLog:
     """A partition log whose appends become durable only when the test says so."""
 
     leader_epoch = 0
+    replication = None  # a single node
+    is_leader = True
 
     def __init__(self) -> None:
         self.producers = ProducerStateManager()

@@ -15,7 +15,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 async function main () {
   const kafka = new Kafka({
     clientId: 'group-consumer-js',
-    brokers: [bootstrap],
+    brokers: bootstrap.split(','),
     logLevel: logLevel.NOTHING,
     retry: { initialRetryTime: 200, maxRetryTime: 1000, retries: 100 }
   })
