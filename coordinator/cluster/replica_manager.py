@@ -67,11 +67,8 @@ class ReplicaManager:
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
-        for task in self._tasks:
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
+        # Their endings (cancellation, or the error a task died of) are not news at shutdown.
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         for fetcher in self.fetchers.values():
             await fetcher.stop()
 

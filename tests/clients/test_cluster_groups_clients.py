@@ -15,33 +15,22 @@ from typing import Iterator
 import pytest
 
 from coordinator.cluster.local_cluster import LocalCluster
-from coordinator.cluster.local_zookeeper import zookeeper_classpath
-from coordinator.cluster.zookeeper import ClusterError
 from protocol.hashing import partition_for
 from tests.clients.group_scenario import (P, all_consumed, check_exactly_once, committed_offsets, ctx, produce,
                                           start_member, uid, wait_stable, wait_until)
-from tests.cluster.test_local_cluster import _free_ports
+from tests.cluster.conftest import running_cluster
 from tests.cluster.test_replication import _create, _leader
 
 pytestmark = [pytest.mark.clients, pytest.mark.timeout(240)]
 
 OFFSETS_PARTITIONS = 3
-ZK_SESSION_MS = 4000
 
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    try:
-        zookeeper_classpath()
-    except ClusterError as exc:
-        pytest.fail(str(exc), pytrace=False)
-    c = LocalCluster(tmp_path / "cluster", 3, _free_ports(3), tick_time_ms=500,
-                     settings=[f"zookeeper.session.timeout.ms={ZK_SESSION_MS}", "replica.fetch.backoff.ms=200",
-                               f"offsets.topic.num.partitions={OFFSETS_PARTITIONS}",
-                               "group.initial.rebalance.delay.ms=0"])
-    c.start()
-    yield c
-    c.stop()
+    with running_cluster(tmp_path / "cluster", f"offsets.topic.num.partitions={OFFSETS_PARTITIONS}",
+                         "group.initial.rebalance.delay.ms=0") as c:
+        yield c
 
 
 class _Log:

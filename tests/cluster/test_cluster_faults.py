@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
 
 from coordinator.cluster.local_cluster import LocalCluster
 from tests.cluster.conftest import wait_for

@@ -48,9 +48,7 @@ from typing import Any
 import pytest
 
 from coordinator.cluster.local_cluster import LocalCluster
-from coordinator.cluster.local_zookeeper import zookeeper_classpath
-from coordinator.cluster.zookeeper import ClusterError
-from tests.cluster.test_local_cluster import _free_ports
+from tests.cluster.conftest import running_cluster
 from tests.cluster.test_replication import _create
 
 SECONDS = float(os.environ.get("GROUPCOORD_FAULT_SECONDS", "40"))
@@ -58,7 +56,6 @@ SEED = int(os.environ.get("GROUPCOORD_FAULT_SEED") or random.SystemRandom().rand
 
 pytestmark = pytest.mark.timeout(int(SECONDS) + 180)
 
-SESSION_MS = 4000
 TOPIC = "faults"
 PARTITIONS = 2
 NODES = (1, 2, 3)
@@ -66,19 +63,8 @@ NODES = (1, 2, 3)
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    try:
-        zookeeper_classpath()
-    except ClusterError as exc:
-        pytest.fail(str(exc), pytrace=False)
-    c = LocalCluster(tmp_path / "cluster", 3, _free_ports(3), tick_time_ms=500,
-                     settings=[f"zookeeper.session.timeout.ms={SESSION_MS}", "replica.fetch.backoff.ms=200",
-                               "replica.lag.time.max.ms=10000"])
-    c.start()
-    yield c
-    for proc in c.procs.values():  # a node left stopped by a failed test would never exit on SIGTERM
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGCONT)
-    c.stop()
+    with running_cluster(tmp_path / "cluster", "replica.lag.time.max.ms=10000") as c:
+        yield c
 
 
 class FaultLog:

@@ -13,12 +13,9 @@ from typing import Any, Iterator
 import pytest
 
 from coordinator.cluster.local_cluster import LocalCluster
-from coordinator.cluster.local_zookeeper import zookeeper_classpath
-from coordinator.cluster.zookeeper import ClusterError
 from protocol.hashing import partition_for
-from tests.cluster.conftest import wait_for
-from tests.cluster.test_local_cluster import _free_ports
-from tests.cluster.test_replication import SESSION_MS, _create, _leader, _state, _zk
+from tests.cluster.conftest import SESSION_MS, running_cluster, wait_for
+from tests.cluster.test_replication import _create, _leader, _state, _zk
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -27,21 +24,13 @@ OFFSETS_PARTITIONS = 3
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    try:
-        zookeeper_classpath()
-    except ClusterError as exc:
-        pytest.fail(str(exc), pytrace=False)
-    c = LocalCluster(tmp_path / "cluster", 3, _free_ports(3), tick_time_ms=500,
-                     settings=[f"zookeeper.session.timeout.ms={SESSION_MS}", "replica.fetch.backoff.ms=200",
-                               f"offsets.topic.num.partitions={OFFSETS_PARTITIONS}",
-                               "group.initial.rebalance.delay.ms=0"])
-    c.start()
-    yield c
-    c.stop()
+    with running_cluster(tmp_path / "cluster", f"offsets.topic.num.partitions={OFFSETS_PARTITIONS}",
+                         "group.initial.rebalance.delay.ms=0") as c:
+        yield c
 
 
 def test_commits_survive_sigkill_of_the_coordinator_without_a_rebalance(cluster: LocalCluster) -> None:
-    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka import KafkaConsumer, KafkaProducer
     from kafka.admin import KafkaAdminClient
     from kafka.consumer.subscription_state import ConsumerRebalanceListener
 
