@@ -23,7 +23,14 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from kazoo.client import KazooState
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError, RuntimeInconsistency
+from kazoo.exceptions import (
+    BadVersionError,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    RolledBackError,
+    RuntimeInconsistency,
+)
 from kazoo.recipe.watchers import DataWatch
 
 from .znodes import (
@@ -81,8 +88,10 @@ class ControllerElection:
     # --- watches (kazoo's threads) ------------------------------------------------------------
 
     def _on_controller(self, data: bytes | None, stat: Any, event: Any = None) -> None:
+        if self.zk.closing:
+            return
         if stat is None:
-            self.zk.client.handler.spawn(self.elect)
+            self.zk.client.handler.spawn(self._elect_in_background)
             return
         try:
             holder = decode_controller(data)
@@ -106,6 +115,15 @@ class ControllerElection:
             self.on_resigned(token)
 
     # --- election -----------------------------------------------------------------------------
+
+    def _elect_in_background(self) -> None:
+        try:
+            self.elect()
+        except KazooException as exc:
+            # Connection lost mid-election (or the session closing): the watch on /controller is
+            # re-armed with the new connection and runs the election again if it is still vacant.
+            if not self.zk.closing:
+                log.warning("controller election interrupted", extra={"error": repr(exc)})
 
     def elect(self) -> ControllerToken | None:
         """Try to become the controller; the token if this node won, None if another did."""
