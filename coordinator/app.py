@@ -19,11 +19,13 @@ from . import gc_policy
 from .admin.cluster_apis import ClusterApis
 from .admin.config_apis import ConfigApis
 from .admin.elect_leaders import ElectLeadersApis
+from .admin.reassignments import ReassignmentApis
 from .cluster.controller import Controller
 from .cluster.controller_election import ControllerElection
 from .cluster.producer_id_blocks import ProducerIdBlocks
 from .cluster.replica_fetcher import FetchSettings
-from .cluster.replica_manager import ReplicaManager
+from .cluster.dynamic_configs import ZkConfigs
+from .cluster.replica_manager import NOT_A_REPLICA, ReplicaManager
 from .cluster.topic_store import ZkTopicStore
 from .cluster.view import ClusterView
 from .cluster.zk_watcher import ZkWatcher
@@ -39,6 +41,7 @@ from .runtime.runtime import CoordinatorRuntime
 from .server.server import KafkaServer
 from .topics.apis import TopicApis
 from .topics.fetch import FetchApis
+from .topics.replication_quota import ReplicationThrottle
 from .topics.log_dirs import LogDirApis
 from .topics.log_manager import LogManager
 from .topics.offset_apis import OffsetApis
@@ -62,6 +65,9 @@ class App:
         self.watcher: ZkWatcher | None = None
         self.controller: Controller | None = None
         self.replicas: ReplicaManager | None = None
+        #: Cluster mode: dynamic broker configs in ZooKeeper, and the replication throttles.
+        self.dynamic_configs: ZkConfigs | None = None
+        self.throttle: ReplicationThrottle | None = None
         cluster_id_source = None
         if config["zookeeper.connect"]:
             zookeeper = self.zookeeper = ZooKeeper(config["zookeeper.connect"],
@@ -123,11 +129,12 @@ class App:
         handlers = {}
         handlers.update(ClusterApis(node, self.topics, self.view).handlers())
         handlers.update(TopicApis(node, self.topics).handlers())
-        handlers.update(ConfigApis(node, self.config, self.topics).handlers())
+        handlers.update(ConfigApis(node, self.config, self.topics, self.dynamic_configs).handlers())
         handlers.update(ProduceApis(self.logs).handlers())
-        handlers.update(FetchApis(self.logs).handlers())
+        handlers.update(FetchApis(self.logs, self.throttle).handlers())
         handlers.update(LogDirApis(self.logs).handlers())
         handlers.update(ElectLeadersApis(self.topics, self.controller).handlers())
+        handlers.update(ReassignmentApis(node, self.topics, self.controller).handlers())
         handlers.update(OffsetApis(self.logs).handlers())
         handlers.update(ProducerIdApis(self.producer_ids).handlers())
         handlers.update(self.groups.handlers())
@@ -198,8 +205,24 @@ class App:
         self.topics.store = ZkTopicStore(self.zookeeper, self.view)
         # Producer ids unique across the cluster, not only across this node's restarts.
         self.producer_ids.claim_block = ProducerIdBlocks(self.zookeeper, node.node_id).claim
+        view = self.view
+        self.dynamic_configs = ZkConfigs(self.zookeeper, view)
+
+        def throttle_rate(key: str) -> int:
+            dynamic = view.dynamic_broker_config(node.node_id, key)
+            try:
+                return int(dynamic) if dynamic is not None else int(config[key])
+            except ValueError:
+                return int(config[key])
+
+        def topic_configs(topic: str) -> dict[str, str] | None:
+            info = self.registry.get(topic)
+            return None if info is None else info.configs
+
+        window_s = float(int(config["replication.quota.window.num"]) * int(config["replication.quota.window.size.seconds"]))
+        self.throttle = ReplicationThrottle(node.node_id, throttle_rate, lambda: window_s, topic_configs)
         self.replicas = ReplicaManager(
-            node.node_id, self.zookeeper, self.view, self.topics, self.logs,
+            node.node_id, self.zookeeper, self.view, self.topics, self.logs, throttle=self.throttle,
             lag_time_max_ms=int(config["replica.lag.time.max.ms"]),
             fetch=FetchSettings(node.node_id, max_wait_ms=int(config["replica.fetch.wait.max.ms"]),
                                 max_bytes=int(config["replica.fetch.response.max.bytes"]),
@@ -212,7 +235,8 @@ class App:
                 if leading:
                     groups.become_coordinator(partition, epoch)
                 else:
-                    groups.resign(partition)
+                    # Reassigned away: no log left to keep a standby copy of.
+                    groups.resign(partition, standby=epoch != NOT_A_REPLICA)
 
         self.replicas.leadership_listeners.append(follow_offsets_leadership)
         self.election = ControllerElection(self.zookeeper, node.node_id)
@@ -229,7 +253,7 @@ class App:
         loop = asyncio.get_running_loop()
         self.replicas.start()
         self.controller.start()
-        self.watcher = ZkWatcher(self.zookeeper, self.view, loop)
+        self.watcher = ZkWatcher(self.zookeeper, self.view, loop, broker_id=node.node_id)
         await asyncio.to_thread(self.watcher.start)
         await asyncio.to_thread(self.election.start)
         log.info("cluster mode: watching ZooKeeper, standing for controller",

@@ -185,6 +185,17 @@ _SETTINGS = [
             "Bytes a follower fetches per partition and request."),
     Setting("replica.fetch.response.max.bytes", _int(1, INT32_MAX), 10485760, "bytes >= 1",
             "Bytes a follower fetches per request."),
+    # Replication throttles (KIP-73), usually set dynamically per broker by
+    # kafka-reassign-partitions --throttle; they apply only to the replicas the topic configs
+    # leader/follower.replication.throttled.replicas name, and never to in-sync replicas.
+    Setting("leader.replication.throttled.rate", _int(1, INT64_MAX), INT64_MAX, "bytes per second >= 1",
+            "Bytes per second a leader sends to throttled replicas outside the ISR."),
+    Setting("follower.replication.throttled.rate", _int(1, INT64_MAX), INT64_MAX, "bytes per second >= 1",
+            "Bytes per second a follower fetches for its throttled replicas outside the ISR."),
+    Setting("replication.quota.window.num", _int(1, INT32_MAX), 11, "an integer >= 1",
+            "Samples the replication throttles measure their rate over."),
+    Setting("replication.quota.window.size.seconds", _int(1, INT32_MAX), 1, "seconds >= 1",
+            "Length of one replication throttle sample."),
     Setting("delete.topic.enable", _bool, True, "true or false", "Whether DeleteTopics is allowed."),
     Setting("message.max.bytes", _int(0, INT32_MAX), 1048588, "an integer >= 0",
             "Largest record batch accepted (Kafka's default: 1 MiB + batch overhead)."),

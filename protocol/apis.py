@@ -30,8 +30,14 @@ from kafka.protocol.admin import (
     DescribeGroupsResponse,
     DescribeLogDirsRequest,
     DescribeLogDirsResponse,
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
     ElectLeadersRequest,
     ElectLeadersResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
     ListGroupsRequest,
     ListGroupsResponse,
 )
@@ -101,6 +107,9 @@ class ApiKey(IntEnum):
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
+    INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
 
@@ -133,6 +142,9 @@ _MESSAGES: dict[ApiKey, tuple[Any, Any]] = {
     ApiKey.DESCRIBE_CLUSTER: (DescribeClusterRequest, DescribeClusterResponse),
     ApiKey.DESCRIBE_LOG_DIRS: (DescribeLogDirsRequest, DescribeLogDirsResponse),
     ApiKey.ELECT_LEADERS: (ElectLeadersRequest, ElectLeadersResponse),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse),
 }
 
 # What we serve. Minimums follow Kafka 4.x, which removed the oldest versions (KIP-896); the
@@ -178,6 +190,11 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
     # Preferred and unclean leader election (KIP-183, KIP-460).
     ApiKey.ELECT_LEADERS: (0, 2),
+    # Topic overrides and dynamic broker configs (KIP-339); v1 is flexible.
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    # Partition reassignment (KIP-455); Alter v1 adds AllowReplicationFactorChange (KIP-860).
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
 }
 
 

@@ -1,24 +1,78 @@
-"""DescribeConfigs (api key 32, v1–v4): the values in force for topics and for this broker.
+"""DescribeConfigs (api key 32, v1–v4): the values in force for topics and for this broker;
+IncrementalAlterConfigs (api key 44, v0–v1): changing them.
 
 Admin clients ask for it when describing topics and brokers. A topic key reports its override, or
 the broker setting it derives from, or Kafka's default, each with the matching config source.
+
+IncrementalAlterConfigs (KIP-339) sets, deletes, appends to or subtracts from topic overrides (in
+ZooKeeper in cluster mode, every node applies them live) and the broker configs Kafka lets change
+at runtime that mean something here: the replication throttles ``kafka-reassign-partitions
+--throttle`` sets (KIP-73). Other broker keys are static: INVALID_REQUEST, as Kafka answers for a
+config it cannot update dynamically. On a single node the throttles are kept in memory and have
+no effect (nothing is replicated).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
-from kafka.protocol.admin import DescribeConfigsResponse
+from kafka.protocol.admin import DescribeConfigsResponse, IncrementalAlterConfigsResponse
 
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 
 from ..config import SETTINGS, Config
 from ..context import NodeInfo, RequestContext
-from ..topics.configs import TOPIC_CONFIGS, TYPE_BOOLEAN, TYPE_INT, TYPE_LONG, TYPE_STRING, effective_topic_configs
+from ..topics.configs import (
+    TOPIC_CONFIGS,
+    TYPE_BOOLEAN,
+    TYPE_INT,
+    TYPE_LIST,
+    TYPE_LONG,
+    TYPE_STRING,
+    effective_topic_configs,
+    topic_config_error,
+)
+from ..topics.registry import TopicError
 from ..topics.service import TopicService
 
-__all__ = ["ConfigApis"]
+__all__ = ["ConfigApis", "DynamicBrokerConfigs", "MemoryBrokerConfigs", "DYNAMIC_BROKER_KEYS"]
+
+#: Broker configs IncrementalAlterConfigs may change (``DynamicConfig.Broker`` in Kafka, narrowed to
+#: what exists here). The log-dirs throttle is accepted (kafka-reassign-partitions --verify deletes it
+#: with the others) and has no effect: a node has one log directory.
+DYNAMIC_BROKER_KEYS = frozenset({"leader.replication.throttled.rate", "follower.replication.throttled.rate",
+                                 "replica.alter.log.dirs.io.max.bytes.per.second"})
+DEFAULT_ENTITY = "<default>"
+
+# IncrementalAlterConfigs operations (AlterConfigOp.OpType).
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+
+
+class DynamicBrokerConfigs(Protocol):
+    """Where dynamic broker configs live: ZooKeeper in cluster mode, memory on a single node."""
+
+    def broker(self, entity: str) -> dict[str, str]: ...
+
+    async def alter_broker(self, entity: str, configs: dict[str, str]) -> None: ...
+
+
+class MemoryBrokerConfigs:
+    def __init__(self) -> None:
+        self._configs: dict[str, dict[str, str]] = {}
+
+    def broker(self, entity: str) -> dict[str, str]:
+        return dict(self._configs.get(entity, {}))
+
+    async def alter_broker(self, entity: str, configs: dict[str, str]) -> None:
+        self._configs[entity] = dict(configs)
+
+
+class _Invalid(Exception):
+    def __init__(self, error_code: int, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+        self.message = message
 
 # ConfigResource types (org.apache.kafka.common.config.ConfigResource.Type).
 RESOURCE_TOPIC = 2
@@ -26,9 +80,12 @@ RESOURCE_BROKER = 4
 
 # DescribeConfigsResponse config sources.
 SOURCE_DYNAMIC_TOPIC = 1
+SOURCE_DYNAMIC_BROKER = 2
+SOURCE_DYNAMIC_DEFAULT_BROKER = 3
 SOURCE_STATIC_BROKER = 4
 SOURCE_DEFAULT = 5
 
+AlterResult = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
 Result = DescribeConfigsResponse.DescribeConfigsResult
 Entry = Result.DescribeConfigsResourceResult
 Synonym = Entry.DescribeConfigsSynonym
@@ -48,10 +105,12 @@ def _broker_type(setting: Any) -> int:
 
 
 class ConfigApis:
-    def __init__(self, node: NodeInfo, config: Config, topics: TopicService) -> None:
+    def __init__(self, node: NodeInfo, config: Config, topics: TopicService,
+                 dynamic: DynamicBrokerConfigs | None = None) -> None:
         self.node = node
         self.config = config
         self.topics = topics
+        self.dynamic: DynamicBrokerConfigs = dynamic if dynamic is not None else MemoryBrokerConfigs()
 
     def describe_configs(self, ctx: RequestContext, request: Any) -> Any:
         version = ctx.api_version
@@ -106,21 +165,121 @@ class ConfigApis:
                           error_message=f"Unexpected broker id, expected {self.node.node_id} but received {name}",
                           resource_type=RESOURCE_BROKER, resource_name=name, configs=[])
         entries = []
+        own = self.dynamic.broker(str(self.node.node_id)) if name else {}
+        default = self.dynamic.broker(DEFAULT_ENTITY)
         for key, setting in sorted(SETTINGS.items()):
             if keys is not None and key not in keys:
                 continue
-            value = self.config[key]
+            value = _text(self.config[key])
             explicit = key in self.config.explicit
             source = SOURCE_STATIC_BROKER if explicit else SOURCE_DEFAULT
+            if key in own:
+                value, source = own[key], SOURCE_DYNAMIC_BROKER
+            elif key in default:
+                value, source = default[key], SOURCE_DYNAMIC_DEFAULT_BROKER
             chain = []
             if synonyms:
+                if key in own:
+                    chain.append(Synonym(name=key, value=own[key], source=SOURCE_DYNAMIC_BROKER))
+                if key in default:
+                    chain.append(Synonym(name=key, value=default[key], source=SOURCE_DYNAMIC_DEFAULT_BROKER))
                 if explicit:
-                    chain.append(Synonym(name=key, value=_text(value), source=SOURCE_STATIC_BROKER))
+                    chain.append(Synonym(name=key, value=_text(self.config[key]), source=SOURCE_STATIC_BROKER))
                 chain.append(Synonym(name=key, value=_text(setting.default), source=SOURCE_DEFAULT))
-            entries.append(Entry(name=key, value=_text(value), read_only=True, config_source=source,
-                                 is_default=not explicit, is_sensitive=False, synonyms=chain,
+            entries.append(Entry(name=key, value=value, read_only=key not in DYNAMIC_BROKER_KEYS, config_source=source,
+                                 is_default=source == SOURCE_DEFAULT, is_sensitive=False, synonyms=chain,
                                  config_type=_broker_type(setting), documentation=setting.doc if docs else None))
         return Result(error_code=0, error_message=None, resource_type=RESOURCE_BROKER, resource_name=name, configs=entries)
 
+    # --- IncrementalAlterConfigs (KIP-339) -------------------------------------------------------
+
+    async def incremental_alter_configs(self, ctx: RequestContext, request: Any) -> Any:
+        validate_only = bool(request.validate_only)
+        responses = []
+        for resource in request.resources:
+            code, message = ErrorCode.NONE, None
+            try:
+                if resource.resource_type == RESOURCE_TOPIC:
+                    await self._alter_topic(resource.resource_name, resource.configs, validate_only)
+                elif resource.resource_type == RESOURCE_BROKER:
+                    await self._alter_broker(resource.resource_name, resource.configs, validate_only)
+                else:
+                    raise _Invalid(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource.resource_type}")
+            except _Invalid as exc:
+                code, message = exc.error_code, exc.message
+            except TopicError as exc:
+                code, message = exc.error_code, exc.message
+            responses.append(AlterResult(error_code=code, error_message=message, resource_type=resource.resource_type,
+                                         resource_name=resource.resource_name))
+        return IncrementalAlterConfigsResponse(version=ctx.api_version, throttle_time_ms=0, responses=responses)
+
+    @staticmethod
+    def _apply_ops(current: dict[str, str], ops: Any, is_list: Any) -> dict[str, str]:
+        """``current`` after the operations (KIP-339: APPEND/SUBTRACT only on list configs)."""
+        new = dict(current)
+        seen = set()
+        for op in ops:
+            name, value, kind = op.name, op.value, op.config_operation
+            if name in seen:
+                raise _Invalid(ErrorCode.INVALID_CONFIG, f"Error due to duplicate config keys: {name}")
+            seen.add(name)
+            if kind == OP_SET:
+                if value is None:
+                    raise _Invalid(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {name}")
+                new[name] = value
+            elif kind == OP_DELETE:
+                new.pop(name, None)
+            elif kind in (OP_APPEND, OP_SUBTRACT):
+                if not is_list(name):
+                    raise _Invalid(ErrorCode.INVALID_CONFIG,
+                                   f"Config value append is not allowed for config key: {name}" if kind == OP_APPEND
+                                   else f"Config value subtract is not allowed for config key: {name}")
+                items = [v for v in new.get(name, "").split(",") if v.strip()]
+                given = [v for v in (value or "").split(",") if v.strip()]
+                if kind == OP_APPEND:
+                    items += [v for v in given if v not in items]
+                else:
+                    items = [v for v in items if v not in given]
+                new[name] = ",".join(items)
+            else:
+                raise _Invalid(ErrorCode.INVALID_REQUEST, f"Unknown config operation {kind} for {name}")
+        return new
+
+    async def _alter_topic(self, name: str, ops: Any, validate_only: bool) -> None:
+        info = self.topics.registry.get(name)
+        if info is None:
+            raise _Invalid(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
+        new = self._apply_ops(info.configs, ops,
+                              lambda key: key in TOPIC_CONFIGS and TOPIC_CONFIGS[key].type == TYPE_LIST)
+        for key, value in new.items():
+            if info.configs.get(key) == value:
+                continue
+            problem = topic_config_error(key, value)
+            if problem is not None:
+                raise _Invalid(ErrorCode.INVALID_CONFIG, problem)
+        for op in ops:  # deleting an unknown key is also an error, as Kafka's validation says
+            if op.name not in TOPIC_CONFIGS:
+                raise _Invalid(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {op.name}")
+        if not validate_only and new != info.configs:
+            await self.topics.alter_configs(name, new)
+
+    async def _alter_broker(self, name: str, ops: Any, validate_only: bool) -> None:
+        if name not in ("", str(self.node.node_id)):
+            raise _Invalid(ErrorCode.INVALID_REQUEST,
+                           f"Unexpected broker id, expected {self.node.node_id} or empty string, but received {name}")
+        entity = str(self.node.node_id) if name else DEFAULT_ENTITY
+        static = sorted(op.name for op in ops if op.name not in DYNAMIC_BROKER_KEYS)
+        if static:
+            raise _Invalid(ErrorCode.INVALID_REQUEST, f"Cannot update these configs dynamically: {static}")
+        current = self.dynamic.broker(entity)
+        new = self._apply_ops(current, ops, lambda key: False)
+        for key, value in new.items():
+            if current.get(key) != value and not (value.isdigit() and int(value) >= 1):
+                raise _Invalid(ErrorCode.INVALID_CONFIG, f"Invalid value {value} for configuration {key}: "
+                                                         "bytes per second >= 1 expected")
+        if not validate_only and new != current:
+            await self.dynamic.alter_broker(entity, new)
+
     def handlers(self) -> dict[ApiKey, Any]:
-        return {ApiKey.DESCRIBE_CONFIGS: self.describe_configs}
+        return {ApiKey.DESCRIBE_CONFIGS: self.describe_configs,
+                ApiKey.INCREMENTAL_ALTER_CONFIGS: self.incremental_alter_configs}

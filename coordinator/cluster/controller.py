@@ -23,7 +23,15 @@ Election rules (``PartitionLeaderElectionAlgorithms``, §2.3):
 * preferred leader (``auto.leader.rebalance.enable``, and ElectLeaders): the first replica, when it
   is live, in the ISR and not leading;
 * controlled shutdown (§2.5): a node shutting down leads nothing another live ISR member can
-  take, and leaves every ISR it is not the last member of.
+  take, and leaves every ISR it is not the last member of;
+* partition reassignment (KIP-455, :meth:`Controller.alter_reassignments`): the topic znode
+  lists the original and the target replicas together, with ``adding_replicas`` and
+  ``removing_replicas``; the new replicas follow and catch up like any follower, and once every
+  target replica is in the ISR one transaction writes the target as the assignment and a state
+  with the leader in the target (kept if it is there, else the first live target replica in the
+  ISR — Kafka's ReassignPartitionLeaderElectionStrategy) and the ISR narrowed to the target.
+  Replicas no longer assigned delete their logs when they see it (Kafka's StopReplica with
+  delete). A cancellation is a reassignment back to the original replicas.
 
 Every change the controller makes bumps the leader epoch.
 """
@@ -32,7 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 
@@ -43,7 +51,10 @@ from .znodes import (
     NO_LEADER,
     PartitionState,
     TopicAssignment,
+    ZnodeError,
+    decode_topic,
     encode_partition_state,
+    encode_topic,
     partition_state_path,
     topic_config_path,
     topic_path,
@@ -74,9 +85,11 @@ def plan_partition(replicas: tuple[int, ...], state: PartitionState | None, live
         return PartitionState(alive[0], 0, tuple(alive), controller_epoch)
     if state.leader == -2:  # being deleted
         return None
-    leader_live = state.leader in live
+    # A leader no longer among the replicas (a reassignment overridden before it finished) goes.
+    leader_live = state.leader in live and state.leader in replicas
     if leader_live:
-        isr = tuple(r for r in state.isr if r in live)
+        # Only replicas stay in the ISR: a replica dropped by an overriding reassignment leaves it.
+        isr = tuple(r for r in state.isr if r in live and r in replicas)
         leader = state.leader
         if shutting_down:
             staying = [r for r in replicas if r in isr and r not in shutting_down]
@@ -103,6 +116,78 @@ def plan_partition(replicas: tuple[int, ...], state: PartitionState | None, live
         isr = tuple(r for r in state.isr if r in live) or state.isr[-1:]
         leader = NO_LEADER
     return PartitionState(leader, state.leader_epoch + 1, isr, controller_epoch)
+
+
+def finish_reassignment(assignment: TopicAssignment, partition: int, state: PartitionState, live: frozenset[int],
+                        shutting_down: frozenset[int], controller_epoch: int) -> PartitionState | None:
+    """The state that completes a partition's reassignment, once every target replica is in the
+    ISR and a live target replica can lead; None while it must wait (pure)."""
+    target = assignment.target(partition)
+    if state.leader < 0 or not all(r in state.isr for r in target):
+        return None
+    if state.leader in target and state.leader in live:
+        leader = state.leader
+    else:
+        candidates = [r for r in target if r in live and r in state.isr]
+        candidates.sort(key=lambda r: r in shutting_down)  # stable: target order otherwise
+        if not candidates:
+            return None
+        leader = candidates[0]
+    isr = tuple(r for r in state.isr if r in target)
+    return PartitionState(leader, state.leader_epoch + 1, isr, controller_epoch)
+
+
+def reassign(assignment: TopicAssignment, partition: int, target: tuple[int, ...] | None) -> TopicAssignment:
+    """``assignment`` with ``partition`` moving to ``target`` (None: back to its original replicas),
+    as KIP-455 lays it out: replicas = target then the original ones not in it, adding = target
+    minus original, removing = original minus target. A move that overrides an unfinished one
+    starts from that one's original replicas (pure)."""
+    original = assignment.original(partition)
+    if target is None:
+        # Cancelled: the original replicas are the target; those being added are removed again.
+        target = original
+    replicas = tuple(dict.fromkeys(target + original))
+    adding = tuple(r for r in target if r not in original)
+    removing = tuple(r for r in original if r not in target)
+    partitions = dict(assignment.partitions)
+    partitions[partition] = replicas
+    adds, removes = dict(assignment.adding), dict(assignment.removing)
+    adds.pop(partition, None)
+    removes.pop(partition, None)
+    if adding:
+        adds[partition] = adding
+    if removing:
+        removes[partition] = removing
+    return replace(assignment, partitions=partitions, adding=adds, removing=removes)
+
+
+def _invalid_move(current: TopicAssignment, partition: int, target: tuple[int, ...] | None, live: frozenset[int],
+                  allow_rf_change: bool) -> tuple[int, str] | None:
+    """Why Kafka's controller would refuse this move, as (error code, message); None if valid."""
+    from protocol.errors import ErrorCode
+
+    if partition not in current.partitions:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Partition {current.name}-{partition} does not exist."
+    if target is None:
+        if not current.reassigning(partition):
+            return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, f"No reassignment of {current.name}-{partition} is in progress."
+        return None
+    if not target:
+        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Empty replica list specified."
+    if len(set(target)) != len(target):
+        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Duplicate replica ids in {list(target)}."
+    if any(r < 0 for r in target):
+        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Invalid broker id in {list(target)}."
+    dead = [r for r in target if r not in live]
+    if dead:
+        return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"Replica assignment has brokers that are not alive. Replica list: {list(target)}, "
+                f"live broker list: {sorted(live)}")
+    if not allow_rf_change and len(target) != len(current.original(partition)):
+        return (ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"The replication factor of {current.name}-{partition} would change from "
+                f"{len(current.original(partition))} to {len(target)}.")
+    return None
 
 
 class Controller:
@@ -192,34 +277,45 @@ class Controller:
     # --- one pass (a worker thread: ZooKeeper calls block) ------------------------------------------
 
     def _reconcile(self, token: ControllerToken, snap: _Snapshot, preferred: bool) -> None:
-        client = self.election.zk.client
         for name in sorted(snap.deleting):
             self._delete_topic(token, name, snap.topics.get(name))
         for name, assignment in sorted(snap.topics.items()):
             if name in snap.deleting:
                 continue
-            for p, replicas in sorted(assignment.partitions.items()):
-                state = snap.states.get((name, p))
-                if state is not None and state.controller_epoch > token.epoch:
-                    raise ControllerMoved(f"{name}-{p} was written by controller epoch {state.controller_epoch}")
-                new = plan_partition(replicas, state, snap.live, unclean=self.unclean, preferred=preferred,
-                                     controller_epoch=token.epoch, shutting_down=snap.shutting_down)
-                if new is None:
-                    continue
-                path = partition_state_path(name, p)
-                data = encode_partition_state(new)
-                try:
-                    if state is None:
-                        client.ensure_path(path.rsplit("/", 1)[0])
-                        self.election.commit_fenced(token, lambda tx, path=path, data=data: tx.create(path, data))
-                    else:
-                        self.election.commit_fenced(token, lambda tx, path=path, data=data, state=state: tx.set_data(path, data, version=state.zk_version))
-                except (NodeExistsError, BadVersionError, NoNodeError):
-                    continue  # the view brings the newer version and another pass
-                log.info("partition state written", extra={
-                    "partition": f"{name}-{p}", "leader": new.leader, "leader_epoch": new.leader_epoch,
-                    "isr": list(new.isr), "was": None if state is None else
-                    {"leader": state.leader, "leader_epoch": state.leader_epoch, "isr": list(state.isr)}})
+            finishing: dict[int, tuple[PartitionState, PartitionState]] = {}
+            self._reconcile_topic(token, snap, preferred, name, assignment, finishing)
+            if finishing:
+                self._finish_reassignments(token, assignment, finishing)
+
+    def _reconcile_topic(self, token: ControllerToken, snap: _Snapshot, preferred: bool, name: str,
+                         assignment: TopicAssignment, finishing: dict[int, tuple[PartitionState, PartitionState]]) -> None:
+        client = self.election.zk.client
+        for p, replicas in sorted(assignment.partitions.items()):
+            state = snap.states.get((name, p))
+            if state is not None and state.controller_epoch > token.epoch:
+                raise ControllerMoved(f"{name}-{p} was written by controller epoch {state.controller_epoch}")
+            new = plan_partition(replicas, state, snap.live, unclean=self.unclean, preferred=preferred,
+                                 controller_epoch=token.epoch, shutting_down=snap.shutting_down)
+            if new is None:
+                if state is not None and assignment.reassigning(p):
+                    finished = finish_reassignment(assignment, p, state, snap.live, snap.shutting_down, token.epoch)
+                    if finished is not None:
+                        finishing[p] = (state, finished)
+                continue
+            path = partition_state_path(name, p)
+            data = encode_partition_state(new)
+            try:
+                if state is None:
+                    client.ensure_path(path.rsplit("/", 1)[0])
+                    self.election.commit_fenced(token, lambda tx, path=path, data=data: tx.create(path, data))
+                else:
+                    self.election.commit_fenced(token, lambda tx, path=path, data=data, state=state: tx.set_data(path, data, version=state.zk_version))
+            except (NodeExistsError, BadVersionError, NoNodeError):
+                continue  # the view brings the newer version and another pass
+            log.info("partition state written", extra={
+                "partition": f"{name}-{p}", "leader": new.leader, "leader_epoch": new.leader_epoch,
+                "isr": list(new.isr), "was": None if state is None else
+                {"leader": state.leader, "leader_epoch": state.leader_epoch, "isr": list(state.isr)}})
 
     def _delete_topic(self, token: ControllerToken, name: str, assignment: TopicAssignment | None) -> None:
         """Remove a topic queued in ``/admin/delete_topics`` (Kafka's TopicDeletionManager, without
@@ -241,6 +337,127 @@ class Controller:
         # A failure (a znode added meanwhile: NotEmpty) propagates: the pass is retried.
         self.election.commit_fenced(token, build)
         log.info("topic deleted", extra={"topic": name})
+
+    def _finish_reassignments(self, token: ControllerToken, assignment: TopicAssignment,
+                              finishing: dict[int, tuple[PartitionState, PartitionState]]) -> None:
+        """One transaction per topic: the new states and the topic znode without the finished
+        moves, each conditional on the version it was planned from."""
+        partitions, adds, removes = dict(assignment.partitions), dict(assignment.adding), dict(assignment.removing)
+        for p in finishing:
+            partitions[p] = assignment.target(p)
+            adds.pop(p, None)
+            removes.pop(p, None)
+        done = replace(assignment, partitions=partitions, adding=adds, removing=removes)
+        name = assignment.name
+
+        def build(tx: object) -> None:
+            for p, (old, new) in sorted(finishing.items()):
+                tx.set_data(partition_state_path(name, p), encode_partition_state(new), version=old.zk_version)  # type: ignore[attr-defined]
+            tx.set_data(topic_path(name), encode_topic(done), version=assignment.zk_version)  # type: ignore[attr-defined]
+
+        try:
+            self.election.commit_fenced(token, build)
+        except (BadVersionError, NoNodeError):
+            return  # something moved meanwhile: the view brings it and another pass
+        for p, (old, new) in sorted(finishing.items()):
+            log.info("partition reassignment completed", extra={
+                "partition": f"{name}-{p}", "replicas": list(partitions[p]),
+                "removed": list(assignment.removing.get(p, ())), "leader": new.leader,
+                "leader_epoch": new.leader_epoch, "isr": list(new.isr)})
+
+    # --- AlterPartitionReassignments / ListPartitionReassignments (KIP-455) -------------------------
+
+    async def alter_reassignments(self, wanted: dict[tuple[str, int], tuple[int, ...] | None],
+                                  allow_replication_factor_change: bool = True) -> dict[tuple[str, int], tuple[int, str | None]]:
+        """Start (or cancel: None) the reassignment of each partition; (error code, message) for each.
+        The move itself goes on in the reconcile passes; this answers once it is written."""
+        from protocol.errors import ErrorCode
+
+        token = self.token
+        if token is None:
+            return {tp: (ErrorCode.NOT_CONTROLLER, "This node is not the controller.") for tp in wanted}
+        live = frozenset(self.view.brokers)
+        deleting = self.view.deleting
+        written: dict[str, int] = {}
+        out = await asyncio.to_thread(self._alter, token, wanted, live, deleting, allow_replication_factor_change,
+                                      written)
+        # Answer once this node's view shows what was written, so that a List right after the
+        # answer sees the moves (Kafka answers from the controller's own state the same way).
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 10.0
+        while loop.time() < deadline and any(
+                (a := self.view.topics.get(name)) is not None and a.zk_version < version
+                for name, version in written.items()):
+            await asyncio.sleep(0.01)
+        self._dirty.set()
+        return out
+
+    def _alter(self, token: ControllerToken, wanted: dict[tuple[str, int], tuple[int, ...] | None], live: frozenset[int],
+               deleting: frozenset[str], allow_rf_change: bool,
+               written: dict[str, int]) -> dict[tuple[str, int], tuple[int, str | None]]:
+        from protocol.errors import ErrorCode
+
+        client = self.election.zk.client
+        out: dict[tuple[str, int], tuple[int, str | None]] = {}
+        by_topic: dict[str, dict[int, tuple[int, ...] | None]] = {}
+        for (name, p), target in wanted.items():
+            by_topic.setdefault(name, {})[p] = target
+        for name, moves in sorted(by_topic.items()):
+            for _attempt in range(10):
+                result: dict[int, tuple[int, str | None]] = {}
+                try:
+                    data, stat = client.get(topic_path(name))
+                    current = decode_topic(topic_path(name), data, stat.version)
+                except (NoNodeError, ZnodeError):
+                    current = None
+                if current is None or name in deleting:
+                    result = {p: (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.") for p in moves}
+                    break
+                moved = current
+                for p, target in sorted(moves.items()):
+                    problem = _invalid_move(current, p, target, live, allow_rf_change)
+                    if problem is not None:
+                        result[p] = problem
+                        continue
+                    if target is not None and not current.reassigning(p) and target == current.partitions[p]:
+                        result[p] = (ErrorCode.NONE, None)  # already there: nothing to do
+                        continue
+                    moved = reassign(moved, p, target)
+                    result[p] = (ErrorCode.NONE, None)
+                if moved is current:
+                    break
+                try:
+                    stat = self.election.commit_fenced(token, lambda tx, moved=moved: tx.set_data(
+                        topic_path(name), encode_topic(moved), version=current.zk_version))[0]
+                    written[name] = stat.version
+                except BadVersionError:
+                    continue  # the topic changed meanwhile (a finished move, new partitions): again
+                except NoNodeError:
+                    result = {p: (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.") for p in moves}
+                    break
+                log.info("partition reassignment started", extra={"topic": name, "moves": {
+                    p: {"replicas": list(moved.partitions[p]), "adding": list(moved.adding.get(p, ())),
+                        "removing": list(moved.removing.get(p, ()))}
+                    for p, (code, _m) in sorted(result.items()) if code == ErrorCode.NONE and p in moved.partitions}})
+                break
+            else:
+                result = {p: (ErrorCode.REQUEST_TIMED_OUT, f"Topic '{name}' kept changing; retry.") for p in moves}
+            out.update({(name, p): r for p, r in result.items()})
+        return out
+
+    def list_reassignments(self, wanted: list[tuple[str, int]] | None) -> dict[tuple[str, int], TopicAssignment] | None:
+        """The partitions being reassigned (all, or those of ``wanted``), each with its topic's
+        assignment; None when this node is not the controller (Kafka answers NOT_CONTROLLER)."""
+        if self.token is None:
+            return None
+        keys = wanted if wanted is not None else [
+            (name, p) for name, a in sorted(self.view.topics.items()) for p in sorted(a.partitions)]
+        out = {}
+        for name, p in keys:
+            assignment = self.view.topics.get(name)
+            if assignment is not None and p in assignment.partitions and assignment.reassigning(p):
+                out[(name, p)] = assignment
+        return out
 
     # --- ElectLeaders (KIP-183 preferred, KIP-460 unclean) -----------------------------------------------
 

@@ -89,6 +89,15 @@ class LocalCluster:
         self._start_node(broker_id, port)
         self._wait_listening(broker_id, port)
 
+    def add_node(self, port: int) -> int:
+        """Start one more node (the next broker id) on ``port``, as an operator adding a broker to
+        the cluster would; returns its id once it listens."""
+        self.ports.append(port)
+        broker_id = len(self.ports)
+        self._start_node(broker_id, port)
+        self._wait_listening(broker_id, port)
+        return broker_id
+
     def _wait_listening(self, broker_id: int, port: int) -> None:
         # Ready when the node's own log says so: a connect probe could reach another process
         # already bound to the port while the node fails to bind it.

@@ -27,6 +27,7 @@ from protocol.client import decode_response, encode_request
 from protocol.errors import ErrorCode
 
 from ..topics.log_manager import PartitionLog
+from ..topics.replication_quota import ReplicationThrottle
 
 __all__ = ["ReplicaFetcher", "FetchSettings"]
 
@@ -37,6 +38,8 @@ EPOCH_VERSION = 3
 MAX_TRUNCATION_ROUNDS = 10
 #: Retry of a partition whose leader has not applied its leadership yet.
 NOT_READY_RETRY_S = 0.05
+#: How long a fetcher holding only throttled partitions waits for the rate to fall.
+THROTTLE_PAUSE_S = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,10 +64,13 @@ class _Followed:
 
 
 class ReplicaFetcher:
-    def __init__(self, leader_id: int, endpoint: Callable[[], tuple[str, int] | None], settings: FetchSettings) -> None:
+    def __init__(self, leader_id: int, endpoint: Callable[[], tuple[str, int] | None], settings: FetchSettings,
+                 throttle: ReplicationThrottle | None = None) -> None:
         self.leader_id = leader_id
         self.endpoint = endpoint
         self.settings = settings
+        #: The follower's replication quota (KIP-73), shared by every fetcher of this node.
+        self.throttle = throttle
         self.partitions: dict[tuple[str, int], _Followed] = {}
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -123,6 +129,12 @@ class ReplicaFetcher:
                 for f in [f for f in active if not f.truncated]:
                     await self._truncate(f)
                 ready = [f for f in self.partitions.values() if f.truncated and not f.parked and f.retry_at <= now]
+                held = self._over_quota(ready)
+                if held:
+                    ready = [f for f in ready if f not in held]
+                    if not ready:  # only throttled partitions, over the quota: let the rate fall
+                        await self._pause(THROTTLE_PAUSE_S)
+                        continue
                 if ready:
                     await self._fetch_interruptibly(ready)
             except (OSError, ConnectionError, asyncio.TimeoutError, asyncio.IncompleteReadError) as exc:
@@ -136,6 +148,25 @@ class ReplicaFetcher:
                 log.exception("replica fetcher failed; retrying", extra={"leader": self.leader_id})
                 self._close()
                 await asyncio.sleep(self.settings.backoff_s)
+
+    def _throttled(self, f: _Followed) -> bool:
+        repl = f.plog.replication
+        return (self.throttle is not None and repl is not None
+                and self.throttle.follower_applies(f.plog.topic, f.plog.partition, repl.isr))
+
+    def _over_quota(self, ready: list[_Followed]) -> list[_Followed]:
+        """The throttled partitions of ``ready`` while the follower quota is exceeded (Kafka leaves
+        them out of the fetch request until the rate falls)."""
+        if self.throttle is None or not self.throttle.follower.exceeded():
+            return []
+        return [f for f in ready if self._throttled(f)]
+
+    async def _pause(self, seconds: float) -> None:
+        self._changed.clear()
+        try:
+            await asyncio.wait_for(self._changed.wait(), seconds)
+        except asyncio.TimeoutError:
+            pass
 
     async def _connect(self) -> None:
         if self._writer is not None:
@@ -283,6 +314,8 @@ class ReplicaFetcher:
                 plog = f.plog
                 records = part.records
                 if records and plog.log_end_offset == offset:
+                    if self._throttled(f):
+                        self.throttle.follower.record(len(records))  # type: ignore[union-attr]
                     await plog.append_replicated(bytes(records))
                 if plog.replication is not None:
                     plog.replication.set_follower_high_watermark(part.high_watermark)

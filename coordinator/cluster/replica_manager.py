@@ -25,15 +25,20 @@ from kazoo.exceptions import BadVersionError, KazooException, NoNodeError
 
 from ..topics.log_manager import LogManager, PartitionLog
 from ..topics.registry import TopicInfo
+from ..topics.replication_quota import ReplicationThrottle
 from ..topics.service import TopicService
 from .replica_fetcher import FetchSettings, ReplicaFetcher
 from .view import ClusterView
 from .znodes import CONTROLLED_SHUTDOWN, PartitionState, encode_partition_state, partition_state_path
 from .zookeeper import ZooKeeper
 
-__all__ = ["ReplicaManager"]
+__all__ = ["ReplicaManager", "NOT_A_REPLICA"]
 
 log = logging.getLogger("groupcoord.cluster.replicas")
+
+#: The leader epoch leadership listeners are told when this node stops being a replica at all
+#: (reassigned away): nothing to keep a standby of.
+NOT_A_REPLICA = -1
 
 #: ``replica.high.watermark.checkpoint.interval.ms`` (Kafka's default).
 HW_CHECKPOINT_INTERVAL_S = 5.0
@@ -41,7 +46,7 @@ HW_CHECKPOINT_INTERVAL_S = 5.0
 
 class ReplicaManager:
     def __init__(self, broker_id: int, zk: ZooKeeper, view: ClusterView, topics: TopicService, logs: LogManager,
-                 *, lag_time_max_ms: int, fetch: FetchSettings) -> None:
+                 *, lag_time_max_ms: int, fetch: FetchSettings, throttle: ReplicationThrottle | None = None) -> None:
         self.broker_id = broker_id
         self.zk = zk
         self.view = view
@@ -49,6 +54,7 @@ class ReplicaManager:
         self.logs = logs
         self.lag_time_max_ms = lag_time_max_ms
         self.fetch_settings = fetch
+        self.throttle = throttle
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._following: dict[tuple[str, int], int] = {}
         self._dirty: set[tuple[str, int]] = set()
@@ -127,8 +133,11 @@ class ReplicaManager:
             if info is not None:
                 self.topics.forget(name)
             self.topics.adopt(TopicInfo(name, assignment.topic_id, len(assignment.partitions), dict(configs)))
-        elif info.num_partitions < len(assignment.partitions):
-            self.topics.resize(name, len(assignment.partitions))
+        else:
+            if info.num_partitions < len(assignment.partitions):
+                self.topics.resize(name, len(assignment.partitions))
+            if info.configs != configs:  # altered after creation (IncrementalAlterConfigs)
+                self.topics.set_configs(name, dict(configs))
         for p in assignment.partitions:
             self._mark(name, p)
 
@@ -162,6 +171,7 @@ class ReplicaManager:
             return
         replicas = assignment.partitions.get(partition, ())
         if self.broker_id not in replicas:
+            await self._retire(topic, partition)
             return
         plog = await self.logs.open_partition(info, partition)
         repl = plog.replication
@@ -170,6 +180,8 @@ class ReplicaManager:
         newer_epoch = state.leader_epoch > repl.leader_epoch
         if state.leader_epoch < repl.leader_epoch:
             return  # an older state delivered late (§2.7)
+        if replicas != repl.replicas and repl.role != "offline":
+            repl.update_replicas(replicas)
         if state.leader == self.broker_id:
             if newer_epoch or not repl.is_leader:
                 self._unfollow((topic, partition))
@@ -193,6 +205,25 @@ class ReplicaManager:
         elif state.zk_version > repl.zk_version:
             repl.isr, repl.zk_version = state.isr, state.zk_version
 
+    async def _retire(self, topic: str, partition: int) -> None:
+        """This node is no longer a replica (a reassignment moved the partition away, KIP-455):
+        stop leading or following, tell the listeners (:data:`NOT_A_REPLICA`), then delete the
+        log, as Kafka's StopReplica with delete does. Also removes a log left on disk by a
+        reassignment that finished while this node was down."""
+        plog = self.logs.get(topic, partition)
+        if plog is None:
+            if self.logs.has_directory(topic, partition):
+                await self.logs.remove_partition(topic, partition)
+                log.info("stray replica deleted", extra={"partition": f"{topic}-{partition}"})
+            return
+        repl = plog.replication
+        self._unfollow((topic, partition))
+        self._tell(topic, partition, False, NOT_A_REPLICA)
+        if repl is not None:
+            repl.go_offline(f"{topic}-{partition} was reassigned away from broker {self.broker_id}")
+        await self.logs.remove_partition(topic, partition)
+        log.info("replica removed", extra={"partition": f"{topic}-{partition}"})
+
     def _tell(self, topic: str, partition: int, leading: bool, epoch: int) -> None:
         for listener in self.leadership_listeners:
             try:
@@ -204,7 +235,7 @@ class ReplicaManager:
         fetcher = self.fetchers.get(leader)
         if fetcher is None:
             fetcher = self.fetchers[leader] = ReplicaFetcher(leader, lambda b=leader: self._endpoint(b),
-                                                             self.fetch_settings)
+                                                             self.fetch_settings, self.throttle)
         fetcher.follow(plog, epoch)
         self._following[(plog.topic, plog.partition)] = leader
 

@@ -22,6 +22,7 @@ from protocol.errors import ErrorCode
 
 from ..topics.registry import TopicError, TopicInfo
 from .assignment import AssignmentError, Broker, assign_replicas
+from .dynamic_configs import ZkConfigs
 from .view import ClusterView
 from .znodes import (
     DELETE_TOPICS,
@@ -126,6 +127,8 @@ class ZkTopicStore:
         client = self.zk.client
         data, stat = client.get(topic_path(name))
         current = decode_topic(topic_path(name), data)
+        if current.adding or current.removing:  # Kafka refuses too: the new layout would race the move
+            raise TopicError(ErrorCode.REASSIGNMENT_IN_PROGRESS, f"A partition reassignment of '{name}' is in progress.")
         brokers = [Broker(b.broker_id, b.rack) for b in self.view.brokers.values()]
         replication = len(current.partitions[0])
         old = len(current.partitions)
@@ -142,6 +145,10 @@ class ZkTopicStore:
             raise TopicError(ErrorCode.REASSIGNMENT_IN_PROGRESS, f"Topic '{name}' changed while partitions were added; retry.") from None
         log.info("partitions added", extra={"topic": name, "count": count,
                                             "assignment": {p: list(r) for p, r in placement.items()}})
+
+    def alter_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Replace the topic's overrides (IncrementalAlterConfigs): every node's view follows."""
+        ZkConfigs(self.zk).set_topic(name, configs)
 
     async def wait_partitions(self, name: str, count: int, timeout_s: float) -> bool:
         loop = asyncio.get_running_loop()

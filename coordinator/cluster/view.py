@@ -15,7 +15,7 @@ import logging
 from dataclasses import dataclass
 from typing import Protocol
 
-from .znodes import BrokerRegistration, PartitionState, TopicAssignment
+from .znodes import DEFAULT_ENTITY, BrokerRegistration, PartitionState, TopicAssignment
 
 __all__ = ["ClusterView", "ViewListener", "PartitionInfo"]
 
@@ -55,6 +55,9 @@ class ClusterView:
         self.shutting_down: frozenset[int] = frozenset()
         #: Topics queued for deletion (``/admin/delete_topics``), removed by the controller.
         self.deleting: frozenset[str] = frozenset()
+        #: Dynamic broker configs (``/config/brokers/<id>`` and ``/config/brokers/<default>``)
+        #: of this node, by entity name: only the replication throttles are read from them.
+        self.broker_configs: dict[str, dict[str, str]] = {}
         self.listeners: list[ViewListener] = []
 
     # --- reading ------------------------------------------------------------------------------
@@ -78,6 +81,14 @@ class ClusterView:
         if state is None or state.leader < 0 or state.leader not in self.brokers:
             return -1
         return state.leader
+
+    def dynamic_broker_config(self, broker_id: int, key: str) -> str | None:
+        """A dynamic broker config in force for ``broker_id``: its own, else the cluster default."""
+        for entity in (str(broker_id), DEFAULT_ENTITY):
+            value = self.broker_configs.get(entity, {}).get(key)
+            if value is not None:
+                return value
+        return None
 
     # --- changes (event loop, in ZooKeeper's order) --------------------------------------------
 
@@ -108,7 +119,15 @@ class ClusterView:
             listener.topic_changed(self, name)
 
     def set_config(self, name: str, configs: dict[str, str]) -> None:
+        if self.configs.get(name) == configs:
+            return
         self.configs[name] = configs
+        if name in self.topics:  # a change after creation (IncrementalAlterConfigs)
+            for listener in list(self.listeners):
+                listener.topic_changed(self, name)
+
+    def set_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
+        self.broker_configs[entity] = configs
 
     def set_state(self, topic: str, partition: int, state: PartitionState | None) -> None:
         key = (topic, partition)

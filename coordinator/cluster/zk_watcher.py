@@ -28,9 +28,11 @@ from .znodes import (
     BROKER_TOPICS,
     CONTROLLED_SHUTDOWN,
     CONTROLLER,
+    DEFAULT_ENTITY,
     DELETE_TOPICS,
     BrokerRegistration,
     ZnodeError,
+    broker_config_path,
     broker_path,
     decode_broker,
     decode_controller,
@@ -49,8 +51,10 @@ log = logging.getLogger("groupcoord.cluster.watch")
 
 
 class ZkWatcher:
-    def __init__(self, zk: ZooKeeper, view: ClusterView, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, zk: ZooKeeper, view: ClusterView, loop: asyncio.AbstractEventLoop,
+                 broker_id: int | None = None) -> None:
         self.zk = zk
+        self.broker_id = broker_id
         self.view = view
         self.loop = loop
         self._lock = threading.Lock()
@@ -75,6 +79,10 @@ class ZkWatcher:
         client.ensure_path(CONTROLLED_SHUTDOWN)
         ChildrenWatch(client, CONTROLLED_SHUTDOWN, self._on_shutting_down)
         ChildrenWatch(client, DELETE_TOPICS, self._on_deleting)
+        if self.broker_id is not None:
+            for entity in (str(self.broker_id), DEFAULT_ENTITY):
+                DataWatch(client, broker_config_path(entity),
+                          lambda d, s, e=None, n=entity: self._on_broker_config(n, d, s))
 
     def stop(self) -> None:
         self._stopped = True
@@ -155,6 +163,19 @@ class ZkWatcher:
         self._post(self.view.set_config, name, configs)
         return True
 
+    def _on_broker_config(self, entity: str, data: bytes | None, stat: Any) -> bool:
+        if self._stopped:
+            return False
+        configs: dict[str, str] = {}
+        if stat is not None:
+            try:
+                configs = decode_topic_config(broker_config_path(entity), data)  # the same {"config": …} form
+            except ZnodeError as exc:
+                log.error("ignoring a broker config", extra={"error": str(exc)})
+                return True
+        self._post(self.view.set_broker_configs, entity, configs)
+        return True
+
     def _on_topic(self, name: str, data: bytes | None, stat: Any) -> bool:
         if self._stopped:
             return False
@@ -165,7 +186,7 @@ class ZkWatcher:
             self._post(self.view.set_topic, None, name)
             return False
         try:
-            assignment = decode_topic(topic_path(name), data)
+            assignment = decode_topic(topic_path(name), data, stat.version)
         except ZnodeError as exc:
             log.error("ignoring a topic znode", extra={"error": str(exc)})
             return True

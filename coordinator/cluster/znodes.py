@@ -34,6 +34,12 @@ CONTROLLED_SHUTDOWN = "/admin/controlled_shutdown"
 #: ``/admin/delete_topics/<t>``: a deletion the controller carries out (Kafka's ZooKeeper mode).
 DELETE_TOPICS = "/admin/delete_topics"
 CONFIG_TOPICS = "/config/topics"
+#: ``/config/brokers/<id>`` and ``/config/brokers/<default>``: dynamic broker configs.
+CONFIG_BROKERS = "/config/brokers"
+DEFAULT_ENTITY = "<default>"
+#: ``/config/changes/config_change_<seq>``: Kafka brokers read config changes from these
+#: notifications; our nodes watch the config znodes themselves, but write them for Kafka's tools.
+CONFIG_CHANGES = "/config/changes/config_change_"
 
 #: The persistent parents a Kafka broker creates at start-up (``ZkData.PersistentZkPaths``), so
 #: tools that list them find them on a cluster of ours too.
@@ -206,18 +212,41 @@ def decode_topic_id(path: str, text: object) -> uuid.UUID:
 
 @dataclass(frozen=True, slots=True)
 class TopicAssignment:
-    """``/brokers/topics/<t>``: the replicas of each partition; the first is the preferred leader."""
+    """``/brokers/topics/<t>``: the replicas of each partition; the first is the preferred leader.
+
+    During a reassignment (KIP-455) a partition's replicas are the union of the original and the
+    target set, ``adding`` holds the target replicas not yet in the original and ``removing`` the
+    original replicas not in the target; both are empty (absent) otherwise. ``zk_version`` is the
+    znode's version, every rewrite is conditional on it; -1 when not read from ZooKeeper."""
 
     name: str
     topic_id: uuid.UUID
     partitions: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    adding: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    removing: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    zk_version: int = -1
+
+    def reassigning(self, partition: int) -> bool:
+        return bool(self.adding.get(partition) or self.removing.get(partition))
+
+    def target(self, partition: int) -> tuple[int, ...]:
+        """Where the partition is going: its replicas without those being removed."""
+        removing = self.removing.get(partition, ())
+        return tuple(r for r in self.partitions[partition] if r not in removing)
+
+    def original(self, partition: int) -> tuple[int, ...]:
+        """Where the partition was before its reassignment: its replicas without those being added."""
+        adding = self.adding.get(partition, ())
+        return tuple(r for r in self.partitions[partition] if r not in adding)
 
 
 def encode_topic(assignment: TopicAssignment) -> bytes:
-    # Version 3 (Kafka 2.8+): topic_id (KIP-516) and the KIP-455 reassignment maps, empty here.
+    # Version 3 (Kafka 2.8+): topic_id (KIP-516) and the KIP-455 reassignment maps.
     return json.dumps({"version": 3, "topic_id": encode_topic_id(assignment.topic_id),
                        "partitions": {str(p): list(r) for p, r in sorted(assignment.partitions.items())},
-                       "adding_replicas": {}, "removing_replicas": {}}, separators=(",", ":")).encode()
+                       "adding_replicas": {str(p): list(r) for p, r in sorted(assignment.adding.items()) if r},
+                       "removing_replicas": {str(p): list(r) for p, r in sorted(assignment.removing.items()) if r}},
+                      separators=(",", ":")).encode()
 
 
 def _broker_list(path: str, what: str, value: object) -> tuple[int, ...]:
@@ -228,7 +257,7 @@ def _broker_list(path: str, what: str, value: object) -> tuple[int, ...]:
     return tuple(value)
 
 
-def decode_topic(path: str, data: bytes | None) -> TopicAssignment:
+def decode_topic(path: str, data: bytes | None, zk_version: int = -1) -> TopicAssignment:
     """A topic znode of version 1-3. A topic without ``topic_id`` (written by Kafka before 2.8)
     gets a stable id derived from its name, so every node agrees on it."""
     value = _json_map(path, data)
@@ -252,7 +281,31 @@ def decode_topic(path: str, data: bytes | None) -> TopicAssignment:
             raise ZnodeError(f"znode {path}: partition {key} has no replicas")
     if sorted(partitions) != list(range(len(partitions))):
         raise ZnodeError(f"znode {path}: partitions {sorted(partitions)} are not 0..{len(partitions) - 1}")
-    return TopicAssignment(name, topic_id, partitions)
+    moving = [_reassignment_map(path, what, value.get(what), partitions)
+              for what in ("adding_replicas", "removing_replicas")]
+    return TopicAssignment(name, topic_id, partitions, moving[0], moving[1], zk_version)
+
+
+def _reassignment_map(path: str, what: str, raw: object,
+                      partitions: dict[int, tuple[int, ...]]) -> dict[int, tuple[int, ...]]:
+    """``adding_replicas`` / ``removing_replicas`` (v2+; absent or empty when nothing moves). Each
+    must name replicas of the partition, or the controller could never finish the move."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ZnodeError(f"znode {path}: {what} is {raw!r}, expected a map")
+    out: dict[int, tuple[int, ...]] = {}
+    for key, replicas in raw.items():
+        try:
+            index = int(key)
+        except ValueError:
+            raise ZnodeError(f"znode {path}: {what} key {key!r} is not a number") from None
+        brokers = _broker_list(path, f"{what} of partition {key}", replicas)
+        if index not in partitions or not set(brokers) <= set(partitions[index]):
+            raise ZnodeError(f"znode {path}: {what} of partition {key} {list(brokers)} are not among its replicas")
+        if brokers:
+            out[index] = brokers
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,6 +343,15 @@ def decode_partition_state(path: str, data: bytes | None, zk_version: int = -1) 
         raise ZnodeError(f"znode {path}: leader {leader} / leader_epoch {epoch} out of range")
     isr = _broker_list(path, "isr", value.get("isr"))
     return PartitionState(leader, epoch, isr, controller_epoch, zk_version)
+
+
+def broker_config_path(entity: str) -> str:
+    return f"{CONFIG_BROKERS}/{entity}"
+
+
+def encode_config_change(entity_path: str) -> bytes:
+    """A ``/config/changes`` notification (version 2: ``topics/<t>``, ``brokers/<id>``)."""
+    return json.dumps({"version": 2, "entity_path": entity_path}, separators=(",", ":")).encode()
 
 
 def encode_topic_config(configs: dict[str, str]) -> bytes:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from .replication_quota import throttled_replicas_error
+
 __all__ = ["TopicConfigDef", "TOPIC_CONFIGS", "topic_config_error", "offsets_topic_configs", "effective_topic_configs"]
 
 # DescribeConfigs config types (DescribeConfigsResponse.json, v3+).
@@ -81,12 +83,14 @@ _DEFS = [
     TopicConfigDef("segment.ms", _long(1), "604800000", TYPE_LONG, None, "segment age that forces a roll"),
     TopicConfigDef("unclean.leader.election.enable", _one_of("true", "false"), "false", TYPE_BOOLEAN,
                    "unclean.leader.election.enable", "elect out-of-sync replicas"),
-    # Accepted and reported as Kafka does, with no effect on a single node without tiered storage
-    # or replication: a client that sets them (tooling often copies whole topic configs) works.
-    TopicConfigDef("leader.replication.throttled.replicas", lambda v: True, "", TYPE_LIST, None,
-                   "replicas throttled on the leader (no replication here)"),
-    TopicConfigDef("follower.replication.throttled.replicas", lambda v: True, "", TYPE_LIST, None,
-                   "replicas throttled on followers (no replication here)"),
+    # Replication throttles (KIP-73, replication_quota.py): in cluster mode; on a single node,
+    # which replicates nothing, accepted and reported with no effect.
+    TopicConfigDef("leader.replication.throttled.replicas", throttled_replicas_error, "", TYPE_LIST, None,
+                   "replicas (partition:broker, or *) whose leader sends at most leader.replication.throttled.rate"),
+    TopicConfigDef("follower.replication.throttled.replicas", throttled_replicas_error, "", TYPE_LIST, None,
+                   "replicas (partition:broker, or *) fetched at most at follower.replication.throttled.rate"),
+    # Accepted and reported as Kafka does, with no effect without tiered storage: a client that
+    # sets them (tooling often copies whole topic configs) works.
     TopicConfigDef("remote.storage.enable", _one_of("true", "false"), "false", TYPE_BOOLEAN, None,
                    "tiered storage (not available here)"),
     TopicConfigDef("local.retention.ms", _long(-2), "-2", TYPE_LONG, None, "local retention under tiered storage"),

@@ -33,6 +33,7 @@ from protocol.responses import EncodedResponse
 
 from ..context import RequestContext
 from .log_manager import LogManager, PartitionLog
+from .replication_quota import ReplicationThrottle
 
 __all__ = ["FetchApis", "check_leader_epoch"]
 
@@ -49,8 +50,10 @@ def check_leader_epoch(plog: PartitionLog, current_leader_epoch: int) -> int:
 
 
 class FetchApis:
-    def __init__(self, logs: LogManager) -> None:
+    def __init__(self, logs: LogManager, throttle: ReplicationThrottle | None = None) -> None:
         self.logs = logs
+        #: Cluster mode: the leader's replication quota (KIP-73) for followers' fetches.
+        self.throttle = throttle
 
     def fetch(self, ctx: RequestContext, request: Any) -> Any:
         version = ctx.api_version
@@ -132,6 +135,12 @@ class FetchApis:
                     immediate = True
                     continue
                 logs.append(plog)
+                throttled = (follower and self.throttle is not None and self.throttle.leader_applies(
+                    plog.topic, plog.partition, replica_id, plog.replication.isr))  # type: ignore[union-attr]
+                if throttled and self.throttle.leader.exceeded():  # type: ignore[union-attr]
+                    # Over the leader's quota: no records now; the follower's long poll waits.
+                    data.records = b""
+                    continue
                 limit = min(part.partition_max_bytes, response_budget - total)
                 records = (plog.read(offset, max(limit, 0), min_one=total == 0, max_offset=read_end)
                            if offset < read_end else None)
@@ -140,6 +149,8 @@ class FetchApis:
                     continue
                 length = records.length if isinstance(records, RecordsRef) else len(records)
                 data.records = records
+                if throttled:
+                    self.throttle.leader.record(length)  # type: ignore[union-attr]
                 total += length
         return topics, total, logs, immediate
 

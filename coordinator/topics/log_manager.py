@@ -34,6 +34,7 @@ from typing import Any
 from protocol.fetch_response import RecordsRef
 from protocol.records import BatchHeader, Compression, decode_records, read_batch_header
 from protocol.responses import FileRange
+from storage.files import partition_dir
 from storage.log import FileSlice, Log
 from storage.options import LogOptions
 from storage.producer_state import ProducerStateManager
@@ -374,6 +375,13 @@ def write_hw_checkpoint(path: Path, entries: dict[tuple[str, int], int]) -> None
     atomic_write(path, f"0\n{len(entries)}\n{body}".encode())
 
 
+def _set_aside(directory: Path) -> Path:
+    """Rename a log directory to Kafka's ``<topic>-<p>.<id>-delete`` form, for removal later."""
+    target = directory.with_name(f"{directory.name}.{uuid.uuid4().hex}-delete")
+    os.rename(directory, target)
+    return target
+
+
 def _remove_dirs(paths: list[Path]) -> None:
     for path in paths:
         shutil.rmtree(path, ignore_errors=True)
@@ -532,6 +540,19 @@ class LogManager:
         for p in range(old_count, info.num_partitions):
             self._logs[(info.name, p)] = self._open(info, p)
 
+    def configs_changed(self, info: TopicInfo) -> None:
+        """Apply a topic's new overrides to its open logs (Kafka applies topic config changes
+        live): the produce path's settings and the log's options (segments roll, retention and
+        cleaning read them at their next use)."""
+        options, settings = topic_settings(info, self.config)
+        for p in range(info.num_partitions):
+            plog = self._logs.get((info.name, p))
+            if plog is not None:
+                plog.config = settings
+                plog.log.options = options
+                if plog.replication is not None:
+                    plog.replication.min_insync_replicas = settings.min_insync_replicas
+
     def topic_deleted(self, info: TopicInfo) -> None:
         # As Kafka does: close the logs and rename their directories out of the way at once, so
         # a topic of the same name can be created right after; remove the files in the background.
@@ -543,8 +564,26 @@ class LogManager:
             if plog.replication is not None:
                 plog.replication.go_offline(f"topic {info.name} deleted")
             plog.log.abort()
-            target = plog.log.directory.with_name(f"{plog.log.directory.name}.{uuid.uuid4().hex}-delete")
-            os.rename(plog.log.directory, target)
-            doomed.append(target)
+            doomed.append(_set_aside(plog.log.directory))
         if doomed:
             asyncio.get_running_loop().run_in_executor(None, _remove_dirs, doomed)
+
+    # --- one partition leaving this node (cluster mode: reassigned away) --------------------------
+
+    def _directory(self, topic: str, partition: int) -> Path:
+        return partition_dir(self.data_dir, topic, partition)
+
+    def has_directory(self, topic: str, partition: int) -> bool:
+        return self._directory(topic, partition).is_dir()
+
+    async def remove_partition(self, topic: str, partition: int) -> None:
+        """Close and delete one partition's log (open or only on disk), renamed aside at once."""
+        plog = self._logs.pop((topic, partition), None)
+        directory = self._directory(topic, partition)
+        if plog is not None:
+            # A clean close waits for an append in flight (a follower's last fetch) to finish.
+            await plog.log.close()
+            directory = plog.log.directory
+        if directory.is_dir():
+            doomed = _set_aside(directory)
+            await asyncio.get_running_loop().run_in_executor(None, _remove_dirs, [doomed])

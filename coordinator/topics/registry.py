@@ -155,6 +155,10 @@ class TopicRegistry:
         self._save()
         return info
 
+    def set_configs(self, name: str, configs: dict[str, str]) -> None:
+        self._topics[name].configs = dict(configs)
+        self._save()
+
     def set_partitions(self, name: str, count: int) -> None:
         self._topics[name].num_partitions = count
         self._save()

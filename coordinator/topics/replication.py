@@ -112,6 +112,14 @@ class Replication:
         self.role = OFFLINE
         self.fail_waiters(reason)
 
+    def update_replicas(self, replicas: tuple[int, ...]) -> None:
+        """The assignment changed under the same leader epoch (a reassignment started, KIP-455):
+        new replicas are followers not caught up yet; replicas gone are no longer tracked."""
+        self.replicas = replicas
+        if self.role == LEADER:
+            self.followers = {r: self.followers.get(r) or FollowerProgress(last_caught_up_ms=0)
+                              for r in replicas if r != self.broker_id}
+
     def update_isr(self, isr: tuple[int, ...], zk_version: int) -> None:
         """The same leader and epoch with another ISR (a leader-driven change came back)."""
         self.isr, self.zk_version = isr, zk_version
@@ -192,6 +200,9 @@ class Replication:
     def wait_for(self, offset: int) -> asyncio.Future[None]:
         """Resolves once the high watermark reaches ``offset``; NotLeader if leadership goes."""
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        # A waiter that went away first (a snapshot task cancelled in the same step that failed
+        # its future, at a resignation) leaves NotLeader unread: that is no news worth a log line.
+        fut.add_done_callback(lambda f: f.cancelled() or f.exception())
         if self.role != LEADER:
             fut.set_exception(NotLeader("not the leader"))
         elif self.high_watermark >= offset:

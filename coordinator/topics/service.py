@@ -10,6 +10,7 @@ when the cluster wing sees it and calls :meth:`TopicService.adopt`.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Protocol
 
 from protocol.errors import ErrorCode
@@ -50,6 +51,8 @@ class TopicStore(Protocol):
     async def wait_deleted(self, name: str, timeout_s: float) -> bool: ...
 
     def add_partitions(self, name: str, count: int) -> None: ...
+
+    def alter_configs(self, name: str, configs: dict[str, str]) -> None: ...
 
     async def wait_partitions(self, name: str, count: int, timeout_s: float) -> bool: ...
 
@@ -170,6 +173,31 @@ class TopicService:
         self.registry.set_partitions(name, count)
         for listener in self.listeners:
             listener.partitions_added(info, old)
+
+    async def alter_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Replace a topic's overrides (IncrementalAlterConfigs). Cluster mode writes them to the
+        store and answers once this node applied them (``set_configs`` from the view)."""
+        if self.store is None:
+            self.set_configs(name, configs)
+            return
+        await asyncio.to_thread(self.store.alter_configs, name, configs)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 10.0
+        while loop.time() < deadline:
+            info = self.registry.get(name)
+            if info is None or info.configs == configs:
+                return
+            await asyncio.sleep(0.01)
+
+    def set_configs(self, name: str, configs: dict[str, str]) -> None:
+        """The topic's overrides are now ``configs``: persisted, then applied by the listeners
+        that hold something derived from them (the open logs' options)."""
+        self.registry.set_configs(name, configs)
+        info = self.registry.get(name)
+        for listener in self.listeners:
+            changed = getattr(listener, "configs_changed", None)
+            if changed is not None:
+                changed(info)
 
     def describe_configs(self, info: TopicInfo) -> dict[str, Any]:
         return dict(info.configs)

@@ -5,7 +5,6 @@ takes over its hot-standby state instead of loading the partition's log."""
 
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -14,6 +13,7 @@ import pytest
 
 from coordinator.cluster.local_cluster import LocalCluster
 from protocol.hashing import partition_for
+from tests.cluster.committer import Committer
 from tests.cluster.conftest import SESSION_MS, running_cluster, wait_for
 from tests.cluster.test_replication import _create, _leader, _state, _zk
 
@@ -30,9 +30,8 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
 
 
 def test_commits_survive_sigkill_of_the_coordinator_without_a_rebalance(cluster: LocalCluster) -> None:
-    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import KafkaProducer
     from kafka.admin import KafkaAdminClient
-    from kafka.consumer.subscription_state import ConsumerRebalanceListener
 
     _create(cluster, "events", 2, 3, {"min.insync.replicas": "2"})
     producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all", linger_ms=5)
@@ -42,53 +41,19 @@ def test_commits_survive_sigkill_of_the_coordinator_without_a_rebalance(cluster:
     producer.close()
 
     group = "failover-group"
-    assigned: list[float] = []
-
-    class Count(ConsumerRebalanceListener):
-        def on_partitions_revoked(self, revoked: Any) -> None:
-            pass
-
-        def on_partitions_assigned(self, got: Any) -> None:
-            assigned.append(time.monotonic())
-
-    acked: dict[int, int] = {}
-    stop = threading.Event()
-    failures: list[str] = []
-
-    def consume() -> None:
-        consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, group_id=group, enable_auto_commit=False,
-                                 auto_offset_reset="earliest", session_timeout_ms=30000, heartbeat_interval_ms=1000,
-                                 max_poll_records=20, request_timeout_ms=40000, retry_backoff_ms=100)
-        consumer.subscribe(["events"], listener=Count())
-        try:
-            while not stop.is_set():
-                batch = consumer.poll(timeout_ms=200)
-                if not batch:
-                    continue
-                try:
-                    consumer.commit()
-                except Exception as exc:  # not acknowledged: may or may not be there
-                    failures.append(repr(exc))
-                    continue
-                # commit() committed every assigned partition's position, which no poll moved since.
-                for tp in consumer.assignment():
-                    acked[tp.partition] = consumer.position(tp)
-                time.sleep(0.02)
-        finally:
-            consumer.close(autocommit=False)
-
-    thread = threading.Thread(target=consume)
-    thread.start()
-    wait_for(lambda: sum(acked.values()) > 300, 60, "commits acknowledged before the kill")
-    coordinator = _leader(cluster, "__consumer_offsets", partition_for(group, OFFSETS_PARTITIONS))
-    at_kill = dict(acked)
-    killed = time.monotonic()
-    cluster.procs[coordinator].kill()
-    wait_for(lambda: sum(acked.values()) > sum(at_kill.values()) + 200, SESSION_MS / 1000 + 40,
-             "commits acknowledged by the new coordinator")
-    resumed = time.monotonic() - killed
-    stop.set()
-    thread.join(60)
+    member = Committer(cluster.bootstrap, group, "events").__enter__()
+    acked, assigned, failures = member.acked, member.assigned, member.failures
+    try:
+        wait_for(lambda: sum(acked.values()) > 300, 60, "commits acknowledged before the kill")
+        coordinator = _leader(cluster, "__consumer_offsets", partition_for(group, OFFSETS_PARTITIONS))
+        at_kill = dict(acked)
+        killed = time.monotonic()
+        cluster.procs[coordinator].kill()
+        wait_for(lambda: sum(acked.values()) > sum(at_kill.values()) + 200, SESSION_MS / 1000 + 40,
+                 "commits acknowledged by the new coordinator")
+        resumed = time.monotonic() - killed
+    finally:
+        member.stop()
     print(f"commits acknowledged again {resumed:.2f} s after the coordinator's SIGKILL; "
           f"{len(failures)} commit errors; rebalances {len(assigned)}")
     admin = KafkaAdminClient(bootstrap_servers=",".join(

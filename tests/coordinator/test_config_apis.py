@@ -50,3 +50,78 @@ def test_key_filter_unknown_topic_and_broker(shared_server) -> None:
         assert missing.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         assert {e.name: e.value for e in broker.configs} == {"num.partitions": "1", "offsets.topic.num.partitions": "50"}
         assert wrong_broker.error_code == ErrorCode.INVALID_REQUEST
+
+
+# --- IncrementalAlterConfigs (KIP-339) -----------------------------------------------------------
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def _alter(c: WireClient, version: int, resources: list[tuple[int, str, list[tuple[str, int, str | None]]]],
+           validate_only: bool = False) -> list[tuple[int, str | None]]:
+    from kafka.protocol.admin import IncrementalAlterConfigsRequest as Req
+
+    Res = Req.AlterConfigsResource
+    req = Req(version=version, validate_only=validate_only, resources=[
+        Res(resource_type=t, resource_name=n, configs=[Res.AlterableConfig(name=k, config_operation=op, value=v)
+                                                       for k, op, v in ops])
+        for t, n, ops in resources])
+    return [(r.error_code, r.error_message) for r in c.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, version, req).responses]
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_incremental_alter_configs_changes_topic_overrides_live_and_persists_them(server_factory, version: int) -> None:
+    server = server_factory({})
+    with WireClient(server.host, server.port) as c:
+        CT = CreateTopicsRequest.CreatableTopic
+        c.request(ApiKey.CREATE_TOPICS, 7, CreateTopicsRequest(version=7, timeout_ms=1000, topics=[CT(
+            name="alt", num_partitions=1, replication_factor=1, assignments=[], configs=[])]))
+        assert _alter(c, version, [(2, "alt", [("retention.ms", SET, "5000"), ("cleanup.policy", APPEND, "compact"),
+                                               ("leader.replication.throttled.replicas", SET, "0:1")])]) == [(0, None)]
+        assert _alter(c, version, [(2, "alt", [("cleanup.policy", SUBTRACT, "delete")])]) == [(0, None)]
+        (result,) = _describe(c, 4, R(resource_type=2, resource_name="alt", configuration_keys=None))
+        got = {e.name: (e.value, e.config_source) for e in result.configs}
+        assert got["retention.ms"] == ("5000", 1) and got["cleanup.policy"] == ("compact", 1)
+        assert got["leader.replication.throttled.replicas"] == ("0:1", 1)
+        # In force at once in the open log: a batch above a new max.message.bytes is refused.
+        from kafka import KafkaProducer
+        from kafka.errors import MessageSizeTooLargeError
+
+        producer = KafkaProducer(bootstrap_servers=f"{server.host}:{server.port}", retries=0)
+        try:
+            producer.send("alt", b"x" * 3000).get(timeout=10)
+            assert _alter(c, version, [(2, "alt", [("max.message.bytes", SET, "1000")])]) == [(0, None)]
+            with pytest.raises(MessageSizeTooLargeError):
+                producer.send("alt", b"x" * 3000).get(timeout=10)
+        finally:
+            producer.close()
+        # validate_only changes nothing; errors as Kafka answers them.
+        assert _alter(c, version, [(2, "alt", [("retention.ms", DELETE, None)])], validate_only=True) == [(0, None)]
+        errors = _alter(c, version, [
+            (2, "alt", [("retention.ms", SET, "soon")]),
+            (2, "alt", [("no.such.key", SET, "1")]),
+            (2, "alt", [("retention.ms", APPEND, "1")]),
+            (2, "alt", [("leader.replication.throttled.replicas", SET, "zero:one")]),
+            (2, "missing", [("retention.ms", SET, "1")]),
+            (4, "", [("log.retention.ms", SET, "1")]),
+            (4, "7", [("leader.replication.throttled.rate", SET, "1")]),
+            (4, "", [("leader.replication.throttled.rate", SET, "-3")]),
+        ])
+        assert [e[0] for e in errors] == [
+            ErrorCode.INVALID_CONFIG, ErrorCode.INVALID_CONFIG, ErrorCode.INVALID_CONFIG, ErrorCode.INVALID_CONFIG,
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_REQUEST, ErrorCode.INVALID_REQUEST,
+            ErrorCode.INVALID_CONFIG], errors
+        # The replication throttles are dynamic broker configs (kafka-reassign-partitions --throttle).
+        assert _alter(c, version, [(4, "1", [("follower.replication.throttled.rate", SET, "1000")]),
+                                   (4, "", [("leader.replication.throttled.rate", SET, "2000")])]) == [(0, None), (0, None)]
+        (broker,) = _describe(c, 4, R(resource_type=4, resource_name="1", configuration_keys=[
+            "follower.replication.throttled.rate", "leader.replication.throttled.rate", "log.retention.ms"]))
+        assert {e.name: (e.value, e.config_source, e.read_only) for e in broker.configs} == {
+            "follower.replication.throttled.rate": ("1000", 2, False),
+            "leader.replication.throttled.rate": ("2000", 3, False),
+            "log.retention.ms": ("604800000", 5, True)}
+    # The topic overrides persist (topics.json) and are in force after a restart.
+    server.restart()
+    with WireClient(server.host, server.port) as c:
+        (result,) = _describe(c, 4, R(resource_type=2, resource_name="alt", configuration_keys=["retention.ms"]))
+        assert [(e.name, e.value) for e in result.configs] == [("retention.ms", "5000")]
