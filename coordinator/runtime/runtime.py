@@ -318,9 +318,12 @@ class CoordinatorRuntime:
         if snap is None:
             return None
         reason = None
-        if not plog.log_start_offset <= snap.offset <= plog.high_watermark:
+        # Up to the log end, not the high watermark: every snapshot is of committed records
+        # (a leader's waits for the ISR, a standby's stops at the high watermark), and after a
+        # restart a follower's high watermark is only its last checkpoint, seconds old.
+        if not plog.log_start_offset <= snap.offset <= plog.log_end_offset:
             reason = (f"snapshot offset {snap.offset} outside the log "
-                      f"[{plog.log_start_offset}, {plog.high_watermark}]")
+                      f"[{plog.log_start_offset}, {plog.log_end_offset}]")
         elif self.clock.now_ms() >= snap.captured_ms + plog.log.options.delete_retention_ms:
             reason = "snapshot older than delete.retention.ms: the cleaner may have removed later tombstones"
         if reason is not None:
@@ -333,13 +336,16 @@ class CoordinatorRuntime:
         log.info("snapshot loaded", extra={**where, "offset": snap.offset, "records": snap.records})
         return snap.offset
 
-    def _replay_batches(self, ctx: _Context, data: bytes, offset: int) -> tuple[int, int]:
-        """Replay the records at or after ``offset`` of the batches in ``data``: (records
-        replayed, last offset seen). Shared by the log and the snapshot."""
+    def _replay_batches(self, ctx: _Context, data: bytes, offset: int, end: int | None = None) -> tuple[int, int]:
+        """Replay the records at or after ``offset`` of the batches in ``data`` (those before
+        ``end``, when given: a standby stops at the high watermark): (records replayed, last
+        offset seen). Shared by the log and the snapshot."""
         replay = ctx.shard.replay
         replayed = 0
         last = offset - 1
         for pos, header in iter_batch_positions(data):
+            if end is not None and header.base_offset >= end:
+                break
             last = header.last_offset
             if last < offset or header.is_control:
                 continue  # before the requested offset, or a transaction marker
@@ -386,16 +392,20 @@ class CoordinatorRuntime:
     # --- snapshots ----------------------------------------------------------------------------
 
     def _maybe_snapshot(self, ctx: _Context) -> None:
-        if ctx.snapshotting is None and ctx.state is PartitionState.ACTIVE \
+        # A standby snapshots too (issue 14): a follower restarted, or taking over after a
+        # restart, replays from its own recent snapshot rather than from the log start.
+        if ctx.snapshotting is None and ctx.state in (PartitionState.ACTIVE, PartitionState.STANDBY) \
                 and ctx.since_snapshot >= max(self.snapshot_min_records, ctx.snapshot_records):
             ctx.snapshotting = asyncio.ensure_future(self._snapshot(ctx))
 
     async def _snapshot(self, ctx: _Context) -> None:
-        """Write the partition's state as of now (offset ``last_written``) once it is durable."""
+        """Write the partition's state as of now (offset ``last_written``; a standby's: what it
+        replayed, all committed) once it is durable."""
         where = {"partition": f"{self.topic}-{ctx.partition}"}
         retry = 0.0
+        state = ctx.state
         try:
-            offset = ctx.last_written
+            offset = ctx.replayed_to if state is PartitionState.STANDBY else ctx.last_written
             encoder = SnapshotEncoder(offset, self.clock.now_ms())
             # A copy of the records, taken in one step so it is the state at ``offset``; the
             # encoding after it pauses between batches so serving goes on.
@@ -408,8 +418,9 @@ class CoordinatorRuntime:
                 await asyncio.sleep(0)
             data = encoder.finish()
             del records
-            await ctx.plog.wait_committed(offset)  # never claim what the log (the ISR) does not hold yet
-            if ctx.state is not PartitionState.ACTIVE or self._contexts.get(ctx.partition) is not ctx:
+            if state is PartitionState.ACTIVE:
+                await ctx.plog.wait_committed(offset)  # never claim what the log (the ISR) does not hold yet
+            if ctx.state is not state or self._contexts.get(ctx.partition) is not ctx:
                 return
             await asyncio.get_running_loop().run_in_executor(None, write_snapshot, ctx.plog.log.directory, data)
             ctx.snapshot_ms = encoder.captured_ms
@@ -535,10 +546,13 @@ class CoordinatorRuntime:
     def _after_durable(self, ctx: _Context, offset: int, fut: asyncio.Future[Any], response: Any,
                        on_appended: Callable[[], None] | None) -> None:
         def deliver(committed: asyncio.Future[None] | None = None) -> None:
+            # The wait's outcome is read first, also when the answer was settled meanwhile
+            # (unloaded, timed out): asyncio logs an exception never retrieved as an ERROR.
+            lost = committed is not None and (committed.cancelled() or committed.exception() is not None)
             ctx.waiting.discard(fut)
             if fut.done():
                 return
-            if committed is not None and (committed.cancelled() or committed.exception() is not None):
+            if lost:
                 # Cluster mode: leadership went before the ISR had it. Never NONE from a log this
                 # node no longer leads (KAFKA-20634): the client retries at the new coordinator.
                 fut.set_exception(NotActiveError(ctx.partition, ctx.state))
@@ -609,18 +623,28 @@ class CoordinatorRuntime:
         try:
             self._fresh_standby(ctx)
             while self._contexts.get(ctx.partition) is ctx and ctx.state is PartitionState.STANDBY:
-                if ctx.truncations != getattr(plog, "truncations", 0):
-                    log.info("standby state rebuilt after the log was truncated", extra=where)
-                    self._fresh_standby(ctx)
-                    continue
-                if ctx.replayed_to < plog.log_end_offset:
+                truncations = getattr(plog, "truncations", 0)
+                if ctx.truncations != truncations:
+                    # Only a cut below what was replayed invalidates the state (an unclean
+                    # election: the standby replays committed records only).
+                    cuts = getattr(plog, "truncation_offsets", [])[ctx.truncations:]
+                    if not cuts or min(cuts) < ctx.replayed_to:
+                        log.info("standby state rebuilt after the log was truncated", extra=where)
+                        self._fresh_standby(ctx)
+                        continue
+                    ctx.truncations = truncations
+                # Committed records only (below the high watermark): a standby never holds state
+                # a truncation could take back, and may snapshot what it holds at any time.
+                end = min(plog.high_watermark, plog.log_end_offset)
+                if ctx.replayed_to < end:
                     data = plog.log.read(ctx.replayed_to, LOAD_READ_BYTES)
                     if not data:
                         await asyncio.sleep(0.05)
                         continue
-                    count, last = self._replay_batches(ctx, data, ctx.replayed_to)
+                    count, last = self._replay_batches(ctx, data, ctx.replayed_to, end)
                     ctx.replayed_to = max(last + 1, ctx.replayed_to)
                     ctx.since_snapshot += count
+                    self._maybe_snapshot(ctx)
                     await asyncio.sleep(0)
                     continue
                 fut: asyncio.Future[None] = loop.create_future()

@@ -130,6 +130,8 @@ class PartitionLog:
         #: How many times the log's tail was cut (a follower diverged from a new leader): a
         #: reader of the log that ran ahead (a standby coordinator) starts over when it moves.
         self.truncations = 0
+        #: Where each of those cuts was (a reader that stayed below every cut keeps its state).
+        self.truncation_offsets: list[int] = []
 
     def replicate(self, broker_id: int, high_watermark: int | None) -> Replication:
         """Switch this partition to cluster mode (no role yet: the cluster wing assigns it).
@@ -296,6 +298,7 @@ class PartitionLog:
         if offset >= self.log.log_end_offset:
             return
         self.truncations += 1
+        self.truncation_offsets.append(offset)
         await self.log.truncate_to(offset)
         self._next_offset = self.log.log_end_offset
         self.producers = await asyncio.get_running_loop().run_in_executor(None, _rebuild_producer_state, self.log)

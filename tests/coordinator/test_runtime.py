@@ -7,6 +7,7 @@ one fault we cannot cause on demand with a real disk); loading and restarts use 
 from __future__ import annotations
 
 import asyncio
+import gc
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -184,6 +185,33 @@ async def test_a_failed_append_fails_the_partition_and_its_waiting_answers() -> 
         runtime.write(0, lambda s: s.commit("g", 2))
     with pytest.raises(NotActiveError):
         await answer
+
+
+@pytest.mark.asyncio
+async def test_a_wait_for_the_isr_failing_after_its_answer_was_settled_is_still_retrieved() -> None:
+    """Cluster mode, found by tests/cluster/test_group_fault_schedule.py: a node that stops
+    leading an offsets partition unloads it, which fails the answers still waiting for the ISR,
+    and only then do those waits fail (NotLeader). Their exceptions must be retrieved all the
+    same, or asyncio logs "Future exception was never retrieved" at level ERROR for each one."""
+    plog = ManualLog()
+    runtime = await _active_runtime(plog)
+    loop = asyncio.get_running_loop()
+    reported: list[str] = []
+    loop.set_exception_handler(lambda _loop, context: reported.append(context["message"]))
+    try:
+        answer = runtime.write(0, lambda s: s.commit("g", 1))
+        [(_, wait)] = plog._waiters
+        plog._waiters.clear()
+        runtime.unload(0)
+        with pytest.raises(NotActiveError):
+            await answer
+        wait.set_exception(RuntimeError("no longer the leader"))
+        await asyncio.sleep(0)  # the wait's done callbacks run
+        del wait
+        gc.collect()
+        assert reported == []
+    finally:
+        loop.set_exception_handler(None)
 
 
 @pytest.mark.asyncio

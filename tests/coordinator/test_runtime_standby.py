@@ -1,0 +1,126 @@
+"""The hot standby (runtime rule 6, issue 14) on real logs: a follower's runtime replays the
+replicated offsets log as it grows — committed records only, below the high watermark — snapshots
+what it holds like a leader does, keeps its state across a truncation that stays above it, takes
+over replaying only the tail, and after a restart starts from its own snapshot."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coordinator.config import load_config
+from coordinator.runtime.runtime import CoordinatorRuntime, PartitionState
+from coordinator.runtime.snapshot import read_snapshot
+from coordinator.topics.log_manager import LogManager
+from coordinator.topics.registry import TopicRegistry
+from tests.coordinator.test_runtime import TOPIC, CounterShard, _commits
+
+pytestmark = pytest.mark.asyncio
+
+
+async def _leader(tmp_path: Path) -> tuple[LogManager, CoordinatorRuntime, Any]:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    config = load_config(data_dir=str(tmp_path / "a"), overrides=["offsets.topic.num.partitions=1"])
+    registry = TopicRegistry(tmp_path / "a")
+    logs = LogManager(tmp_path / "a", registry, config)
+    await logs.open_all()
+    info = registry.create(TOPIC, 1, {"cleanup.policy": "compact"})
+    logs.topic_created(info)
+    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard)
+    await runtime.load(0)
+    return logs, runtime, info
+
+
+async def _follower(tmp_path: Path, info: Any) -> tuple[LogManager, Any]:
+    config = load_config(data_dir=str(tmp_path / "b"), overrides=["offsets.topic.num.partitions=1"])
+    registry = TopicRegistry(tmp_path / "b", persistent=False)
+    registry.add(info)
+    logs = LogManager(tmp_path / "b", registry, config)
+    logs.broker_id = 2
+    plog = await logs.open_partition(info, 0)
+    assert plog.replication is not None
+    plog.replication.become_follower(1, 0, (1, 2), (1, 2), 0)
+    return logs, plog
+
+
+async def _replicate(leader_logs: LogManager, plog: Any, high_watermark: int) -> None:
+    """What the fetcher does: copy the leader's batches from the follower's log end, then take
+    the leader's high watermark."""
+    source = leader_logs.get(TOPIC, 0)
+    assert source is not None
+    while plog.log_end_offset < source.log_end_offset:
+        await plog.append_replicated(bytes(source.log.read(plog.log_end_offset, 1 << 20)))
+    plog.replication.set_follower_high_watermark(high_watermark)
+
+
+def _shard(runtime: CoordinatorRuntime) -> Any:
+    """The standby's shard (``shard()`` serves active partitions only)."""
+    ctx = runtime._contexts.get(0)
+    return None if ctx is None else ctx.shard
+
+
+async def _until(condition: Any, what: str) -> None:
+    for _ in range(500):
+        try:
+            if condition():
+                return
+        except AttributeError:  # the shard is not there yet
+            pass
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"not within 5 s: {what}")
+
+
+async def test_a_standby_replays_committed_records_snapshots_and_takes_over_with_the_tail(tmp_path: Path,
+                                                                                          caplog: Any) -> None:
+    caplog.set_level(logging.INFO, logger="groupcoord")
+    leader_logs, leader, info = await _leader(tmp_path)
+    await _commits(leader, 0, 1500)
+    logs, plog = await _follower(tmp_path, info)
+    await _replicate(leader_logs, plog, 1200)
+    standby = CoordinatorRuntime(logs, TOPIC, CounterShard, snapshot_min_records=1000)
+    standby.standby(0)
+    assert standby.state(0) is PartitionState.STANDBY
+    await _until(lambda: _shard(standby).replayed == 1200, "the committed records replayed")
+    # Records above the high watermark are not replayed: they could still be truncated.
+    assert _shard(standby).offsets == {(f"g{i % 50}", "t", 0): i for i in range(1150, 1200)}
+    # It snapshots like a leader, at what it replayed (all of it committed).
+    await _until(lambda: read_snapshot(plog.log.directory) is not None, "a standby snapshot")
+    snap = read_snapshot(plog.log.directory)
+    assert snap is not None and snap.offset == 1200 and snap.records == 50
+
+    # A truncation above what was replayed (a follower cutting an uncommitted tail) keeps the state.
+    await _replicate(leader_logs, plog, 1500)
+    await _until(lambda: _shard(standby).replayed == 1500, "the rest replayed")
+    await _commits(leader, 1500, 20)
+    await _replicate(leader_logs, plog, 1500)
+    caplog.clear()
+    await plog.truncate_to(1510)
+    await asyncio.sleep(0.1)
+    assert _shard(standby).replayed == 1500
+    assert not [r for r in caplog.records if "standby state rebuilt" in r.getMessage()]
+
+    # Taking over replays only the tail from the high watermark to the log end.
+    plog.replication.become_leader(1, (1, 2), (1, 2), 1)
+    await standby.load(0)
+    assert standby.state(0) is PartitionState.ACTIVE
+    assert _shard(standby).replayed == 1510
+    loaded = [r for r in caplog.records if r.getMessage() == "coordinator partition loaded"]
+    assert loaded and getattr(loaded[-1], "from_standby") is True and getattr(loaded[-1], "from_offset") == 1500
+    await logs.close_all()
+
+    # Restarted as a follower, it starts from its own snapshot, not from the log start.
+    logs, plog = await _follower(tmp_path, info)
+    standby = CoordinatorRuntime(logs, TOPIC, CounterShard, snapshot_min_records=1000)
+    plog.replication.set_follower_high_watermark(1510)
+    standby.standby(0)
+    await _until(lambda: _shard(standby).offsets.get(("g9", "t", 0)) == 1509, "caught up after the restart")
+    restarted = read_snapshot(plog.log.directory)
+    assert restarted is not None
+    assert _shard(standby).replayed == restarted.records + 1510 - restarted.offset
+    await logs.close_all()
+    await leader_logs.close_all()
