@@ -263,11 +263,7 @@ class CoordinatorRuntime:
             start: int | None = ctx.replayed_to
         else:
             if old is not None:
-                old.stop_refresh()
-                if old.follow is not None:
-                    old.follow.cancel()
-                if old.timer is not None:
-                    old.timer.cancel_all()
+                self._halt(old)
             ctx = _Context(partition, plog)
             self._contexts[partition] = ctx
             ctx.timer = AsyncioTimer(self, partition)
@@ -662,6 +658,17 @@ class CoordinatorRuntime:
             if self._contexts.get(ctx.partition) is ctx and ctx.state is PartitionState.STANDBY:
                 del self._contexts[ctx.partition]
 
+    @staticmethod
+    def _halt(ctx: _Context) -> None:
+        """Stop what runs on its own for a partition: the standby's replay, the snapshot
+        renewal, the shard's timers."""
+        if ctx.follow is not None:
+            ctx.follow.cancel()
+            ctx.follow = None
+        ctx.stop_refresh()
+        if ctx.timer is not None:
+            ctx.timer.cancel_all()
+
     def unload(self, partition: int) -> None:
         """Stop coordinating ``partition`` (cluster mode: another node leads it now). Timers stop,
         parked answers and answers waiting for the ISR fail (NOT_COORDINATOR), the state goes."""
@@ -669,12 +676,7 @@ class CoordinatorRuntime:
         ctx = self._contexts.pop(partition, None)
         if ctx is None:
             return
-        if ctx.follow is not None:
-            ctx.follow.cancel()
-            ctx.follow = None
-        ctx.stop_refresh()
-        if ctx.timer is not None:
-            ctx.timer.cancel_all()
+        self._halt(ctx)
         ctx.state = PartitionState.FAILED if ctx.state is PartitionState.FAILED else PartitionState.LOADING
         waiting, ctx.waiting = ctx.waiting, set()
         for fut in waiting:
@@ -689,12 +691,7 @@ class CoordinatorRuntime:
         """Stop coordinating every partition: timers stop, and shards with an ``on_unloaded``
         answer what they hold parked (delivered once durable, like any answer)."""
         for ctx in list(self._contexts.values()):
-            if ctx.follow is not None:
-                ctx.follow.cancel()
-                ctx.follow = None
-            ctx.stop_refresh()
-            if ctx.timer is not None:
-                ctx.timer.cancel_all()
+            self._halt(ctx)
             unloaded = getattr(ctx.shard, "on_unloaded", None)
             if ctx.state is PartitionState.ACTIVE and unloaded is not None:
                 ctx.in_op = True
