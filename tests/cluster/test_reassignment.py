@@ -80,9 +80,19 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
 
 
 def _controller(cluster: LocalCluster) -> int:
+    """The controller's id, waiting while there is none (between two controllers)."""
+    from kazoo.exceptions import NoNodeError
+
     zk = _zk(cluster)
+
+    def read() -> int | None:
+        try:
+            return int(json.loads(zk.get("/controller")[0])["brokerid"])
+        except NoNodeError:
+            return None
+
     try:
-        return int(json.loads(zk.get("/controller")[0])["brokerid"])
+        return int(wait_for(read, 30, "a controller"))
     finally:
         zk.stop()
         zk.close()
@@ -231,6 +241,58 @@ def test_errors_as_kafka_answers_them_and_a_cancellation(cluster: LocalCluster) 
             assert json.loads(zk.get("/brokers/topics/t")[0])["partitions"]["0"] == original
         finally:
             cluster.procs[outsider].send_signal(signal.SIGCONT)
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def test_a_move_survives_its_controller_and_a_node_down_deletes_its_stray_replica_on_return(
+        cluster: LocalCluster) -> None:
+    """Two things a move must outlive: the controller failing mid-move (the next one reads the same
+    topic znode and finishes it), and a node that was down while its replica was moved away (it
+    deletes the stray log when it comes back, Kafka's stray-log cleanup)."""
+    _create(cluster, "m", 1, 1, {})
+    zk = _zk(cluster)
+    try:
+        controller = _controller(cluster)
+        others = [b for b in (1, 2, 3) if b != controller]
+        # Start on a node that is not the controller, then move toward a stopped node: the move waits.
+        assert _alter_errors(_alter(cluster, controller, {("m", 0): [others[0]]})) == {("m", 0): ErrorCode.NONE}
+        wait_for(lambda: _list(cluster, controller) == (ErrorCode.NONE, {}), 30, "the first move finished")
+        wait_for(lambda: _state(zk, "m", 0)["leader"] == others[0], 20, "m-0 led by its new replica")
+        cluster.procs[others[1]].send_signal(signal.SIGSTOP)
+        try:
+            assert _alter_errors(_alter(cluster, controller, {("m", 0): [others[1]]})) == {("m", 0): ErrorCode.NONE}
+            cluster.procs[controller].kill()
+            cluster.procs[controller].wait()
+            new_controller = wait_for(lambda: (c := _controller(cluster)) != controller and c, 30, "a new controller")
+            assert _list(cluster, new_controller)[1] == {("m", 0): ([others[1], others[0]], [others[1]], [others[0]])}
+        finally:
+            cluster.procs[others[1]].send_signal(signal.SIGCONT)
+        wait_for(lambda: _list(cluster, new_controller) == (ErrorCode.NONE, {}), 60, "the move finished by the new controller")
+        wait_for(lambda: _state(zk, "m", 0)["leader"] == others[1], 20, "m-0 led by its target")
+        wait_for(lambda: not (cluster.directory / f"node-{others[0]}" / "m-0").exists(), 20, "the moved-away replica deleted")
+
+        # A replica moved away while its node is down: the node deletes it when it returns.
+        cluster.restart(controller)
+        wait_for(lambda: zk.exists(f"/brokers/ids/{controller}"), 20, "the old controller back")
+        _create(cluster, "s", 1, 2, {})
+        holders = json.loads(zk.get("/brokers/topics/s")[0])["partitions"]["0"]
+        down = holders[1]
+        spare = next(b for b in (1, 2, 3) if b not in holders)
+        wait_for(lambda: (cluster.directory / f"node-{down}" / "s-0").is_dir(), 20, "the replica on disk")
+        wait_for(lambda: sorted(_state(zk, "s", 0)["isr"]) == sorted(holders), 20, "both replicas in the ISR")
+        cluster.procs[down].kill()
+        cluster.procs[down].wait()
+        wait_for(lambda: down not in _state(zk, "s", 0)["isr"], 30, "the dead replica out of the ISR")
+        mover = _controller(cluster)
+        wait_for(lambda: _alter_errors(_alter(cluster, mover, {("s", 0): [holders[0], spare]})) == {("s", 0): ErrorCode.NONE},
+                 20, "the move accepted")
+        wait_for(lambda: _list(cluster, mover) == (ErrorCode.NONE, {}), 30, "moved away from the dead node")
+        assert (cluster.directory / f"node-{down}" / "s-0").is_dir()  # it was down: nothing deleted it
+        cluster.restart(down)
+        wait_for(lambda: not (cluster.directory / f"node-{down}" / "s-0").exists(), 30, "the stray replica deleted")
+        assert "stray replica deleted" in cluster.log_path(down).read_text()
     finally:
         zk.stop()
         zk.close()
