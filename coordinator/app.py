@@ -25,6 +25,7 @@ from .cluster.controller_election import ControllerElection
 from .cluster.producer_id_blocks import ProducerIdBlocks
 from .cluster.replica_fetcher import FetchSettings
 from .cluster.dynamic_configs import ZkConfigs
+from .cluster.liveness import StallGuard
 from .cluster.replica_manager import NOT_A_REPLICA, ReplicaManager
 from .cluster.topic_store import ZkTopicStore
 from .cluster.view import ClusterView
@@ -52,6 +53,9 @@ from .topics.service import TopicService
 
 __all__ = ["App"]
 
+#: How long a node in controlled shutdown keeps serving after its leaderships moved.
+SHUTDOWN_DRAIN_S = 1.0
+
 log = logging.getLogger("groupcoord")
 
 
@@ -68,6 +72,7 @@ class App:
         #: Cluster mode: dynamic broker configs in ZooKeeper, and the replication throttles.
         self.dynamic_configs: ZkConfigs | None = None
         self.throttle: ReplicationThrottle | None = None
+        self.stall_guard: StallGuard | None = None
         cluster_id_source = None
         if config["zookeeper.connect"]:
             zookeeper = self.zookeeper = ZooKeeper(config["zookeeper.connect"],
@@ -182,6 +187,11 @@ class App:
             # While still serving, hand leadership over (Kafka: controlled.shutdown.max.retries 3
             # × retry.backoff 5 s bounds the wait), so clients move with no failed request.
             await self.replicas.controlled_shutdown(15.0)
+            # Keep answering a moment longer (a heartbeat interval): clients still talking to this
+            # node get NOT_COORDINATOR / NOT_LEADER_OR_FOLLOWER on a live connection, which sends
+            # every stock client to the new leader; a reset connection sends some (kafka-python,
+            # kafkajs) into error paths of their own.
+            await asyncio.sleep(SHUTDOWN_DRAIN_S)
         # Resign as coordinator first, so parked JoinGroup/SyncGroup requests are answered
         # (NOT_COORDINATOR) instead of holding the shutdown until their rebalance times out.
         self.server.stop_accepting()
@@ -221,8 +231,10 @@ class App:
 
         window_s = float(int(config["replication.quota.window.num"]) * int(config["replication.quota.window.size.seconds"]))
         self.throttle = ReplicationThrottle(node.node_id, throttle_rate, lambda: window_s, topic_configs)
+        self.stall_guard = StallGuard(self.zookeeper, int(config["zookeeper.session.timeout.ms"]))
         self.replicas = ReplicaManager(
             node.node_id, self.zookeeper, self.view, self.topics, self.logs, throttle=self.throttle,
+            lease=self.stall_guard.fresh,
             lag_time_max_ms=int(config["replica.lag.time.max.ms"]),
             fetch=FetchSettings(node.node_id, max_wait_ms=int(config["replica.fetch.wait.max.ms"]),
                                 max_bytes=int(config["replica.fetch.response.max.bytes"]),
@@ -251,6 +263,8 @@ class App:
         assert self.replicas is not None and self.controller is not None and self.election is not None
         config = self.config
         loop = asyncio.get_running_loop()
+        if self.stall_guard is not None:
+            self.stall_guard.start()
         self.replicas.start()
         self.controller.start()
         self.watcher = ZkWatcher(self.zookeeper, self.view, loop, broker_id=node.node_id)
@@ -260,6 +274,8 @@ class App:
                  extra={"zookeeper": config["zookeeper.connect"], "broker_id": node.node_id})
 
     async def _stop_cluster(self) -> None:
+        if self.stall_guard is not None:
+            await self.stall_guard.stop()
         if self.watcher is not None:
             self.watcher.stop()
         if self.controller is not None:

@@ -444,6 +444,14 @@ class Log:
             raise OffsetOutOfRangeError(f"cannot truncate to {offset}, below log start {self._log_start_offset}")
         async with self._structure_lock, self._exclusive():
             if offset >= self.log_end_offset:
+                # No batch to remove, but an epoch entry at the log end may still conflict with
+                # the new leader's log: a replica elected leader records its epoch at its log
+                # end, and if it appended nothing before the next election, the batches it then
+                # copies from the new leader start at that offset with an older epoch. Kafka
+                # drops such entries here too (UnifiedLog.truncateTo).
+                epochs = self._leader_epochs
+                if epochs.truncate_from_end(self.log_end_offset, flush=False):
+                    await asyncio.get_running_loop().run_in_executor(None, epochs.flush)
                 return self.log_end_offset
             while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
                 seg = self._segments.pop()

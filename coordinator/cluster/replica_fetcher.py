@@ -91,12 +91,17 @@ class ReplicaFetcher:
         self._changed.set()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
+        task = self._task
+        if task is not None:
+            # Cancel until it ends: on Python 3.11 ``asyncio.wait_for`` can swallow a cancellation
+            # that lands while its inner wait completes (fixed in 3.12), and the loop then waits
+            # for a change that never comes (found by tests/cluster/test_group_fault_schedule.py:
+            # a SIGTERMed node that never exited).
+            while not task.done():
+                task.cancel()
+                await asyncio.wait({task}, timeout=0.5)
+            if not task.cancelled():
+                task.exception()  # its ending is not news at shutdown
         self._close()
 
     def _close(self) -> None:

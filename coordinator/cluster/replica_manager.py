@@ -46,7 +46,8 @@ HW_CHECKPOINT_INTERVAL_S = 5.0
 
 class ReplicaManager:
     def __init__(self, broker_id: int, zk: ZooKeeper, view: ClusterView, topics: TopicService, logs: LogManager,
-                 *, lag_time_max_ms: int, fetch: FetchSettings, throttle: ReplicationThrottle | None = None) -> None:
+                 *, lag_time_max_ms: int, fetch: FetchSettings, throttle: ReplicationThrottle | None = None,
+                 lease: Callable[[], bool] | None = None) -> None:
         self.broker_id = broker_id
         self.zk = zk
         self.view = view
@@ -55,9 +56,13 @@ class ReplicaManager:
         self.lag_time_max_ms = lag_time_max_ms
         self.fetch_settings = fetch
         self.throttle = throttle
+        #: Whether this node may serve what it leads (cluster/liveness.py's StallGuard.fresh).
+        self.lease = lease
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._following: dict[tuple[str, int], int] = {}
         self._dirty: set[tuple[str, int]] = set()
+        #: In controlled shutdown, past handing over leadership: follow nothing any more.
+        self._stopping = False
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         #: Told (topic, partition, leading, leader epoch) whenever this node starts or stops
@@ -95,6 +100,10 @@ class ReplicaManager:
             await asyncio.sleep(0.05)
         remaining = self._remaining()
         log.info("controlled shutdown", extra={"remaining_partitions": remaining})
+        # Out of every ISR now: stop following (Kafka's StopReplica to a broker shutting down).
+        self._stopping = True
+        for key in list(self._following):
+            self._unfollow(key)
         return remaining
 
     def _remaining(self) -> list[str]:
@@ -177,6 +186,8 @@ class ReplicaManager:
         repl = plog.replication
         assert repl is not None
         repl.request_isr = lambda isr, plog=plog: self._write_isr(plog, isr)
+        if self.lease is not None:
+            repl.lease = self.lease
         newer_epoch = state.leader_epoch > repl.leader_epoch
         if state.leader_epoch < repl.leader_epoch:
             return  # an older state delivered late (§2.7)
@@ -185,8 +196,15 @@ class ReplicaManager:
         if state.leader == self.broker_id:
             if newer_epoch or not repl.is_leader:
                 self._unfollow((topic, partition))
-                # KIP-101: the new epoch starts at this log end, recorded before any append of it.
-                await plog.log.assign_leader_epoch(state.leader_epoch)
+                # KIP-101: the new epoch starts where the log will end once everything queued has
+                # landed: the last batches copied from the old leader, and (a new epoch of our own
+                # leadership) our own appends still queued, stamped with the old epoch. From the
+                # same step on, new appends carry the new epoch, so the cache and the batches agree.
+                await plog.settle_replicated()
+                start = plog.next_offset
+                if repl.is_leader:
+                    repl.leader_epoch = state.leader_epoch
+                await plog.log.assign_leader_epoch(state.leader_epoch, start)
                 repl.become_leader(state.leader_epoch, state.isr, replicas, state.zk_version)
                 self._tell(topic, partition, True, state.leader_epoch)
                 log.info("leading", extra={"partition": f"{topic}-{partition}", "leader_epoch": state.leader_epoch,
@@ -198,7 +216,7 @@ class ReplicaManager:
             repl.become_follower(state.leader, state.leader_epoch, state.isr, replicas, state.zk_version)
             self._tell(topic, partition, False, state.leader_epoch)
             self._unfollow((topic, partition))
-            if state.leader >= 0:
+            if state.leader >= 0 and not self._stopping:
                 self._follow(plog, state.leader, state.leader_epoch)
             log.info("following", extra={"partition": f"{topic}-{partition}", "leader": state.leader,
                                          "leader_epoch": state.leader_epoch})
@@ -253,6 +271,11 @@ class ReplicaManager:
     def _write_isr(self, plog: PartitionLog, isr: tuple[int, ...]) -> None:
         repl = plog.replication
         if repl is None or not repl.is_leader:
+            return
+        if any(r not in repl.isr and r in self.view.shutting_down for r in isr):
+            # A replica in controlled shutdown stays out (the controller took it out; adding it
+            # back would make the two bump the leader epoch in turn until it is gone).
+            repl.pending_isr = None
             return
         state = self.view.state(plog.topic, plog.partition)
         if state is None or state.zk_version != repl.zk_version or not self.view.connected:

@@ -47,6 +47,14 @@ def _commit_error(request: Any, v: int, error: int) -> Any:
                                for t in request.topics])
 
 
+def _discard(parked: asyncio.Future[Any]) -> None:
+    """A parked answer nobody awaits any more (the write before it failed, or the request's task
+    was cancelled): its outcome is consumed, or asyncio logs an exception never retrieved (an
+    unload fails it too) at level ERROR."""
+    if not parked.cancel() and not parked.cancelled():
+        parked.exception()
+
+
 def _client_host(peer: str) -> str:
     # Kafka records a member's host as Java's InetAddress.toString(): "/1.2.3.4".
     host = peer.rsplit(":", 1)[0].strip("[]")
@@ -91,11 +99,14 @@ class GroupService:
         """This node now leads ``__consumer_offsets-<partition>`` at ``leader_epoch`` (Kafka's
         ``onElection``; the leader epoch is the coordinator epoch): load it, answering
         COORDINATOR_LOAD_IN_PROGRESS meanwhile."""
-        task = self._loads.pop(partition, None)
-        if task is not None and not task.done():
-            task.cancel()
-        if self.runtime.state(partition) is PartitionState.ACTIVE:
-            self.runtime.unload(partition)  # a newer epoch of our own leadership: load afresh
+        task = self._loads.get(partition)
+        if self.runtime.state(partition) is PartitionState.ACTIVE or (task is not None and not task.done()):
+            # Still (or already becoming) the coordinator: a newer epoch of our own leadership
+            # (the controller bumps it when it drops a dead replica from the ISR) changes nothing
+            # the groups hold. Kafka skips the load the same way (the partition is already
+            # owned); reloading would answer NOT_COORDINATOR to every member for nothing.
+            return
+        self._loads.pop(partition, None)
         self.runtime.queue_loading([partition])
         # A standby copy (the runtime's rule 6) is taken over: only the tail is replayed.
         self._loads[partition] = asyncio.ensure_future(self.runtime.load(partition))
@@ -202,6 +213,8 @@ class GroupService:
             return await parked
         except NotActiveError:
             return join_error(v, E.NOT_COORDINATOR, request.member_id or "")
+        finally:
+            _discard(parked)
 
     async def sync_group(self, ctx: RequestContext, request: Any) -> Any:
         v = ctx.api_version
@@ -218,6 +231,8 @@ class GroupService:
             return await parked
         except NotActiveError:
             return sync_response(v, E.NOT_COORDINATOR)
+        finally:
+            _discard(parked)
 
     def heartbeat(self, ctx: RequestContext, request: Any) -> Any:
         v = ctx.api_version
@@ -296,13 +311,19 @@ class GroupService:
                     error = E.NOT_COORDINATOR
             for g in groups:
                 answers[g.group_id] = FetchGroup(g.group_id, [], int(error))
-        for groups, read in reads:  # the partitions' reads run at once; collect them in turn
-            try:
-                for g in (await read).groups:
-                    answers[g.group_id] = g
-            except NotActiveError:
-                for g in groups:
-                    answers[g.group_id] = FetchGroup(g.group_id, [], int(E.NOT_COORDINATOR))
+        try:
+            for groups, read in reads:  # the partitions' reads run at once; collect them in turn
+                try:
+                    for g in (await read).groups:
+                        answers[g.group_id] = g
+                except NotActiveError:
+                    for g in groups:
+                        answers[g.group_id] = FetchGroup(g.group_id, [], int(E.NOT_COORDINATOR))
+        finally:
+            # Cancelled midway (the connection went): the reads not awaited yet are consumed
+            # all the same, or an unload failing them logs "never retrieved" at ERROR.
+            for _groups, read in reads:
+                _discard(read)
         return OffsetFetchAnswer(groups=[answers[g.group_id] for g in request.groups])
 
     async def offset_delete(self, ctx: RequestContext, request: Any) -> Any:

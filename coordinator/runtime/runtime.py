@@ -240,6 +240,10 @@ class CoordinatorRuntime:
         ctx = self._contexts.get(partition)
         if ctx is None or ctx.state is not PartitionState.ACTIVE:
             raise NotActiveError(partition, ctx.state if ctx else None)
+        if not ctx.plog.is_leader:
+            # Cluster mode: leadership gone or suspended (a stall, cluster/liveness.py) before
+            # the resignation reached us: answer nothing from a state that may be stale.
+            raise NotActiveError(partition, ctx.state)
         return ctx
 
     # --- loading ------------------------------------------------------------------------------

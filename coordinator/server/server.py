@@ -82,11 +82,13 @@ async def _send_range(loop: asyncio.AbstractEventLoop, transport: Any, rng: File
 
 
 class _Slot:
-    __slots__ = ("frame", "done")
+    __slots__ = ("frame", "done", "api_key")
 
-    def __init__(self) -> None:
+    def __init__(self, api_key: int = -1) -> None:
         self.frame: bytes | list[bytes | RecordsRef] | None = None
         self.done = False
+        #: What was asked (for the shutdown's account of what it still waits for).
+        self.api_key = api_key
 
 
 class _Connection(asyncio.Protocol):
@@ -167,7 +169,7 @@ class _Connection(asyncio.Protocol):
     # --- requests -------------------------------------------------------------------------------
 
     def _dispatch(self, event: RequestReceived) -> None:
-        slot = _Slot()
+        slot = _Slot(event.api_key)
         self.pending.append(slot)
         handler = self.server.handlers.get(event.api_key)
         ctx = RequestContext(event.api_key, event.api_version, event.correlation_id, event.client_id, self.peer)
@@ -375,7 +377,13 @@ class KafkaServer:
         if self._reaper is not None:
             self._reaper.cancel()
         deadline = time.monotonic() + grace
+        told = time.monotonic() + 1.0
         while any(not c.idle for c in self.connections) and time.monotonic() < deadline:
+            if told is not None and time.monotonic() >= told:
+                told = None  # once: name what a slow shutdown waits for
+                busy = {c.peer: sorted({ApiKey(s.api_key).name for s in c.pending if not s.done and s.api_key >= 0})
+                        for c in self.connections if not c.idle}
+                log.info("shutdown waits for requests in flight", extra={"connections": busy})
             await asyncio.sleep(0.02)
         for conn in list(self.connections):
             conn.closed = True

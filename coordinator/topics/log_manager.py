@@ -132,6 +132,8 @@ class PartitionLog:
         self.truncations = 0
         #: Where each of those cuts was (a reader that stayed below every cut keeps its state).
         self.truncation_offsets: list[int] = []
+        #: Replicated appends queued and not yet written (see ``settle_replicated``).
+        self._replicating: set[asyncio.Future[Any]] = set()
 
     def replicate(self, broker_id: int, high_watermark: int | None) -> Replication:
         """Switch this partition to cluster mode (no role yet: the cluster wing assigns it).
@@ -151,7 +153,15 @@ class PartitionLog:
 
     @property
     def is_leader(self) -> bool:
-        return self.replication is None or self.replication.is_leader
+        """Whether this node serves the partition as its leader now: the role, and in cluster
+        mode a lease that a stall longer than the session suspends (cluster/liveness.py)."""
+        repl = self.replication
+        return repl is None or (repl.is_leader and repl.lease())
+
+    @property
+    def next_offset(self) -> int:
+        """The offset the next append gets: the log end once everything queued has landed."""
+        return self._next_offset
 
     @property
     def log_start_offset(self) -> int:
@@ -171,7 +181,7 @@ class PartitionLog:
         """Whether a coordinator may write here now: it leads, with an ISR of at least
         ``min.insync.replicas`` (Kafka's NOT_ENOUGH_REPLICAS otherwise)."""
         repl = self.replication
-        return repl is None or (repl.is_leader and len(repl.isr) >= self.config.min_insync_replicas)
+        return repl is None or (repl.is_leader and repl.lease() and len(repl.isr) >= self.config.min_insync_replicas)
 
     def wait_committed(self, offset: int) -> asyncio.Future[None]:
         """Resolves once everything below ``offset`` is committed: durable here on a single node;
@@ -284,18 +294,29 @@ class PartitionLog:
         while pos + 61 <= len(data):
             header = read_batch_header(data, pos)
             self.producers.update(header, header.base_offset)
+            # The end of what is queued, not of what is written: a follower that becomes leader
+            # with this append in flight must give its first batch the offset after it.
+            self._next_offset = max(self._next_offset, header.base_offset + header.last_offset_delta + 1)
             pos += header.size
-        self._next_offset = max(self._next_offset, self.log.log_end_offset)
+        self._replicating.add(fut)
 
         def done(f: asyncio.Future[Any]) -> None:
+            self._replicating.discard(f)
             self._next_offset = max(self._next_offset, self.log.log_end_offset)
             self._wake()
         fut.add_done_callback(done)
         return fut
 
+    async def settle_replicated(self) -> None:
+        """Wait for replicated appends still in flight (a follower becoming leader: the new epoch
+        starts after them, KIP-101)."""
+        while self._replicating:
+            await asyncio.gather(*list(self._replicating), return_exceptions=True)
+
     async def truncate_to(self, offset: int) -> None:
         """Drop everything from ``offset`` on (a follower whose log diverged from the leader's)."""
         if offset >= self.log.log_end_offset:
+            await self.log.truncate_to(offset)  # no batch goes; a conflicting epoch entry may
             return
         self.truncations += 1
         self.truncation_offsets.append(offset)

@@ -24,6 +24,7 @@ waiting, REQUEST_TIMED_OUT after the request's timeout, NOT_LEADER_OR_FOLLOWER i
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import struct
 import time
@@ -140,17 +141,24 @@ class ProduceApis:
         return self._respond_when_durable(response, pending)
 
     async def _respond_when_durable(self, response: Any, pending: list[tuple[Any, Awaitable[None] | None]]) -> Any:
-        for result, wait in pending:
-            if wait is None:
-                continue
-            try:
-                await wait
-            except Exception as exc:  # the log could not make it durable (disk full, I/O error)
-                log.error("append failed", extra={"reason": str(exc)})
-                result.error_code = ErrorCode.KAFKA_STORAGE_ERROR
-                result.base_offset = -1
-                result.error_message = str(exc)
-        return response
+        try:
+            for result, wait in pending:
+                if wait is None:
+                    continue
+                try:
+                    await wait
+                except Exception as exc:  # the log could not make it durable (disk full, I/O error)
+                    log.error("append failed", extra={"reason": str(exc)})
+                    result.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+                    result.base_offset = -1
+                    result.error_message = str(exc)
+            return response
+        finally:
+            # Cancelled (the connection went): the later partitions' ISR waits were never started;
+            # close them, or Python warns of coroutines never awaited. Their appends stand.
+            for _result, wait in pending:
+                if inspect.iscoroutine(wait):
+                    wait.close()
 
     @staticmethod
     async def _replicated(plog: PartitionLog, durable: Awaitable[None], end: int, result: Any,

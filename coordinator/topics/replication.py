@@ -74,6 +74,9 @@ class Replication:
     followers: dict[int, FollowerProgress] = field(default_factory=dict)
     #: Set by the cluster wing: ask for the ISR to become this (rule 3, and shrinking).
     request_isr: Callable[[tuple[int, ...]], None] | None = None
+    #: Set by the cluster wing: False while a stall may have cost this node its leadership
+    #: (cluster/liveness.py); a leader then serves nothing.
+    lease: Callable[[], bool] = lambda: True
     #: An ISR change asked for and not yet seen in the state znode.
     pending_isr: tuple[int, ...] | None = None
     #: Called when the high watermark moves (wakes fetch long polls and produce waiters).

@@ -310,3 +310,20 @@ async def test_assign_leader_epoch_at_the_log_end(tmp_path: Path) -> None:
     assert list(log.leader_epochs.entries) == [(4, 2)]
     assert log.leader_epochs.end_offset_for(3, log.log_end_offset) == (3, 2)
     await log.close()
+
+
+@pytest.mark.asyncio
+async def test_truncating_at_the_log_end_drops_an_epoch_that_wrote_nothing(tmp_path: Path) -> None:
+    """A replica elected leader records its epoch at its log end; deposed before it appended
+    anything, it copies the new leader's batches from that offset, of an older epoch. Its
+    truncation at the log end (nothing to cut) must drop that entry, or the cache would claim the
+    offset for an epoch none of its batches has — found by the group fault schedule: followers
+    then truncated good records and consumers validating their position rewound (KIP-320)."""
+    log = Log.open(tmp_path, "t", 0, OPTS)
+    for i in range(4):
+        await log.append(ebatch(i, 2))
+    await log.assign_leader_epoch(3)  # elected at the log end (4), then deposed at once
+    assert list(log.leader_epochs.entries) == [(2, 0), (3, 4)]
+    assert await log.truncate_to(4) == 4  # the follower's truncation point: the log end
+    assert list(log.leader_epochs.entries) == [(2, 0)] == file_entries(tmp_path)
+    await log.close()
