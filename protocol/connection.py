@@ -30,6 +30,7 @@ from typing import Any
 
 from .apis import SUPPORTED_VERSIONS, ApiKey, request_class, response_class
 from .events import NEED_DATA, ProtocolViolation, RequestReceived, UnsupportedApiVersions
+from .nullability import null_checker
 
 __all__ = ["ServerConnection", "DEFAULT_MAX_REQUEST_SIZE", "encode_response"]
 
@@ -73,7 +74,7 @@ def _read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
 #: (api key, version) -> whether its response header is v1; filled on first use (hot path).
 _RESPONSE_HEADER_V1: dict[tuple[int, int], bool] = {}
 #: (api key, version) of a supported request -> (ApiKey, message class, flexible header).
-_REQUEST_PLANS: dict[tuple[int, int], tuple[ApiKey, Any, bool]] = {}
+_REQUEST_PLANS: dict[tuple[int, int], tuple[ApiKey, Any, bool, Any]] = {}
 _CORRELATION = struct.Struct(">i")
 _CORRELATION_V1 = struct.Struct(">ib")
 
@@ -161,10 +162,12 @@ class ServerConnection:
                     return UnsupportedApiVersions(api_version, correlation_id, client_id)
                 return self._fail(f"{key.name} version {api_version} outside {low}..{high}")
             cls = request_class(key)
-            plan = _REQUEST_PLANS[(api_key, api_version)] = (key, cls, bool(cls.flexible_version_q(api_version)))
-        key, cls, flexible = plan
+            plan = _REQUEST_PLANS[(api_key, api_version)] = (key, cls, bool(cls.flexible_version_q(api_version)),
+                                                             null_checker(cls, api_version))
+        key, cls, flexible, check_nulls = plan
         view = memoryview(frame)
         if flexible:
             pos = _skip_tagged_fields(view, pos)
         request = cls.decode(view[pos:], version=api_version)
+        check_nulls(request)  # a null the schema forbids: malformed, as Kafka's readers say
         return RequestReceived(key, api_version, correlation_id, client_id, request, len(frame))

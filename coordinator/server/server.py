@@ -35,6 +35,7 @@ from protocol.fetch_response import RecordsRef
 from protocol.responses import EncodedResponse, FileRange, unsupported_api_versions_response
 
 from ..context import RequestContext
+from .close_log import CloseLog
 
 __all__ = ["KafkaServer", "Handler", "MAX_IN_FLIGHT"]
 
@@ -311,7 +312,7 @@ class _Connection(asyncio.Protocol):
     def close(self, reason: str) -> None:
         if self.closed:
             return
-        log.warning("closing connection", extra={"peer": self.peer, "reason": reason})
+        self.server.close_log.closing(self.peer, reason)
         self.closed = True
         self.server.connections.discard(self)
         transport = self.transport
@@ -332,6 +333,7 @@ class KafkaServer:
     def __init__(self, handlers: dict[ApiKey, Handler], *, max_request_size: int, max_connections: int,
                  idle_timeout_ms: int) -> None:
         self.handlers = handlers
+        self.close_log = CloseLog(log)
         self.max_request_size = max_request_size
         self.max_connections = max_connections
         self.idle_timeout = idle_timeout_ms / 1000.0

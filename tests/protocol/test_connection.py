@@ -641,3 +641,35 @@ def test_api_versions_error_response_in_v0_format() -> None:
     assert data[8:10] == b"\x00\x23"
     decoded = ApiVersionsResponse.decode(data, version=4, header=True, framed=True)
     assert decoded.error_code == 35
+
+
+# --- nulls where the schema forbids them (issue 22) --------------------------------------------
+
+
+def _string(value: bytes | None) -> bytes:
+    return struct.pack(">h", -1) if value is None else struct.pack(">h", len(value)) + value
+
+
+def test_a_null_in_a_non_nullable_field_is_a_malformed_request() -> None:
+    """The codec reads length -1 as None for any string or array; Kafka's readers refuse it where
+    the schema is not nullable, and so do we: the connection closes, no handler sees None."""
+    # FindCoordinator v1: key (string, not nullable), key_type.
+    good = _string(b"g") + b"\x00"
+    events = feed_all(frame(request_header(ApiKey.FIND_COORDINATOR, 1, 7, "c", flexible=False) + good))
+    assert isinstance(events[0], RequestReceived)
+    bad = _string(None) + b"\x00"
+    violation = only_violation(feed_all(frame(request_header(ApiKey.FIND_COORDINATOR, 1, 7, "c", flexible=False) + bad)))
+    assert "non-nullable field key was serialized as null" in violation.reason
+    # DescribeGroups v0: groups, a non-nullable array of strings: a null array is refused too.
+    violation = only_violation(feed_all(frame(request_header(ApiKey.DESCRIBE_GROUPS, 0, 8, "c", flexible=False)
+                                              + struct.pack(">i", -1))))
+    assert "non-nullable field groups" in violation.reason
+    # Where the schema allows null (CreateTopics config values), null passes.
+    from kafka.protocol.admin import CreateTopicsRequest as CT
+
+    T = CT.CreatableTopic
+    body = CT(version=4, timeout_ms=1000, validate_only=False, topics=[T(
+        name="t", num_partitions=1, replication_factor=1, assignments=[],
+        configs=[T.CreatableTopicConfig(name="retention.ms", value=None)])]).encode(version=4)
+    events = feed_all(frame(request_header(ApiKey.CREATE_TOPICS, 4, 9, "c", flexible=False) + bytes(body)))
+    assert isinstance(events[0], RequestReceived)
