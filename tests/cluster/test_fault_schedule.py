@@ -32,7 +32,6 @@ The seed is printed and reported in every assertion message, with the fault log;
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import random
 import re
@@ -41,13 +40,13 @@ import subprocess
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from coordinator.cluster.local_cluster import LocalCluster
+from tests.cluster.fault_tools import FaultLog, ZkReader, bad_log_lines, poll
 from tests.cluster.conftest import running_cluster
 from tests.cluster.test_replication import _create
 
@@ -67,66 +66,9 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
         yield c
 
 
-class FaultLog:
-    """What happened when, for the assertion messages."""
-
-    def __init__(self, seed: int) -> None:
-        self.seed = seed
-        self.t0 = time.monotonic()
-        self.lines: list[str] = []
-        self.lock = threading.Lock()
-
-    def __call__(self, what: str) -> None:
-        line = f"+{time.monotonic() - self.t0:7.2f}s {what}"
-        with self.lock:
-            self.lines.append(line)
-        print(line, flush=True)
-
-    def text(self) -> str:
-        with self.lock:
-            lines = list(self.lines)
-        return (f"seed={self.seed} (replay: GROUPCOORD_FAULT_SEED={self.seed} "
-                f"GROUPCOORD_FAULT_SECONDS={SECONDS:g})\nfault log:\n  " + "\n  ".join(lines))
-
-
-class Zk:
-    """One kazoo client for the schedule's checks; it rides out ZooKeeper's own restarts."""
-
-    def __init__(self, cluster: LocalCluster) -> None:
-        from kazoo.client import KazooClient
-
-        self.client = KazooClient(hosts=cluster.zookeeper.connect, timeout=10.0)
-        self.client.start(timeout=10)
-
-    def live_brokers(self) -> set[int]:
-        try:
-            return {int(b) for b in self.client.get_children("/brokers/ids")}
-        except Exception:  # disconnected while ZooKeeper restarts
-            return set()
-
-    def state(self, partition: int) -> dict[str, Any] | None:
-        try:
-            data, _ = self.client.get(f"/brokers/topics/{TOPIC}/partitions/{partition}/state")
-            return dict(json.loads(data))
-        except Exception:
-            return None
-
+class Zk(ZkReader):
     def isr_full(self) -> bool:
-        states = [self.state(p) for p in range(PARTITIONS)]
-        return all(s is not None and sorted(s["isr"]) == list(NODES) and s["leader"] in NODES for s in states)
-
-    def close(self) -> None:
-        self.client.stop()
-        self.client.close()
-
-
-def _poll(condition: Callable[[], Any], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return False
+        return self.full_isr([(TOPIC, PARTITIONS)], NODES)
 
 
 class Producer(threading.Thread):
@@ -293,21 +235,8 @@ def _segments(cluster: LocalCluster, broker_id: int, p: int) -> bytes:
 
 
 
-def _bad_log_lines(cluster: LocalCluster) -> list[str]:
-    bad = []
-    for b in NODES:
-        try:
-            text = cluster.log_path(b).read_text(errors="replace")
-        except FileNotFoundError:
-            continue
-        for line in text.splitlines():
-            if "level=ERROR" in line or "level=CRITICAL" in line or re.match(r"\s*Traceback", line):
-                bad.append(f"node-{b}.log: {line}")
-    return bad
-
-
 def test_random_faults_lose_no_acknowledged_record_and_replicas_converge(cluster: LocalCluster) -> None:
-    log = FaultLog(SEED)
+    log = FaultLog(SEED, f"GROUPCOORD_FAULT_SECONDS={SECONDS:g}")
     rng = random.Random(SEED)
     print(f"\nfault schedule seed={SEED} seconds={SECONDS:g} (GROUPCOORD_FAULT_SEED, GROUPCOORD_FAULT_SECONDS)")
     _create(cluster, TOPIC, PARTITIONS, 3, {"min.insync.replicas": "2"})
@@ -319,10 +248,10 @@ def test_random_faults_lose_no_acknowledged_record_and_replicas_converge(cluster
     unexpected_exits: list[str] = []
     counts = Counter[str]()
     try:
-        assert _poll(zk.isr_full, 30), f"ISRs never full after creation\n{log.text()}"
+        assert poll(zk.isr_full, 30), f"ISRs never full after creation\n{log.text()}"
         for t in (*producers, reader):
             t.start()
-        assert _poll(lambda: all(len(pr.acked) >= 50 for pr in producers), 60), \
+        assert poll(lambda: all(len(pr.acked) >= 50 for pr in producers), 60), \
             f"no load before the faults: {[len(pr.acked) for pr in producers]}\n{log.text()}"
         log(f"load running: acked={[len(pr.acked) for pr in producers]} read={reader.count()}")
 
@@ -342,14 +271,14 @@ def test_random_faults_lose_no_acknowledged_record_and_replicas_converge(cluster
             assert not unexpected_exits, f"{unexpected_exits}\n{log.text()}"
             # One fault at a time: all three brokers registered again (and the ISRs full, for a
             # while: a fault on an ISR of one is a stall, not a finding, and wastes the budget).
-            if not _poll(lambda: zk.live_brokers() == set(NODES), 60):
+            if not poll(lambda: zk.live_brokers() == set(NODES), 60):
                 check_exits()
                 raise AssertionError(f"brokers registered: {sorted(zk.live_brokers())}, not all three within 60 s; "
                                      f"{unexpected_exits}\n{log.text()}")
-            if _poll(zk.isr_full, 15):
+            if poll(zk.isr_full, 15):
                 log(f"healthy: 3 brokers registered, ISRs full, acked={[len(pr.acked) for pr in producers]}")
             else:
-                log(f"ISRs not full after 15 s: {[zk.state(p) for p in range(PARTITIONS)]}; faulting anyway")
+                log(f"ISRs not full after 15 s: {[zk.state(TOPIC, p) for p in range(PARTITIONS)]}; faulting anyway")
             time.sleep(rng.uniform(1.0, 3.0))
             if time.monotonic() >= end:
                 break
@@ -357,7 +286,7 @@ def test_random_faults_lose_no_acknowledged_record_and_replicas_converge(cluster
             node = rng.choice(NODES)
             pause = rng.uniform(5.0, 6.0) if kind == "stop" else rng.uniform(1.0, 3.0)
             counts[kind] += 1
-            leaders = {p: (s or {}).get("leader") for p, s in ((p, zk.state(p)) for p in range(PARTITIONS))}
+            leaders = {p: (s or {}).get("leader") for p, s in ((p, zk.state(TOPIC, p)) for p in range(PARTITIONS))}
             acked = [len(pr.acked) for pr in producers]
             if kind == "kill":
                 log(f"SIGKILL node {node} (leaders {leaders}, acked {acked}); restart in {pause:.1f}s")
@@ -405,7 +334,7 @@ def test_random_faults_lose_no_acknowledged_record_and_replicas_converge(cluster
         after = [len(pr.acked) for pr in producers]
         log(f"faults over: {dict(counts)}; acked={after} read={reader.count()}")
         # Served again: both producers get acknowledgements once the last fault is over.
-        assert _poll(lambda: all(len(pr.acked) >= n + 200 for pr, n in zip(producers, after)), 60), \
+        assert poll(lambda: all(len(pr.acked) >= n + 200 for pr, n in zip(producers, after)), 60), \
             f"producers not acknowledged again within 60 s of the last fault: {after} -> " \
             f"{[len(pr.acked) for pr in producers]}\n{log.text()}"
         log(f"served again: acked={[len(pr.acked) for pr in producers]}")
@@ -417,13 +346,13 @@ def test_random_faults_lose_no_acknowledged_record_and_replicas_converge(cluster
             assert not pr.is_alive(), f"producer p{pr.partition} did not stop\n{log.text()}"
         check_exits()
         assert not unexpected_exits, f"{unexpected_exits}\n{log.text()}"
-        assert _poll(lambda: zk.live_brokers() == set(NODES), 60), \
+        assert poll(lambda: zk.live_brokers() == set(NODES), 60), \
             f"brokers registered at the end: {sorted(zk.live_brokers())}\n{log.text()}"
-        assert _poll(zk.isr_full, 60), \
-            f"ISRs not full 60 s after the faults: {[zk.state(p) for p in range(PARTITIONS)]}\n{log.text()}"
-        log(f"quiet: ISRs full {[zk.state(p) for p in range(PARTITIONS)]}")
+        assert poll(zk.isr_full, 60), \
+            f"ISRs not full 60 s after the faults: {[zk.state(TOPIC, p) for p in range(PARTITIONS)]}\n{log.text()}"
+        log(f"quiet: ISRs full {[zk.state(TOPIC, p) for p in range(PARTITIONS)]}")
         final, ends = _read_from_beginning(cluster)
-        _poll(lambda: all(reader.last[p] + 1 >= ends[p] for p in range(PARTITIONS)), 30)  # let it catch up
+        poll(lambda: all(reader.last[p] + 1 >= ends[p] for p in range(PARTITIONS)), 30)  # let it catch up
         stop_reader.set()
         reader.join(30)
     finally:
@@ -474,7 +403,7 @@ def test_random_faults_lose_no_acknowledged_record_and_replicas_converge(cluster
         def identical(p: int = p) -> bool:
             return _segments(cluster, 1, p) == _segments(cluster, 2, p) == _segments(cluster, 3, p)
 
-        if not _poll(identical, 30):
+        if not poll(identical, 30):
             sizes = {b: len(_segments(cluster, b, p)) for b in NODES}
             raise AssertionError(f"p{p}: replicas' segment files differ 30 s after the faults (bytes {sizes})\n{context}")
     # Found by this test (seed 2) and fixed: a consumer fetching between a new leader's high
@@ -484,6 +413,6 @@ def test_random_faults_lose_no_acknowledged_record_and_replicas_converge(cluster
     # No node logged an error or a traceback (found by this test and fixed: an InvalidStateError
     # when a produce request's connection closed while it waited, seed 3; an abandoned replica
     # fetch's exception never retrieved at shutdown, seeds 6 and 1387430004).
-    bad = _bad_log_lines(cluster)
+    bad = bad_log_lines(cluster, NODES)
     assert not bad, f"{len(bad)} ERROR/traceback lines in node logs ({cluster.directory}):\n" + \
         "\n".join(line[:1500] for line in bad[:20]) + f"\n{context}"

@@ -1,0 +1,106 @@
+"""What the randomized fault schedules share (tests/cluster/test_fault_schedule.py for topics,
+test_group_fault_schedule.py for consumer groups): the fault log printed and quoted in assertion
+messages, a ZooKeeper reader that rides out ZooKeeper's own restarts, polling, and the node log
+lines no fault may cause."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from typing import Any, Callable, Iterable
+
+from coordinator.cluster.local_cluster import LocalCluster
+
+
+class FaultLog:
+    """What happened when, relative to the schedule's start; ``replay`` says how to run it again."""
+
+    def __init__(self, seed: int, replay: str) -> None:
+        self.seed = seed
+        self.replay = replay
+        self.t0 = time.monotonic()
+        self.lines: list[str] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, what: str) -> None:
+        line = f"+{time.monotonic() - self.t0:7.2f}s {what}"
+        with self.lock:
+            self.lines.append(line)
+        print(line, flush=True)
+
+    def at(self, t: float) -> str:
+        return f"+{t - self.t0:.2f}s"
+
+    def text(self) -> str:
+        with self.lock:
+            lines = list(self.lines)
+        return (f"seed={self.seed} (replay: GROUPCOORD_FAULT_SEED={self.seed} {self.replay})\nfault log:\n  "
+                + "\n  ".join(lines))
+
+
+class ZkReader:
+    """One kazoo client for a schedule's checks; reads answer None / empty while ZooKeeper is away."""
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        from kazoo.client import KazooClient
+
+        self.client = KazooClient(hosts=cluster.zookeeper.connect, timeout=10.0)
+        self.client.start(timeout=10)
+
+    def live_brokers(self) -> set[int]:
+        try:
+            return {int(b) for b in self.client.get_children("/brokers/ids")}
+        except Exception:  # disconnected while ZooKeeper restarts
+            return set()
+
+    def state(self, topic: str, partition: int) -> dict[str, Any] | None:
+        try:
+            data, _ = self.client.get(f"/brokers/topics/{topic}/partitions/{partition}/state")
+            return dict(json.loads(data))
+        except Exception:
+            return None
+
+    def leader(self, topic: str, partition: int) -> int | None:
+        s = self.state(topic, partition)
+        return None if s is None else int(s["leader"])
+
+    def full_isr(self, topics: Iterable[tuple[str, int]], nodes: tuple[int, ...]) -> bool:
+        """Every node alive and every partition of ``topics`` (name, partition count) led, with
+        every node in its ISR."""
+        if self.live_brokers() != set(nodes):
+            return False
+        for topic, count in topics:
+            for p in range(count):
+                s = self.state(topic, p)
+                if s is None or sorted(s["isr"]) != sorted(nodes) or s["leader"] not in nodes:
+                    return False
+        return True
+
+    def close(self) -> None:
+        self.client.stop()
+        self.client.close()
+
+
+def poll(condition: Callable[[], Any], timeout: float, step: float = 0.1) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(step)
+    return False
+
+
+def bad_log_lines(cluster: LocalCluster, nodes: Iterable[int]) -> list[str]:
+    """ERROR / CRITICAL lines and tracebacks in the nodes' logs."""
+    bad = []
+    for b in nodes:
+        try:
+            text = cluster.log_path(b).read_text(errors="replace")
+        except FileNotFoundError:
+            continue
+        for line in text.splitlines():
+            if "level=ERROR" in line or "level=CRITICAL" in line or re.match(r"\s*Traceback", line):
+                bad.append(f"node-{b}.log: {line}")
+    return bad
