@@ -102,6 +102,7 @@ def run_kafka_python(bootstrap, topic, group, strategy, instance, session, stop,
     from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
     from kafka.coordinator.assignors.range import RangePartitionAssignor
     from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+    from kafka.errors import KafkaError
 
     assignor = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor,
                 "cooperative-sticky": CooperativeStickyAssignor}[strategy]
@@ -147,7 +148,22 @@ def run_kafka_python(bootstrap, topic, group, strategy, instance, session, stop,
     out("STARTED")
     try:
         while not os.path.exists(stop):
-            batch = c.poll(timeout_ms=200, max_records=max_poll)
+            try:
+                batch = c.poll(timeout_ms=200, max_records=max_poll)
+            except KafkaError as e:
+                # kafka-python 3.0.12 lets a retriable error out of poll(): when its coordinator's
+                # node goes, FindCoordinator and then the Metadata refresh that
+                # ensure_coordinator_ready_async asks for both go to the least loaded node, which is
+                # the gone node itself (the live ones have fetches in flight) and refuse the
+                # connection; the refresh's KafkaConnectionError escapes (that method catches only
+                # KafkaTimeoutError around it). The consumer is intact (nothing was returned, no
+                # position moved): a real application polls again, as the Java client does inside
+                # poll(). Anything not retriable still ends the member.
+                if not e.retriable:
+                    raise
+                out(f"E {type(e).__name__}: {e}")
+                time.sleep(0.1)
+                continue
             if not batch:
                 continue
             for tp, msgs in batch.items():
