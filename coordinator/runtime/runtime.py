@@ -114,6 +114,9 @@ class CommitTimedOut(NotActiveError):
     error_code = 7  # REQUEST_TIMED_OUT
 
 
+#: Snapshot batches a standby replays between two yields to the event loop.
+SNAPSHOT_CHUNK_BATCHES = 2
+
 #: After a failed snapshot, the earliest retry of a renewal that is already due (rule 5).
 SNAPSHOT_RETRY_SECONDS = 60.0
 
@@ -164,7 +167,7 @@ class AsyncioTimer:
 class _Context:
     __slots__ = ("partition", "state", "shard", "plog", "timer", "last_written", "completions", "in_op", "waiting",
                  "since_snapshot", "snapshot_records", "snapshotting", "snapshot_ms", "refresh", "replayed_to",
-                 "truncations", "follow")
+                 "truncations", "follow", "rebuilding")
 
     def __init__(self, partition: int, plog: PartitionLog) -> None:
         self.partition = partition
@@ -193,6 +196,8 @@ class _Context:
         self.replayed_to = 0
         self.truncations = getattr(plog, "truncations", 0)
         self.follow: asyncio.Task[None] | None = None
+        #: A standby whose state is being rebuilt (a snapshot half replayed): not to be taken over.
+        self.rebuilding = False
 
     def stop_refresh(self) -> None:
         if self.refresh is not None:
@@ -256,7 +261,7 @@ class CoordinatorRuntime:
             raise KeyError(f"{self.topic}-{partition} is not hosted here")
         old = self._contexts.get(partition)
         started = time.monotonic()
-        if (old is not None and old.state is PartitionState.STANDBY and old.plog is plog
+        if (old is not None and old.state is PartitionState.STANDBY and old.plog is plog and not old.rebuilding
                 and old.truncations == getattr(plog, "truncations", 0)):
             # Rule 6: take over the standby state; only the tail is left to replay.
             ctx = old
@@ -306,6 +311,36 @@ class CoordinatorRuntime:
     def _replay_snapshot(self, ctx: _Context) -> int | None:
         """Replay the partition's snapshot if the trust rule of ``snapshot.py`` allows it; the
         offset the log must be replayed from after it, or None to replay the whole log."""
+        snap = self._trusted_snapshot(ctx)
+        if snap is None:
+            return None
+        self._replay_batches(ctx, snap.batches, 0)
+        return self._snapshot_replayed(ctx, snap)
+
+    async def _replay_snapshot_gently(self, ctx: _Context) -> int | None:
+        """``_replay_snapshot`` yielding to the event loop between chunks of batches: a standby
+        rebuilt while the node serves (a million offsets take seconds) must not stall it."""
+        snap = self._trusted_snapshot(ctx)
+        if snap is None:
+            return None
+        data = snap.batches
+        positions = [pos for pos, _header in iter_batch_positions(data)] + [len(data)]
+        for i in range(0, len(positions) - 1, SNAPSHOT_CHUNK_BATCHES):
+            j = min(i + SNAPSHOT_CHUNK_BATCHES, len(positions) - 1)
+            self._replay_batches(ctx, bytes(data[positions[i]:positions[j]]), 0)
+            await asyncio.sleep(0)
+        return self._snapshot_replayed(ctx, snap)
+
+    def _snapshot_replayed(self, ctx: _Context, snap: Any) -> int:
+        ctx.snapshot_records = snap.records
+        ctx.snapshot_ms = snap.captured_ms
+        log.info("snapshot loaded", extra={"partition": f"{self.topic}-{ctx.partition}", "offset": snap.offset,
+                                           "records": snap.records})
+        return int(snap.offset)
+
+    def _trusted_snapshot(self, ctx: _Context) -> Any:
+        """The partition's snapshot if the trust rule of ``snapshot.py`` allows it, else None
+        (an untrusted one is deleted, with the reason)."""
         plog = ctx.plog
         where = {"partition": f"{self.topic}-{ctx.partition}"}
         directory = plog.log.directory
@@ -330,11 +365,7 @@ class CoordinatorRuntime:
             log.warning("ignoring the snapshot; replaying the whole log", extra={**where, "reason": reason})
             remove_snapshot(directory)
             return None
-        self._replay_batches(ctx, snap.batches, 0)
-        ctx.snapshot_records = snap.records
-        ctx.snapshot_ms = snap.captured_ms
-        log.info("snapshot loaded", extra={**where, "offset": snap.offset, "records": snap.records})
-        return snap.offset
+        return snap
 
     def _replay_batches(self, ctx: _Context, data: bytes, offset: int, end: int | None = None) -> tuple[int, int]:
         """Replay the records at or after ``offset`` of the batches in ``data`` (those before
@@ -606,22 +637,24 @@ class CoordinatorRuntime:
         self._contexts[partition] = ctx
         ctx.follow = asyncio.ensure_future(self._follow_log(ctx))
 
-    def _fresh_standby(self, ctx: _Context) -> None:
+    async def _fresh_standby(self, ctx: _Context) -> None:
         if ctx.timer is not None:
             ctx.timer.cancel_all()
+        ctx.rebuilding = True
         ctx.timer = AsyncioTimer(self, ctx.partition)
         ctx.shard = self.shard_factory(ctx.partition, ctx.timer, self.clock)
         ctx.truncations = getattr(ctx.plog, "truncations", 0)
-        start = self._replay_snapshot(ctx)
+        start = await self._replay_snapshot_gently(ctx)
         ctx.replayed_to = ctx.plog.log_start_offset if start is None else start
         ctx.since_snapshot = 0
+        ctx.rebuilding = False
 
     async def _follow_log(self, ctx: _Context) -> None:
         plog = ctx.plog
         loop = asyncio.get_running_loop()
         where = {"partition": f"{self.topic}-{ctx.partition}"}
         try:
-            self._fresh_standby(ctx)
+            await self._fresh_standby(ctx)
             while self._contexts.get(ctx.partition) is ctx and ctx.state is PartitionState.STANDBY:
                 truncations = getattr(plog, "truncations", 0)
                 if ctx.truncations != truncations:
@@ -630,7 +663,7 @@ class CoordinatorRuntime:
                     cuts = getattr(plog, "truncation_offsets", [])[ctx.truncations:]
                     if not cuts or min(cuts) < ctx.replayed_to:
                         log.info("standby state rebuilt after the log was truncated", extra=where)
-                        self._fresh_standby(ctx)
+                        await self._fresh_standby(ctx)
                         continue
                     ctx.truncations = truncations
                 # Committed records only (below the high watermark): a standby never holds state

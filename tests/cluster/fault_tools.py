@@ -21,6 +21,8 @@ class FaultLog:
         self.seed = seed
         self.replay = replay
         self.t0 = time.monotonic()
+        #: The wall clock at ``t0``: node log lines carry wall-clock times (``from_wall``).
+        self.wall0 = time.time()
         self.lines: list[str] = []
         self.lock = threading.Lock()
 
@@ -29,6 +31,10 @@ class FaultLog:
         with self.lock:
             self.lines.append(line)
         print(line, flush=True)
+
+    def from_wall(self, epoch_s: float) -> float:
+        """A wall-clock time (a node log line's ``ts``) on the schedule's monotonic clock."""
+        return self.t0 + (epoch_s - self.wall0)
 
     def at(self, t: float) -> str:
         return f"+{t - self.t0:.2f}s"
@@ -104,3 +110,23 @@ def bad_log_lines(cluster: LocalCluster, nodes: Iterable[int]) -> list[str]:
             if "level=ERROR" in line or "level=CRITICAL" in line or re.match(r"\s*Traceback", line):
                 bad.append(f"node-{b}.log: {line}")
     return bad
+
+
+def node_log_events(cluster: LocalCluster, nodes: Iterable[int], message: str) -> list[tuple[float, str]]:
+    """(wall-clock seconds, line) of the node log lines whose message contains ``message``."""
+    from datetime import datetime
+
+    out = []
+    for b in nodes:
+        try:
+            text = cluster.log_path(b).read_text(errors="replace")
+        except FileNotFoundError:
+            continue
+        for line in text.splitlines():
+            if message in line and line.startswith("ts="):
+                stamp = line[3:].split(" ", 1)[0].replace("Z", "+00:00")
+                try:
+                    out.append((datetime.fromisoformat(stamp).timestamp(), line))
+                except ValueError:
+                    continue
+    return sorted(out)

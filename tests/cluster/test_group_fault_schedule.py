@@ -80,7 +80,7 @@ import pytest
 from coordinator.cluster.local_cluster import LocalCluster
 from protocol.apis import ApiKey
 from protocol.hashing import partition_for
-from tests.cluster.fault_tools import FaultLog, ZkReader, bad_log_lines, poll
+from tests.cluster.fault_tools import FaultLog, ZkReader, bad_log_lines, node_log_events, poll
 from tests.cluster.conftest import SESSION_MS, running_cluster
 from tests.cluster.test_replication import _create
 from tests.wire_client import WireClient
@@ -946,12 +946,20 @@ def test_random_coordinator_faults_lose_no_acknowledged_commit(cluster: LocalClu
 
     # (d) Rebalances: none in a long-session group that only SIGKILLs / SIGTERMs (or nothing) can
     # explain; the rest counted.
+    # A member whose session expired though its last heartbeat came before any fault in the
+    # window was not stopped by a fault: kafka-python 3.0.12 members now and then stop
+    # heartbeating right after the group forms (tests/clients/FINDINGS.md); reported, not blamed.
+    expiries = [(log.from_wall(wall), line) for wall, line in node_log_events(cluster, NODES, ": session expired")]
     blamed, reported = [], []
     for t, g, member, what in rebalances:
         suspects = [f for f in faults if t - BLAME_WINDOW_S <= f.start <= t]
         line = (f"{log.at(t)} {member} {what} after "
                 f"{[f'{f.kind}@{log.at(f.start)}' + ('(degraded)' if f.degraded else '') for f in suspects]}")
-        if g in LONG_GROUPS and all(f.kind in ("kill", "term") and not f.degraded for f in suspects):
+        silent = [x for x, text in expiries if f"of group {g}:" in text and t - BLAME_WINDOW_S <= x <= t
+                  and suspects and x - LONG_SESSION_MS / 1000 < min(f.start for f in suspects)]
+        if silent:
+            line += f" (a member silent since {log.at(silent[0] - LONG_SESSION_MS / 1000)}, before those faults)"
+        if g in LONG_GROUPS and not silent and all(f.kind in ("kill", "term") and not f.degraded for f in suspects):
             blamed.append(line)
         else:
             reported.append(line)
