@@ -163,14 +163,23 @@ class ReplicaManager:
         while True:
             await self._wake.wait()
             self._wake.clear()
-            dirty, self._dirty = self._dirty, set()
-            for key in sorted(dirty):
+            while self._dirty:
+                # One partition at a time, leaderships first, re-chosen after each: a node
+                # restarted a moment ago has every partition to apply (and standbys to rebuild),
+                # and a leadership arriving meanwhile must not wait behind them all — clients wait
+                # for the coordinator it was just elected to be.
+                key = min(self._dirty, key=lambda k: (not self._elects_me(k), k))
+                self._dirty.discard(key)
                 try:
                     await self._apply(*key)
                 except asyncio.CancelledError:
                     raise
                 except Exception:
                     log.exception("applying a partition state failed", extra={"partition": f"{key[0]}-{key[1]}"})
+
+    def _elects_me(self, key: tuple[str, int]) -> bool:
+        state = self.view.state(*key)
+        return state is not None and state.leader == self.broker_id
 
     async def _apply(self, topic: str, partition: int) -> None:
         assignment = self.view.topics.get(topic)

@@ -115,7 +115,7 @@ class CommitTimedOut(NotActiveError):
 
 
 #: Snapshot batches a standby replays between two yields to the event loop.
-SNAPSHOT_CHUNK_BATCHES = 2
+SNAPSHOT_CHUNK_BATCHES = 1
 
 #: After a failed snapshot, the earliest retry of a renewal that is already due (rule 5).
 SNAPSHOT_RETRY_SECONDS = 60.0
@@ -261,6 +261,12 @@ class CoordinatorRuntime:
             raise KeyError(f"{self.topic}-{partition} is not hosted here")
         old = self._contexts.get(partition)
         started = time.monotonic()
+        if old is not None and old.state is PartitionState.STANDBY and old.plog is plog and old.rebuilding:
+            # A standby still rebuilding (a node restarted a moment ago) is nearer the end than a
+            # fresh load would be: let it finish (answers meanwhile: COORDINATOR_LOAD_IN_PROGRESS).
+            while old.rebuilding and self._contexts.get(partition) is old and old.state is PartitionState.STANDBY:
+                await asyncio.sleep(0.01)
+            old = self._contexts.get(partition)
         if (old is not None and old.state is PartitionState.STANDBY and old.plog is plog and not old.rebuilding
                 and old.truncations == getattr(plog, "truncations", 0)):
             # Rule 6: take over the standby state; only the tail is left to replay.
