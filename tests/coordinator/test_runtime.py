@@ -215,6 +215,64 @@ async def test_a_wait_for_the_isr_failing_after_its_answer_was_settled_is_still_
 
 
 @pytest.mark.asyncio
+async def test_a_parked_join_answer_failed_by_an_unload_is_still_retrieved() -> None:
+    """Found by tests/cluster/test_group_fault_schedule.py (SIGKILLs only: a surviving leader's
+    epoch bump unloads its partitions): a JoinGroup whose answer the shard completed at once (here
+    MEMBER_ID_REQUIRED) waits with it for earlier records to reach the ISR; an unload fails both
+    the write and the parked answer, and GroupService returned NOT_COORDINATOR without ever
+    reading the parked answer's exception: asyncio logged it at level ERROR."""
+    from kafka.protocol.consumer import JoinGroupRequest
+
+    from coordinator.group.config import GroupConfig
+    from coordinator.group.service import GroupService
+    from coordinator.group.shard import GroupCoordinatorShard
+
+    plog = ManualLog()
+    runtime = CoordinatorRuntime(OneLog(plog), TOPIC,  # type: ignore[arg-type]
+                                 lambda p, timer, clock: GroupCoordinatorShard(GroupConfig(), clock, timer))
+    await runtime.load(0)
+    service = GroupService(runtime, lambda: 1)
+    loop = asyncio.get_running_loop()
+    reported: list[str] = []
+    loop.set_exception_handler(lambda _loop, context: reported.append(context["message"]))
+    try:
+        # A commit not yet in the ISR: every later answer of the partition waits for it (rule 2).
+        commit = runtime.write(0, lambda s: s.commit_offsets(_simple_commit("other"), 8))
+        request = JoinGroupRequest(
+            version=9, group_id="g", session_timeout_ms=10_000, rebalance_timeout_ms=10_000, member_id="",
+            group_instance_id=None, protocol_type="consumer", reason=None,
+            protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")])
+        ctx = SimpleNamespace(api_version=9, client_id="c", peer="127.0.0.1:1")
+        join = asyncio.ensure_future(service.join_group(ctx, request))  # type: ignore[arg-type]
+        await asyncio.sleep(0.01)
+        assert not join.done()
+        runtime.unload(0)
+        assert (await join).error_code == 16  # NOT_COORDINATOR
+        with pytest.raises(NotActiveError):
+            await commit
+        # Leadership gone: the waits for the ISR fail too (NotLeader), releasing what they held.
+        for _, wait in plog._waiters:
+            wait.set_exception(RuntimeError("no longer the leader"))
+        plog._waiters.clear()
+        await asyncio.sleep(0)
+        del join, wait
+        gc.collect()
+        assert reported == []
+    finally:
+        loop.set_exception_handler(None)
+
+
+def _simple_commit(group: str) -> Any:
+    from kafka.protocol.consumer import OffsetCommitRequest
+
+    C = OffsetCommitRequest.OffsetCommitRequestTopic
+    return OffsetCommitRequest(version=8, group_id=group, generation_id_or_member_epoch=-1, member_id="",
+                               group_instance_id=None, topics=[C(name="t", partitions=[
+                                   C.OffsetCommitRequestPartition(partition_index=0, committed_offset=1,
+                                                                  committed_leader_epoch=-1, committed_metadata="")])])
+
+
+@pytest.mark.asyncio
 async def test_timers_run_as_writes_and_replace_by_key() -> None:
     plog = ManualLog()
     runtime = await _active_runtime(plog)
