@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
@@ -43,10 +43,28 @@ def _settle(consumers: list[KafkaConsumer], timeout: float = 30.0) -> tuple[int,
     raise AssertionError(f"group did not settle: {[(_generation(c), c.assignment()) for c in consumers]}")
 
 
+#: Clients a test opened, closed at its teardown even when it fails: a kafka-python client left
+#: running keeps reconnecting in its own thread, with jitter from the global ``random`` — which
+#: made later hypothesis tests in the same process fail as flaky (CI, 2026-11-25).
+_OPEN: list[Any] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_clients() -> Iterator[None]:
+    yield
+    while _OPEN:
+        try:
+            _OPEN.pop().close()
+        except Exception:
+            pass
+
+
 def _consumer(server: Any, group: str) -> KafkaConsumer:
-    return KafkaConsumer(TOPIC, bootstrap_servers=server.bootstrap, group_id=group, enable_auto_commit=False,
-                         auto_offset_reset="earliest", session_timeout_ms=10_000, heartbeat_interval_ms=300,
-                         max_poll_interval_ms=60_000)
+    consumer = KafkaConsumer(TOPIC, bootstrap_servers=server.bootstrap, group_id=group, enable_auto_commit=False,
+                             auto_offset_reset="earliest", session_timeout_ms=10_000, heartbeat_interval_ms=300,
+                             max_poll_interval_ms=60_000)
+    _OPEN.append(consumer)
+    return consumer
 
 
 def _commit_all(consumer: KafkaConsumer, base: int) -> None:
@@ -56,6 +74,7 @@ def _commit_all(consumer: KafkaConsumer, base: int) -> None:
 def test_pipeline_matches_what_the_server_and_clients_saw(server_factory: Any, spark: Any, tmp_path: Path) -> None:
     server = server_factory({"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "4"})
     admin = KafkaAdminClient(bootstrap_servers=server.bootstrap)
+    _OPEN.append(admin)
     admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])
     producer = KafkaProducer(bootstrap_servers=server.bootstrap)
     for i in range(MESSAGES):
@@ -83,6 +102,7 @@ def test_pipeline_matches_what_the_server_and_clients_saw(server_factory: Any, s
 
     # g2: a simple consumer (assign + commit, no membership, so no GroupMetadata).
     simple = KafkaConsumer(bootstrap_servers=server.bootstrap, group_id="g2", enable_auto_commit=False)
+    _OPEN.append(simple)
     simple.assign([TopicPartition(TOPIC, p) for p in range(PARTITIONS)])
     simple.commit({TopicPartition(TOPIC, p): OffsetAndMetadata(5 * p, "meta", -1) for p in range(PARTITIONS)})
     simple.close()
