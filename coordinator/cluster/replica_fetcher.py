@@ -215,6 +215,8 @@ class ReplicaFetcher:
                 topic=plog.topic, partitions=[cls.OffsetForLeaderTopic.OffsetForLeaderPartition(
                     partition=plog.partition, current_leader_epoch=f.leader_epoch, leader_epoch=asked)])])
             response = await self._call(ApiKey.OFFSET_FOR_LEADER_EPOCH, EPOCH_VERSION, request)
+            if self.partitions.get((plog.topic, plog.partition)) is not f:
+                return  # unfollowed meanwhile (a newer epoch, or the replica reassigned away and closed)
             part = response.topics[0].partitions[0]
             if part.error_code != ErrorCode.NONE:
                 self._on_error(f, part.error_code)
