@@ -26,6 +26,8 @@ from protocol.apis import ApiKey, request_class
 from protocol.client import decode_response, encode_request
 from protocol.errors import ErrorCode
 
+from storage.errors import InvalidBatchError
+
 from ..topics.log_manager import PartitionLog
 from ..topics.replication_quota import ReplicationThrottle
 
@@ -323,6 +325,14 @@ class ReplicaFetcher:
                 if records and plog.log_end_offset == offset:
                     if self._throttled(f):
                         self.throttle.follower.record(len(records))  # type: ignore[union-attr]
-                    await plog.append_replicated(bytes(records))
+                    try:
+                        await plog.append_replicated(bytes(records))
+                    except InvalidBatchError as exc:
+                        # The log moved meanwhile (appends of our own leadership still landing
+                        # after it ended): find the divergence with the leader again.
+                        log.info("replicated batch no longer fits the log; truncating again",
+                                 extra={"partition": f"{plog.topic}-{plog.partition}", "reason": str(exc)})
+                        f.truncated = False
+                        continue
                 if plog.replication is not None:
                     plog.replication.set_follower_high_watermark(part.high_watermark)
