@@ -98,18 +98,21 @@ def poll(condition: Callable[[], Any], timeout: float, step: float = 0.1) -> boo
     return False
 
 
-def bad_log_lines(cluster: LocalCluster, nodes: Iterable[int]) -> list[str]:
-    """ERROR / CRITICAL lines and tracebacks in the nodes' logs."""
-    bad = []
+def _node_lines(cluster: LocalCluster, nodes: Iterable[int]) -> Iterable[tuple[int, str]]:
+    """(node, line) of every line in the nodes' logs (a log not written yet is skipped)."""
     for b in nodes:
         try:
             text = cluster.log_path(b).read_text(errors="replace")
         except FileNotFoundError:
             continue
         for line in text.splitlines():
-            if "level=ERROR" in line or "level=CRITICAL" in line or re.match(r"\s*Traceback", line):
-                bad.append(f"node-{b}.log: {line}")
-    return bad
+            yield b, line
+
+
+def bad_log_lines(cluster: LocalCluster, nodes: Iterable[int]) -> list[str]:
+    """ERROR / CRITICAL lines and tracebacks in the nodes' logs."""
+    return [f"node-{b}.log: {line}" for b, line in _node_lines(cluster, nodes)
+            if "level=ERROR" in line or "level=CRITICAL" in line or re.match(r"\s*Traceback", line)]
 
 
 def node_log_events(cluster: LocalCluster, nodes: Iterable[int], message: str) -> list[tuple[float, str]]:
@@ -117,16 +120,11 @@ def node_log_events(cluster: LocalCluster, nodes: Iterable[int], message: str) -
     from datetime import datetime
 
     out = []
-    for b in nodes:
-        try:
-            text = cluster.log_path(b).read_text(errors="replace")
-        except FileNotFoundError:
-            continue
-        for line in text.splitlines():
-            if message in line and line.startswith("ts="):
-                stamp = line[3:].split(" ", 1)[0].replace("Z", "+00:00")
-                try:
-                    out.append((datetime.fromisoformat(stamp).timestamp(), line))
-                except ValueError:
-                    continue
+    for _b, line in _node_lines(cluster, nodes):
+        if message in line and line.startswith("ts="):
+            stamp = line[3:].split(" ", 1)[0].replace("Z", "+00:00")
+            try:
+                out.append((datetime.fromisoformat(stamp).timestamp(), line))
+            except ValueError:
+                continue
     return sorted(out)
