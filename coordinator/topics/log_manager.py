@@ -27,7 +27,7 @@ import os
 import shutil
 import struct
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,7 @@ from storage.producer_state import ProducerStateManager
 from ..config import Config
 from ..data_dir import atomic_write
 from .configs import effective_topic_configs
-from .registry import TopicInfo, TopicRegistry
+from .registry import CONSUMER_OFFSETS, TopicInfo, TopicRegistry
 from .replication import Replication
 
 __all__ = ["LogManager", "PartitionLog", "PartitionConfig"]
@@ -460,6 +460,12 @@ class LogManager:
 
     def _open(self, info: TopicInfo, partition: int) -> PartitionLog:
         options, settings = topic_settings(info, self.config)
+        if info.name == CONSUMER_OFFSETS and self.broker_id is None:
+            # A single node has no replica to hold a commit it acknowledged, so its offsets log is
+            # fsynced before anything is acknowledged, whatever the topic's flush settings say
+            # (Kafka never fsyncs it and relies on offsets.commit.required.acks=-1 reaching the
+            # ISR instead: which is what cluster mode does — rule 2).
+            options = replace(options, flush_policy="fsync")
         storage = Log.open(self.data_dir, info.name, partition, options)
         return PartitionLog(info.name, partition, storage, settings, _load_producer_state(storage))
 

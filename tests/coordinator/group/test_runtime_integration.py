@@ -70,6 +70,11 @@ async def test_join_sync_commit_and_reload_through_the_runtime(tmp_path: Path) -
                 partition_index=0, committed_offset=42, committed_leader_epoch=-1, committed_metadata="m")])])
     response = await runtime.write(0, lambda shard: shard.commit_offsets(commit, 8))
     assert response.topics[0].partitions[0].error_code == 0
+    # Acknowledged means fsynced on a single node: the recovery point (moved only by an fsync)
+    # covers everything the commit wrote.
+    plog = logs.get(TOPIC, 0)
+    assert plog.log.options.flush_policy == "fsync"
+    assert plog.log.recovery_point == plog.log_end_offset > 0
     before = runtime.shard(0).hard_state()
     runtime.unload_all()
     await logs.close_all()
@@ -83,3 +88,23 @@ async def test_join_sync_commit_and_reload_through_the_runtime(tmp_path: Path) -
     assert shard.group_manager.groups["g"].state.value == "Stable"
     runtime.unload_all()
     await logs.close_all()
+
+
+@pytest.mark.asyncio
+async def test_offsets_log_flush_policy_single_node_fsync_cluster_topic_configs(tmp_path: Path) -> None:
+    """A single node fsyncs ``__consumer_offsets`` before acknowledging (it has no replica); a
+    cluster node follows the topic's flush settings (Kafka's default: none — the ISR holds the
+    commit), like any other topic. A hosted topic follows its configs on a single node too."""
+    config = load_config(data_dir=str(tmp_path), overrides=["offsets.topic.num.partitions=1"])
+    for broker_id, expected in ((None, "fsync"), (1, "none")):
+        directory = tmp_path / f"node-{broker_id}"
+        directory.mkdir()
+        registry = TopicRegistry(directory)
+        logs = LogManager(directory, registry, config)
+        logs.broker_id = broker_id
+        offsets = registry.create(TOPIC, 1, {"cleanup.policy": "compact"})
+        hosted = registry.create("payments", 1, {})
+        for info, policy in ((offsets, expected), (hosted, "none")):
+            plog = logs._open(info, 0)
+            plog.log.abort()
+            assert plog.log.options.flush_policy == policy, (info.name, broker_id)
