@@ -11,9 +11,9 @@ write operation:
 
 1. runs ``op(shard)``, which validates and returns (records, response) without touching the
    records' state;
-2. queues the records to the partition log as one batch (the log assigns offsets in queue order,
-   so the runtime knows them at once) and replays them into the shard with the same ``replay``
-   that loading uses;
+2. adds the records to the partition's open batch and replays them into the shard with the same
+   ``replay`` that loading uses; the batch goes to the log at the end of the event loop's current
+   round (rule 7), which assigns offsets in queue order, so the runtime knows them at once;
 3. answers only once the log says the batch is durable — and so does every answer of that
    partition produced after it, reads included: nothing a client sees can be lost by a crash.
 
@@ -48,6 +48,14 @@ Rules:
    the same ``replay``, no timers, no answers. Becoming the leader replays only what it had not
    yet and serves. If the follower's log is truncated (a new leader's log diverged), the standby
    state is thrown away and rebuilt from the log, so it never holds a record the log lost.
+7. Batching (Kafka's ``group.coordinator.append.linger.ms=-1``, "adaptive", PR #20780): the
+   records of every write a partition runs in one round of the event loop go to its log as one
+   batch, flushed by a callback queued behind that round's work — no timer, so a lone commit
+   waits no longer than before, and commits arriving together (many connections, one ``select``)
+   share one batch: one header, one CRC, one append, one follower append and one standby batch
+   instead of one each. A batch is flushed early once it reaches ``APPEND_BATCH_MAX_BYTES``; an
+   operation's records are never split across batches. Records of a partition that stopped
+   being served before its batch was flushed are never written: their answers failed already.
 """
 
 from __future__ import annotations
@@ -68,6 +76,10 @@ __all__ = ["CoordinatorRuntime", "PartitionState", "NotActiveError", "NotEnoughR
            "SystemClock", "AsyncioTimer", "Shard"]
 
 log = logging.getLogger("groupcoord.runtime")
+
+#: A partition's open batch is flushed before it grows past this (rule 7); Kafka caps it at the
+#: partition's ``max.message.bytes`` (1 MiB by default).
+APPEND_BATCH_MAX_BYTES = 512 << 10
 
 #: Bytes read from the log per step while loading (about 4,000 commit records, ~10 ms of replay).
 LOAD_READ_BYTES = 256 << 10
@@ -167,7 +179,7 @@ class AsyncioTimer:
 class _Context:
     __slots__ = ("partition", "state", "shard", "plog", "timer", "last_written", "completions", "in_op", "waiting",
                  "since_snapshot", "snapshot_records", "snapshotting", "snapshot_ms", "refresh", "replayed_to",
-                 "truncations", "follow", "rebuilding")
+                 "truncations", "follow", "rebuilding", "pending", "pending_base", "pending_bytes")
 
     def __init__(self, partition: int, plog: PartitionLog) -> None:
         self.partition = partition
@@ -198,6 +210,11 @@ class _Context:
         self.follow: asyncio.Task[None] | None = None
         #: A standby whose state is being rebuilt (a snapshot half replayed): not to be taken over.
         self.rebuilding = False
+        #: The open batch (rule 7): serialized records replayed but not yet given to the log, the
+        #: offset its first record will get, and its size.
+        self.pending: list[tuple[bytes, bytes | None]] | None = None
+        self.pending_base = 0
+        self.pending_bytes = 0
 
     def stop_refresh(self) -> None:
         if self.refresh is not None:
@@ -553,16 +570,53 @@ class CoordinatorRuntime:
 
     def _append(self, ctx: _Context, records: list[tuple[Any, Any]]) -> None:
         items = [serialize(key, value) for key, value in records]
-        batch = bytearray(build_batch(items, timestamp_ms=self.clock.now_ms()))
-        header = read_batch_header(batch, 0)
-        base, durable = ctx.plog.append_batch(batch, header)
-        ctx.last_written = base + header.last_offset_delta + 1
+        size = sum(len(k) + (0 if v is None else len(v)) for k, v in items)
+        if ctx.pending is not None and ctx.pending_bytes + size > APPEND_BATCH_MAX_BYTES:
+            self._flush(ctx, ctx.pending)
+        if ctx.pending is None:
+            ctx.pending = []
+            ctx.pending_base = ctx.plog.next_offset
+            ctx.pending_bytes = 0
+            asyncio.get_running_loop().call_soon(self._flush, ctx, ctx.pending)
+        ctx.pending.extend(items)
+        ctx.pending_bytes += size
+        ctx.last_written = ctx.pending_base + len(ctx.pending)
         replay = ctx.shard.replay
         for (key, value), (typed_key, _typed_value) in zip(items, records):
             replay(key, value, typed_key)
-        durable.add_done_callback(lambda f: self._appended(ctx, f))
         ctx.since_snapshot += len(items)
         self._maybe_snapshot(ctx)
+
+    def _flush(self, ctx: _Context, pending: list[tuple[bytes, bytes | None]]) -> None:
+        """Give the partition's open batch to its log (rule 7)."""
+        if ctx.pending is not pending:
+            return  # flushed early, or dropped
+        ctx.pending = None
+        if self._contexts.get(ctx.partition) is not ctx or ctx.state is not PartitionState.ACTIVE:
+            return  # no longer served here: the answers waiting on these records failed already
+        plog = ctx.plog
+        where = {"partition": f"{self.topic}-{ctx.partition}"}
+        if plog.replication is not None and not plog.replication.is_leader:
+            # Leadership went between the operations and the flush (the unload follows): the
+            # shard holds records its log will never have, so it must not answer again.
+            log.info("coordinator batch not written: the partition changed hands first", extra=where)
+            self._fail(ctx)
+            return
+        if plog.next_offset != ctx.pending_base:  # only the runtime writes here: a bug, say so loudly
+            log.error("coordinator batch not written: the log moved under it", extra={
+                **where, "expected_base": ctx.pending_base, "next_offset": plog.next_offset})
+            self._fail(ctx)
+            return
+        batch = bytearray(build_batch(pending, timestamp_ms=self.clock.now_ms()))
+        header = read_batch_header(batch, 0)
+        _base, durable = plog.append_batch(batch, header)
+        durable.add_done_callback(lambda f: self._appended(ctx, f))
+
+    def flush_pending(self) -> None:
+        """Flush every partition's open batch now (shutdown, before the logs close)."""
+        for ctx in list(self._contexts.values()):
+            if ctx.pending is not None:
+                self._flush(ctx, ctx.pending)
 
     def _appended(self, ctx: _Context, durable: asyncio.Future[None]) -> None:
         exc = None if durable.cancelled() else durable.exception()
@@ -570,6 +624,9 @@ class CoordinatorRuntime:
             return
         log.error("coordinator append failed; the partition stops serving until a restart reloads it",
                   extra={"partition": f"{self.topic}-{ctx.partition}", "reason": str(exc or "cancelled")})
+        self._fail(ctx)
+
+    def _fail(self, ctx: _Context) -> None:
         if ctx.state is PartitionState.ACTIVE:
             ctx.state = PartitionState.FAILED
             ctx.stop_refresh()
@@ -720,6 +777,7 @@ class CoordinatorRuntime:
         if ctx is None:
             return
         self._halt(ctx)
+        ctx.pending = None  # never written (rule 7): the answers waiting on it fail below
         ctx.state = PartitionState.FAILED if ctx.state is PartitionState.FAILED else PartitionState.LOADING
         waiting, ctx.waiting = ctx.waiting, set()
         for fut in waiting:
@@ -743,6 +801,8 @@ class CoordinatorRuntime:
                 finally:
                     ctx.in_op = False
                 self._release_completions(ctx)
+            if ctx.pending is not None:
+                self._flush(ctx, ctx.pending)  # what on_unloaded wrote goes to the log before it closes
             ctx.state = PartitionState.FAILED if ctx.state is PartitionState.FAILED else PartitionState.LOADING
         self._contexts.clear()
         self._queued.clear()

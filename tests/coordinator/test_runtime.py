@@ -82,12 +82,15 @@ class ManualLog:
         self._pending: list[tuple[int, asyncio.Future[None]]] = []
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
         self.fail_next = False
+        #: (base offset, records) of every batch appended.
+        self.batches: list[tuple[int, int]] = []
         # Never read (the log stays empty until the test appends); a directory with no snapshot.
         self.log = SimpleNamespace(directory=Path(tempfile.mkdtemp(prefix="manual-log-")), options=LogOptions())
 
     def append_batch(self, batch: bytearray, header: Any) -> tuple[int, asyncio.Future[None]]:
         base = self._next
         self._next += header.last_offset_delta + 1
+        self.batches.append((base, header.last_offset_delta + 1))
         fut = asyncio.get_running_loop().create_future()
         self._pending.append((self._next, fut))
         return base, fut
@@ -103,6 +106,10 @@ class ManualLog:
     @property
     def log_end_offset(self) -> int:
         return self.high_watermark  # a single node: the durable end is the high watermark
+
+    @property
+    def next_offset(self) -> int:
+        return self._next
 
     def accepts_writes(self) -> bool:
         return True
@@ -135,6 +142,76 @@ async def _active_runtime(plog: ManualLog) -> CoordinatorRuntime:
     runtime = CoordinatorRuntime(OneLog(plog), TOPIC, CounterShard)  # type: ignore[arg-type]
     await runtime.load(0)
     return runtime
+
+
+@pytest.mark.asyncio
+async def test_writes_of_one_event_loop_round_share_one_batch() -> None:
+    """Runtime rule 7: the records of every write run in one round go to the log as one batch at
+    the end of the round; the next round opens a new one. Answers wait for their batch."""
+    plog = ManualLog()
+    runtime = await _active_runtime(plog)
+    first = [runtime.write(0, lambda s, i=i: s.commit(f"g{i}", i)) for i in range(3)]
+    read = runtime.read(0, lambda s: dict(s.offsets))
+    assert plog.batches == []  # nothing written before the round ends
+    await asyncio.sleep(0)
+    assert plog.batches == [(0, 3)]
+    second = [runtime.write(0, lambda s, i=i: s.commit(f"g{i}", 10 + i)) for i in range(2)]
+    await asyncio.sleep(0)
+    assert plog.batches == [(0, 3), (3, 2)]
+    assert not any(f.done() for f in [*first, *second, read])
+    plog.make_durable()
+    await asyncio.sleep(0)
+    assert [f.result()[0] for f in [*first, *second]] == ["ok"] * 5
+    assert read.result() == {("g0", "t", 0): 0, ("g1", "t", 0): 1, ("g2", "t", 0): 2}
+    # What was replayed is what the log holds: a reload from these batches gives the same state.
+    assert runtime.shard(0).offsets == {("g0", "t", 0): 10, ("g1", "t", 0): 11, ("g2", "t", 0): 2}
+
+
+@pytest.mark.asyncio
+async def test_a_batch_is_flushed_early_at_its_size_cap_and_never_splits_an_operation(monkeypatch: Any) -> None:
+    from coordinator.runtime import runtime as runtime_module
+
+    plog = ManualLog()
+    runtime = await _active_runtime(plog)
+    one = sum(len(k) + len(v or b"") for k, v in [serialize(OffsetCommitKey("g0", "t", 0), OffsetCommitValue(0))])
+    monkeypatch.setattr(runtime_module, "APPEND_BATCH_MAX_BYTES", 2 * one)
+
+    def two(shard: Any, i: int) -> Any:  # one operation, two records
+        a, b = shard.commit(f"g{i}", i), shard.commit(f"h{i}", i)
+        return type(a)(a.records + b.records, response="ok")
+
+    answers = [runtime.write(0, lambda s, i=i: s.commit(f"g{i}", i)) for i in range(3)]
+    answers.append(runtime.write(0, lambda s: two(s, 7)))
+    answers.append(runtime.write(0, lambda s: s.commit("g9", 9)))
+    await asyncio.sleep(0)
+    assert plog.batches == [(0, 2), (2, 1), (3, 2), (5, 1)]
+    plog.make_durable()
+    await asyncio.gather(*answers)
+
+
+@pytest.mark.asyncio
+async def test_records_of_a_partition_unloaded_before_their_flush_are_never_written() -> None:
+    plog = ManualLog()
+    runtime = await _active_runtime(plog)
+    answer = runtime.write(0, lambda s: s.commit("g", 1))
+    runtime.unload(0)  # leadership moved on in the same round
+    await asyncio.sleep(0)
+    assert plog.batches == []
+    with pytest.raises(NotActiveError):
+        await answer
+
+
+@pytest.mark.asyncio
+async def test_a_batch_whose_leadership_went_before_its_flush_is_not_written() -> None:
+    plog = ManualLog()
+    runtime = await _active_runtime(plog)
+    answer = runtime.write(0, lambda s: s.commit("g", 1))
+    plog.replication = SimpleNamespace(is_leader=False)  # type: ignore[assignment]
+    await asyncio.sleep(0)
+    assert plog.batches == []
+    assert runtime.state(0) is PartitionState.FAILED  # its shard holds a record the log lacks
+    with pytest.raises(NotActiveError):
+        await answer
 
 
 @pytest.mark.asyncio
@@ -177,6 +254,7 @@ async def test_a_failed_append_fails_the_partition_and_its_waiting_answers() -> 
     plog = ManualLog()
     runtime = await _active_runtime(plog)
     answer = runtime.write(0, lambda s: s.commit("g", 1))
+    await asyncio.sleep(0)  # the batch goes to the log at the end of this round (runtime rule 7)
     plog.fail_next = True
     plog.make_durable()
     await asyncio.sleep(0.01)
@@ -336,9 +414,15 @@ async def _open_logs(tmp_path: Path, **topic_configs: str) -> tuple[LogManager, 
     return logs, config
 
 
-async def _commits(runtime: CoordinatorRuntime, start: int, count: int) -> None:
-    await asyncio.gather(*[runtime.write(0, lambda s, i=i: s.commit(f"g{i % 50}", i))
-                           for i in range(start, start + count)])
+async def _commits(runtime: CoordinatorRuntime, start: int, count: int, batch: int | None = None) -> None:
+    """``count`` commits, all in one round of the event loop (one batch, runtime rule 7), or
+    ``batch`` per round."""
+    answers = []
+    for i in range(start, start + count):
+        answers.append(runtime.write(0, lambda s, i=i: s.commit(f"g{i % 50}", i)))
+        if batch is not None and len(answers) % batch == 0:
+            await asyncio.sleep(0)
+    await asyncio.gather(*answers)
 
 
 @pytest.mark.asyncio

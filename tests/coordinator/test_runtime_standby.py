@@ -79,7 +79,9 @@ async def test_a_standby_replays_committed_records_snapshots_and_takes_over_with
                                                                                           caplog: Any) -> None:
     caplog.set_level(logging.INFO, logger="groupcoord")
     leader_logs, leader, info = await _leader(tmp_path)
-    await _commits(leader, 0, 1500)
+    # One commit per batch: the high watermarks below fall between records (a standby replays
+    # whole batches below it).
+    await _commits(leader, 0, 1500, batch=1)
     logs, plog = await _follower(tmp_path, info)
     await _replicate(leader_logs, plog, 1200)
     standby = CoordinatorRuntime(logs, TOPIC, CounterShard, snapshot_min_records=1000)
@@ -96,7 +98,7 @@ async def test_a_standby_replays_committed_records_snapshots_and_takes_over_with
     # A truncation above what was replayed (a follower cutting an uncommitted tail) keeps the state.
     await _replicate(leader_logs, plog, 1500)
     await _until(lambda: _shard(standby).replayed == 1500, "the rest replayed")
-    await _commits(leader, 1500, 20)
+    await _commits(leader, 1500, 20, batch=1)
     await _replicate(leader_logs, plog, 1500)
     caplog.clear()
     await plog.truncate_to(1510)
