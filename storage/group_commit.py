@@ -7,8 +7,9 @@ The writer takes the log's write lock for a *session* and runs *rounds* until th
   1. plan (event loop): take everything queued; assign offsets in queue order by rewriting each
      batch's base offset in place (the CRC does not cover it); roll to a new segment where
      ``segment.bytes``/``segment.ms``/int32 relative offsets say so; collect the bytes per segment;
-  2. write (the shared I/O thread, ``io_worker.py``): one ``pwrite`` per segment touched, then, if the flush policy says
-     so, one fsync per segment, and a directory fsync if a segment file was created;
+  2. write (the shared I/O thread, ``io_worker.py``): one ``pwrite`` per segment touched, then — after the writes of
+     every other round the thread took at the same time, so one journal commit covers them all — if the flush policy
+     says so, one fsync per segment, and a directory fsync if a segment file was created;
   3. commit (event loop, strictly in round order): advance sizes, indexes and the log end offset
      (only now can readers see the data), note new leader epochs in the log's
      ``LeaderEpochCache``, seal rolled segments (fsync them, write their indexes and move the
@@ -47,6 +48,7 @@ import asyncio
 import logging
 import struct
 from collections import deque
+from functools import partial
 from typing import NamedTuple, Sequence
 
 from crc32c import crc32c as _crc32c
@@ -245,7 +247,9 @@ class GroupCommitWriter:
                     self._fail(items, LogClosedError("log closed") if self.log._closed else StorageIOError(str(self.log._failed)))
                     continue
                 rnd = self._plan(items)
-                rnd.future = shared_worker().run(self._write_round, rnd)
+                needs_sync = rnd.sync or bool(rnd.new_segments)
+                rnd.future = shared_worker().run(self._write_round, rnd,
+                                                 then=partial(self._sync_round, rnd) if needs_sync else None)
                 inflight.append(rnd)
                 continue
             if not inflight:
@@ -345,16 +349,21 @@ class GroupCommitWriter:
         return rnd
 
     def _write_round(self, rnd: _Round) -> None:
-        """Executor side of a round: write each segment's bytes with one pwrite, then fsync."""
+        """I/O-thread side of a round, first step: write each segment's bytes with one pwrite.
+        The fsyncs (``_Round.sync_step``) run after the writes of every round taken with it."""
         for w in rnd.writes:
             if w.parts:
                 w.segment.write_at(w.position, b"".join(w.parts) if len(w.parts) > 1 else w.parts[0])
+
+    def _sync_round(self, rnd: _Round) -> None:
+        """Second step: fsync what the round wrote if the flush policy says so, and the
+        directory if a segment file was created — both before anything is acknowledged."""
         if rnd.sync:
             for w in rnd.writes:
                 if w.parts:
                     w.segment.flush()
         if rnd.new_segments:
-            fsync_dir(self.log.directory)  # the new files' directory entries, before anything is acked
+            fsync_dir(self.log.directory)
 
     async def _commit(self, rnd: _Round) -> None:
         """Loop side, in round order: make the round visible, seal rolled segments, resolve."""
