@@ -306,6 +306,10 @@ class ReplicaFetcher:
                       forgotten_topics_data=[], rack_id="")
         # Wake early when the set of partitions changes, so a new epoch does not wait a long poll.
         response = await self._call(ApiKey.FETCH, FETCH_VERSION, request)
+        # Every partition's append is queued before any is awaited: one wait for the I/O thread
+        # per response, not one per partition in a row (the leader's high watermark, and so its
+        # acks=all answers, wait for the next fetch, which waits for these appends).
+        appended: list[tuple[_Followed, Any, asyncio.Future[Any] | None]] = []
         for topic in response.responses:
             for part in topic.partitions:
                 entry = sent.get((topic.topic, part.partition_index))
@@ -322,17 +326,29 @@ class ReplicaFetcher:
                     continue
                 plog = f.plog
                 records = part.records
+                queued = None
                 if records and plog.log_end_offset == offset:
                     if self._throttled(f):
                         self.throttle.follower.record(len(records))  # type: ignore[union-attr]
-                    try:
-                        await plog.append_replicated(bytes(records))
-                    except InvalidBatchError as exc:
-                        # The log moved meanwhile (appends of our own leadership still landing
-                        # after it ended): find the divergence with the leader again.
-                        log.info("replicated batch no longer fits the log; truncating again",
-                                 extra={"partition": f"{plog.topic}-{plog.partition}", "reason": str(exc)})
-                        f.truncated = False
-                        continue
-                if plog.replication is not None:
-                    plog.replication.set_follower_high_watermark(part.high_watermark)
+                    queued = plog.append_replicated(bytes(records))
+                appended.append((f, part, queued))
+        outcomes = await asyncio.gather(*(q for _f, _p, q in appended if q is not None), return_exceptions=True)
+        failure: BaseException | None = None
+        results = iter(outcomes)
+        for f, part, queued in appended:
+            plog = f.plog
+            outcome = next(results) if queued is not None else None
+            if isinstance(outcome, InvalidBatchError):
+                # The log moved meanwhile (appends of our own leadership still landing after it
+                # ended): find the divergence with the leader again.
+                log.info("replicated batch no longer fits the log; truncating again",
+                         extra={"partition": f"{plog.topic}-{plog.partition}", "reason": str(outcome)})
+                f.truncated = False
+                continue
+            if isinstance(outcome, BaseException):
+                failure = failure or outcome
+                continue
+            if plog.replication is not None:
+                plog.replication.set_follower_high_watermark(part.high_watermark)
+        if failure is not None:
+            raise failure
