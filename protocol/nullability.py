@@ -23,6 +23,9 @@ class NullInNonNullableField(ValueError):
 
 Plan = list[tuple[str, bool, "Plan | None", bool]]
 
+#: The plan of a []string or []bytes field: its elements may not be null.
+_ELEMENTS: Plan = [("", False, None, False)]
+
 
 def _plan(fields: dict[str, Any], version: int) -> Plan:
     """(attribute, nullable, plan of the items or struct, is a struct array) per relevant field."""
@@ -35,7 +38,13 @@ def _plan(fields: dict[str, Any], version: int) -> Plan:
         if field.is_struct_array() or field.is_struct():
             sub = _plan(field.fields or {}, version)
             out.append((name, nullable, sub, bool(field.is_struct_array())))
-        elif field.is_array() or field.type_str in _NULLABLE_TYPES:
+        elif field.is_array():
+            # The elements of a []string or []bytes are never nullable (Kafka's readers: "non-nullable
+            # field X element was serialized as null"), whatever the array itself is.
+            elements = field.array_of.type_str in _NULLABLE_TYPES
+            if not nullable or elements:
+                out.append((name, nullable, _ELEMENTS if elements else None, True))
+        elif field.type_str in _NULLABLE_TYPES:
             if not nullable:
                 out.append((name, False, None, False))
     return out
@@ -48,7 +57,10 @@ def _check(obj: Any, plan: Plan, path: str) -> None:
             if not nullable:
                 raise NullInNonNullableField(f"non-nullable field {path}{name} was serialized as null")
             continue
-        if sub:
+        if sub is _ELEMENTS:
+            if any(item is None for item in value):
+                raise NullInNonNullableField(f"non-nullable field {path}{name} element was serialized as null")
+        elif sub:
             if is_array:
                 for item in value:
                     _check(item, sub, f"{path}{name}[].")

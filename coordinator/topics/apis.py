@@ -19,6 +19,13 @@ __all__ = ["TopicApis"]
 # DescribeConfigs/CreateTopics config sources (DescribeConfigsResponse.json).
 CONFIG_SOURCE_DYNAMIC_TOPIC = 1
 
+#: Kafka's controller writes at most this many records for one request
+#: (``QuorumController.MAX_RECORDS_PER_USER_OP``) and fails a CreateTopics or CreatePartitions
+#: that would need more with POLICY_VIOLATION "Unable to perform excessively large batch
+#: operation." We count the same records: one per topic, per partition and per config.
+MAX_RECORDS_PER_USER_OP = 10_000
+_TOO_LARGE = "Unable to perform excessively large batch operation."
+
 
 class TopicApis:
     def __init__(self, node: NodeInfo, topics: TopicService) -> None:
@@ -32,6 +39,15 @@ class TopicApis:
         names = [t.name for t in request.topics]
         duplicates = {n for n in names if names.count(n) > 1}
         results = []
+        default_partitions = int(self.topics.config["num.partitions"])
+        records = sum(1 + len(t.configs or ())
+                      + (len(t.assignments) if t.assignments else
+                         default_partitions if t.num_partitions == -1 else max(t.num_partitions, 0))
+                      for t in request.topics)
+        if records > MAX_RECORDS_PER_USER_OP:
+            results = [self._create_result(version, t.name, ErrorCode.POLICY_VIOLATION, _TOO_LARGE)
+                       for t in request.topics]
+            return CreateTopicsResponse(version=version, throttle_time_ms=0, topics=results)
         for topic in request.topics:
             if topic.name in duplicates:
                 results.append(self._create_result(version, topic.name, ErrorCode.INVALID_REQUEST,
@@ -43,7 +59,22 @@ class TopicApis:
                 results.append(self._create_result(version, topic.name, exc.error_code, exc.message))
         if self.topics.store is not None and not (version >= 1 and request.validate_only):
             return self._create_in_cluster(version, request, results)
-        return CreateTopicsResponse(version=version, throttle_time_ms=0, topics=results)
+        response = CreateTopicsResponse(version=version, throttle_time_ms=0, topics=results)
+        return self._after_settled([r.name for r in results if r.error_code == ErrorCode.NONE], response)
+
+    def _after_settled(self, names: list[str], response: Any) -> Any:
+        """The response, once the new partitions of ``names`` opened in the background are open
+        (a client that produces right after its CreateTopics finds them), at once if none are."""
+        settling = [name for name in names if self.topics.settling(name)]
+        if not settling:
+            return response
+
+        async def settled() -> Any:
+            for name in settling:
+                await self.topics.settle(name)
+            return response
+
+        return settled()
 
     async def _create_in_cluster(self, version: int, request: Any, results: list[Any]) -> Any:
         """Cluster mode: the validated topics are written to ZooKeeper (off the event loop), and
@@ -121,6 +152,20 @@ class TopicApis:
             wanted = [(t.name, t.topic_id) for t in request.topics]
         else:
             wanted = [(name, None) for name in request.topic_names]
+        registry = self.topics.registry
+        found = [registry.get(name) if name is not None else registry.by_id(topic_id) if topic_id is not None
+                 else None for name, topic_id in wanted]
+        settling = [info.name for info in found if info is not None and self.topics.settling(info.name)]
+        if settling:
+            # A topic whose new partitions are still being opened is deleted once they are all
+            # open (then closed and set aside with the others).
+            async def after_settled() -> Any:
+                for name in settling:
+                    await self.topics.settle(name)
+                result = self.delete_topics(ctx, request)
+                return await result if asyncio.iscoroutine(result) else result
+
+            return after_settled()
         results = []
         doomed: list[str] = []
         for name, topic_id in wanted:
@@ -173,6 +218,16 @@ class TopicApis:
         version = ctx.api_version
         names = [t.name for t in request.topics]
         results = []
+        records = 0
+        for topic in request.topics:
+            info = self.topics.registry.get(topic.name)
+            if info is not None:
+                records += max(topic.count - info.num_partitions, 0)
+        if records > MAX_RECORDS_PER_USER_OP:
+            results = [CreatePartitionsResponse.CreatePartitionsTopicResult(
+                name=t.name, error_code=ErrorCode.POLICY_VIOLATION, error_message=_TOO_LARGE)
+                for t in request.topics]
+            return CreatePartitionsResponse(version=version, throttle_time_ms=0, results=results)
         growing: list[tuple[Any, int]] = []
         for topic in request.topics:
             try:
@@ -187,7 +242,8 @@ class TopicApis:
                 name=topic.name, error_code=error, error_message=message))
         if growing:
             return self._grow_in_cluster(version, request.timeout_ms, results, growing)
-        return CreatePartitionsResponse(version=version, throttle_time_ms=0, results=results)
+        response = CreatePartitionsResponse(version=version, throttle_time_ms=0, results=results)
+        return self._after_settled([r.name for r in results if r.error_code == ErrorCode.NONE], response)
 
     async def _grow_in_cluster(self, version: int, timeout_ms: int, results: list[Any],
                                growing: list[tuple[str, int]]) -> Any:

@@ -45,6 +45,7 @@ from protocol.records import (
     encode_batch,
     read_batch_header,
 )
+from storage.errors import LogClosedError
 from storage.producer_state import Duplicate
 
 from ..context import RequestContext
@@ -147,6 +148,16 @@ class ProduceApis:
                     continue
                 try:
                     await wait
+                except LogClosedError as exc:
+                    # The partition's log was closed under the queued append: its topic deleted
+                    # (or moved away, or the server stopping). Ordinary, not a storage failure:
+                    # the client is told this node does not lead it, refreshes its metadata and
+                    # retries or learns the topic is gone (issue 22: a DeleteTopics racing a
+                    # produce in the live fuzzer logged an ERROR here).
+                    log.info("append to a closed log", extra={"reason": str(exc)})
+                    result.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                    result.base_offset = -1
+                    result.error_message = str(exc)
                 except Exception as exc:  # the log could not make it durable (disk full, I/O error)
                     log.error("append failed", extra={"reason": str(exc)})
                     result.error_code = ErrorCode.KAFKA_STORAGE_ERROR
@@ -184,6 +195,8 @@ class ProduceApis:
     async def _log_failure(wait: Awaitable[None]) -> None:
         try:
             await wait
+        except LogClosedError as exc:  # its topic deleted meanwhile (see _respond_when_durable)
+            log.info("append to a closed log (acks=0)", extra={"reason": str(exc)})
         except Exception as exc:
             log.error("append failed (acks=0)", extra={"reason": str(exc)})
 

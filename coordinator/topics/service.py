@@ -166,6 +166,18 @@ class TopicService:
             listener.topic_deleted(info)
         return info
 
+    def settling(self, name: str) -> bool:
+        """Whether a listener is still opening new partitions of ``name`` in the background (a
+        topic created or grown by many partitions, see ``log_manager.SYNC_OPEN_MAX``)."""
+        return any(getattr(listener, "opening", lambda _name: False)(name) for listener in self.listeners)
+
+    async def settle(self, name: str) -> None:
+        """Until no listener is opening new partitions of ``name`` any more."""
+        for listener in self.listeners:
+            wait = getattr(listener, "wait_opened", None)
+            if wait is not None:
+                await wait(name)
+
     def add_partitions(self, name: str, count: int) -> None:
         info = self.registry.get(name)
         assert info is not None
