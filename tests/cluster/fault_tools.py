@@ -1,7 +1,7 @@
 """What the randomized fault schedules share (tests/cluster/test_fault_schedule.py for topics,
 test_group_fault_schedule.py for consumer groups): the fault log printed and quoted in assertion
 messages, a ZooKeeper reader that rides out ZooKeeper's own restarts, polling, and the node log
-lines no fault may cause."""
+lines no fault may cause, and partition moves (AlterPartitionReassignments) awaited to the end."""
 
 from __future__ import annotations
 
@@ -72,6 +72,20 @@ class ZkReader:
         s = self.state(topic, partition)
         return None if s is None else int(s["leader"])
 
+    def replicas(self, topic: str, partition: int) -> list[int] | None:
+        """The partition's replicas as the topic znode lists them (during a move: target first)."""
+        try:
+            data, _ = self.client.get(f"/brokers/topics/{topic}")
+            return [int(b) for b in json.loads(data)["partitions"][str(partition)]]
+        except Exception:
+            return None
+
+    def controller(self) -> int | None:
+        try:
+            return int(json.loads(self.client.get("/controller")[0])["brokerid"])
+        except Exception:  # no controller this moment, or ZooKeeper away
+            return None
+
     def full_isr(self, topics: Iterable[tuple[str, int]], nodes: tuple[int, ...]) -> bool:
         """Every node alive and every partition of ``topics`` (name, partition count) led, with
         every node in its ISR."""
@@ -128,3 +142,55 @@ def node_log_events(cluster: LocalCluster, nodes: Iterable[int], message: str) -
             except ValueError:
                 continue
     return sorted(out)
+
+
+def move_partition(cluster: LocalCluster, zk: ZkReader, topic: str, partition: int, target: list[int],
+                   timeout: float) -> str | None:
+    """Reassign ``topic``-``partition`` to ``target`` as an operator would: AlterPartitionReassignments
+    to the controller (asked again while it is refused or the controller cannot be reached), then
+    ListPartitionReassignments until the move is no longer listed and the topic znode lists
+    exactly ``target``. None once done; otherwise what went wrong (not accepted, or not done, in
+    time)."""
+    from protocol.errors import ErrorCode
+    from tests.cluster.test_reassignment import _alter, _alter_errors, _list
+
+    deadline = time.monotonic() + timeout
+    last = "no controller in ZooKeeper"
+    while True:
+        if time.monotonic() > deadline:
+            return f"move of {topic}-{partition} to {target} not accepted within {timeout:.0f} s: {last}"
+        controller = zk.controller()
+        if controller is None:
+            time.sleep(0.2)
+            continue
+        try:
+            response = _alter(cluster, controller, {(topic, partition): list(target)})
+        except Exception as exc:  # the controller went away mid-request: ask the next one
+            last = f"node {controller}: {exc!r}"
+            time.sleep(0.2)
+            continue
+        errors = _alter_errors(response)
+        if response.error_code == ErrorCode.NONE and set(errors.values()) == {ErrorCode.NONE}:
+            break
+        # Asked again until the deadline: NOT_CONTROLLER while the controller moves, and
+        # INVALID_REPLICA_ASSIGNMENT while a target node is not live in the controller's view (a
+        # node whose session expired across a ZooKeeper restart re-registers a moment later).
+        last = f"node {controller} answered error {response.error_code}, per partition {errors}"
+        time.sleep(0.3)
+
+    def finished() -> bool:
+        nonlocal last
+        controller = zk.controller()
+        if controller is None:
+            return False
+        try:
+            code, moving = _list(cluster, controller)
+        except Exception as exc:
+            last = f"ListPartitionReassignments to node {controller}: {exc!r}"
+            return False
+        last = f"listed {moving.get((topic, partition))} (error {code}); replicas {zk.replicas(topic, partition)}"
+        return code == ErrorCode.NONE and (topic, partition) not in moving and zk.replicas(topic, partition) == target
+
+    if not poll(finished, max(0.0, deadline - time.monotonic()), 0.2):
+        return f"move of {topic}-{partition} to {target} not finished within {timeout:.0f} s: {last}"
+    return None

@@ -26,10 +26,17 @@ is healthy again (three brokers registered, every ISR full):
   resumed node must answer no commit NONE and no committed offset older than the new
   coordinator's. It must come back as a follower (registered, in the ISR, not the leader);
 * ``term``: SIGTERM (controlled shutdown), exit status 0, restart;
-* ``zookeeper``: ZooKeeper stopped for 1-3 s and started again (same port and data).
+* ``zookeeper``: ZooKeeper stopped for 1-3 s and started again (same port and data);
+* ``reassign``: the group's ``__consumer_offsets`` partition moved off its coordinator's node and
+  back, as an operator would with kafka-reassign-partitions (AlterPartitionReassignments to the
+  controller, ListPartitionReassignments until done): first to the other two replicas in a seeded
+  order (the first of them that is in the ISR takes the leadership over; the node that lost the
+  replica must delete its log), then back to three replicas with the old coordinator last (it
+  replays the partition from scratch as a follower; the leadership stays where it moved). Each
+  move must finish within 60 s, the first with the leadership off the old node.
 
-The first four faults are the four kinds in a seeded order, so the short CI run has each. An
-observer thread reads every group's committed offsets (FindCoordinator + OffsetFetch, wire
+The first five faults are the five kinds in a seeded order, each run even if the duration is
+over by then, so the short CI run has each. An observer thread reads every group's committed offsets (FindCoordinator + OffsetFetch, wire
 client) a few times a second all along. The checker, once the faults are over and every group
 committed up to the log end:
 
@@ -38,14 +45,16 @@ committed up to the log end:
     the observer's reads; (a3) no read made after a commit's acknowledgement shows less than it (an
     acknowledged commit lost, even if a later commit covered it up); (a4) a node stopped past its
     session answers no zombie probe commit NONE, no probe OffsetFetch with a stale offset, and comes
-    back as a follower;
+    back as a follower; (a5) every reassignment finished, moved the leadership off the old
+    coordinator, and the node that lost the replica deleted its log;
 (b) duplicates: (b1) a group processes a record twice only at or above the highest commit that
     was acknowledged before the re-reading member got the partition; (b2) within one assignment a
     member's offsets of a partition strictly increase (no rewind without a rebalance);
 (c) nothing skipped: every record of the final log processed by every group, with its value;
 (d) rebalances (``on_partitions_assigned`` / ``on_partitions_lost`` calls after the groups were
     stable): a long-session group's rebalance whose possible causes (the faults started in the
-    session + 15 s before it) are only SIGKILLs and SIGTERMs, or none, fails the test; after a stop
+    session + 15 s before it) are only SIGKILLs, SIGTERMs and reassignments (graceful: 0 rebalances
+    expected), or none, fails the test; after a stop
     (a member's request stuck on the stopped node may outlast its session at the new coordinator)
     or a ZooKeeper restart, and for the short-session group, they are counted and reported;
 (e) no node exited on its own, SIGTERM exits with 0, no ``level=ERROR`` / traceback in a node's log,
@@ -59,6 +68,13 @@ choices; the timings are the machine's). By hand::
 The coordinator-kill count ("50 randomized coordinator kills", acknowledged commits lost: goal 0):
 ``GROUPCOORD_FAULT_KILLS=50`` replaces the schedule by that many SIGKILLs of the coordinator of a
 randomly chosen group, whatever the duration, and prints a ``RESULT`` line.
+
+Other mixes by hand: ``GROUPCOORD_FAULT_KINDS`` (comma-separated, default all five) restricts the
+kinds drawn, and ``GROUPCOORD_FAULT_COUNT`` runs that many faults instead of a duration, e.g.
+twenty reassignments, or a reassignment-and-kill mix for ten minutes::
+
+    GROUPCOORD_FAULT_KINDS=reassign GROUPCOORD_FAULT_COUNT=20 .venv/bin/python -m pytest -s tests/cluster/test_group_fault_schedule.py
+    GROUPCOORD_FAULT_KINDS=reassign,kill GROUPCOORD_FAULT_SECONDS=600 .venv/bin/python -m pytest -s tests/cluster/test_group_fault_schedule.py
 """
 
 from __future__ import annotations
@@ -80,7 +96,7 @@ import pytest
 from coordinator.cluster.local_cluster import LocalCluster
 from protocol.apis import ApiKey
 from protocol.hashing import partition_for
-from tests.cluster.fault_tools import FaultLog, ZkReader, bad_log_lines, node_log_events, poll
+from tests.cluster.fault_tools import FaultLog, ZkReader, bad_log_lines, move_partition, node_log_events, poll
 from tests.cluster.conftest import SESSION_MS, running_cluster
 from tests.cluster.test_replication import _create
 from tests.wire_client import WireClient
@@ -88,8 +104,14 @@ from tests.wire_client import WireClient
 SECONDS = float(os.environ.get("GROUPCOORD_FAULT_SECONDS", "40"))
 SEED = int(os.environ.get("GROUPCOORD_FAULT_SEED") or 14)
 KILLS = int(os.environ.get("GROUPCOORD_FAULT_KILLS") or 0)
+KINDS = ("kill", "stop", "term", "zookeeper", "reassign")
+#: The kinds drawn (GROUPCOORD_FAULT_KINDS; GROUPCOORD_FAULT_KILLS: SIGKILLs only).
+CHOSEN = ("kill",) if KILLS else tuple(k.strip() for k in os.environ.get("GROUPCOORD_FAULT_KINDS", ",".join(KINDS))
+                                       .split(",") if k.strip())
+#: A number of faults instead of a duration (GROUPCOORD_FAULT_COUNT, or GROUPCOORD_FAULT_KILLS).
+COUNT = KILLS or int(os.environ.get("GROUPCOORD_FAULT_COUNT") or 0)
 
-pytestmark = pytest.mark.timeout(int(KILLS * 45 + 300 if KILLS else SECONDS + 200))
+pytestmark = pytest.mark.timeout(int(COUNT * 45 + 300 if COUNT else SECONDS + 200))
 
 TOPIC = "orders"
 PARTITIONS = 4
@@ -99,7 +121,8 @@ NODES = (1, 2, 3)
 LONG_SESSION_MS = 20000
 SHORT_SESSION_MS = 6000
 MEMBERS_PER_GROUP = 2
-KINDS = ("kill", "stop", "term", "zookeeper")
+#: How long each of a reassignment's two moves may take.
+MOVE_TIMEOUT_S = 60.0
 #: How long after a fault a long-session group's rebalance may still be its doing.
 BLAME_WINDOW_S = LONG_SESSION_MS / 1000 + 15
 
@@ -624,11 +647,19 @@ def _resumed_note(faults: list[Fault], o: Observation, log: FaultLog) -> str:
 
 
 def test_random_coordinator_faults_lose_no_acknowledged_commit(cluster: LocalCluster) -> None:
-    log = FaultLog(SEED, f"GROUPCOORD_FAULT_KILLS={KILLS}" if KILLS else f"GROUPCOORD_FAULT_SECONDS={SECONDS:g}")
+    unknown = sorted(set(CHOSEN) - set(KINDS))
+    if unknown or not CHOSEN:
+        pytest.fail(f"GROUPCOORD_FAULT_KINDS: {unknown or 'none'} not among {KINDS}", pytrace=False)
+    if KILLS:
+        replay = f"GROUPCOORD_FAULT_KILLS={KILLS}"
+    else:
+        replay = (f"GROUPCOORD_FAULT_KINDS={','.join(CHOSEN)} " if CHOSEN != KINDS else "") + \
+            (f"GROUPCOORD_FAULT_COUNT={COUNT}" if COUNT else f"GROUPCOORD_FAULT_SECONDS={SECONDS:g}")
+    log = FaultLog(SEED, replay)
     rng = random.Random(SEED)
-    mode = f"kills={KILLS}" if KILLS else f"seconds={SECONDS:g}"
-    print(f"\ngroup fault schedule seed={SEED} {mode} (GROUPCOORD_FAULT_SEED, GROUPCOORD_FAULT_SECONDS, "
-          f"GROUPCOORD_FAULT_KILLS); groups long={LONG_GROUPS} short={SHORT_GROUPS} probes={PROBE_GROUPS}")
+    print(f"\ngroup fault schedule seed={SEED} {replay} (GROUPCOORD_FAULT_SEED, GROUPCOORD_FAULT_SECONDS, "
+          f"GROUPCOORD_FAULT_KILLS, GROUPCOORD_FAULT_KINDS, GROUPCOORD_FAULT_COUNT); kinds {CHOSEN}; "
+          f"groups long={LONG_GROUPS} short={SHORT_GROUPS} probes={PROBE_GROUPS}")
     _create(cluster, TOPIC, PARTITIONS, 3, {"min.insync.replicas": "2"})
     zk = Zk(cluster)
     history = History()
@@ -641,6 +672,7 @@ def test_random_coordinator_faults_lose_no_acknowledged_commit(cluster: LocalClu
     probes: list[tuple[Fault, ZombieProbe, bool]] = []  # (fault, probe, leader changed before SIGCONT)
     unexpected_exits: list[str] = []
     not_follower: list[str] = []
+    bad_moves: list[str] = []  # (a5)
     probe_value = 0
     baseline = 0
     try:
@@ -683,9 +715,10 @@ def test_random_coordinator_faults_lose_no_acknowledged_commit(cluster: LocalClu
                         unexpected_exits.append(note)
                         log(note)
 
-        first_kinds = ["kill"] * KILLS if KILLS else rng.sample(KINDS, len(KINDS))
+        # Each chosen kind once first, in a seeded order (all of them even past the duration).
+        first_kinds = ["kill"] * KILLS if KILLS else rng.sample(CHOSEN, len(CHOSEN))
         end = _now() + SECONDS
-        while (len(faults) < KILLS) if KILLS else (_now() < end):
+        while (len(faults) < COUNT) if COUNT else (first_kinds or _now() < end):
             check_exits()
             assert not unexpected_exits, f"{unexpected_exits}\n{log.text()}"
             if not poll(lambda: zk.live_brokers() == set(NODES), 60):
@@ -696,9 +729,9 @@ def test_random_coordinator_faults_lose_no_acknowledged_commit(cluster: LocalClu
             if not healthy:
                 log("ISRs not full after 30 s; faulting anyway (this fault's rebalances are not asserted)")
             time.sleep(rng.uniform(1.0, 3.0))
-            if not KILLS and _now() >= end:
+            if not COUNT and not first_kinds and _now() >= end:
                 break
-            kind = first_kinds.pop(0) if first_kinds else rng.choice(KINDS)
+            kind = first_kinds.pop(0) if first_kinds else rng.choice(CHOSEN)
             group = rng.choice(GROUPS)
             partition = partition_for(group, OFFSETS_PARTITIONS)
             node = zk.leader(OFFSETS_TOPIC, partition)
@@ -788,6 +821,31 @@ def test_random_coordinator_faults_lose_no_acknowledged_commit(cluster: LocalClu
                 cluster.restart(node)
                 expected_down = None
                 log(f"#{n} node {node} restarted")
+            elif kind == "reassign":
+                assert node is not None
+                replicas = zk.replicas(OFFSETS_TOPIC, partition) or []
+                away = [b for b in replicas if b != node]
+                rng.shuffle(away)
+                log(f"#{n} reassign {OFFSETS_TOPIC}-{partition} (coordinator of {group}) from {replicas} to {away}, "
+                    f"off its leader {node}; commits acked {acked}")
+                started = _now()
+                problem = move_partition(cluster, zk, OFFSETS_TOPIC, partition, away, MOVE_TIMEOUT_S)
+                new_leader = zk.leader(OFFSETS_TOPIC, partition)
+                log(f"#{n} " + (problem or f"moved after {_now() - started:.1f}s: {zk.state(OFFSETS_TOPIC, partition)}"))
+                if problem is not None:
+                    raise AssertionError(f"(a5) #{n}: {problem}\n{log.text()}")
+                if new_leader not in away:
+                    bad_moves.append(f"#{n}: {OFFSETS_TOPIC}-{partition} moved to {away} but led by {new_leader}")
+                stray = cluster.directory / f"node-{node}" / f"{OFFSETS_TOPIC}-{partition}"
+                if not poll(lambda: not stray.exists(), 20):
+                    bad_moves.append(f"#{n}: node {node} kept its replica {stray} 20 s after it was moved off it")
+                back = away + [node]
+                started = _now()
+                problem = move_partition(cluster, zk, OFFSETS_TOPIC, partition, back, MOVE_TIMEOUT_S)
+                log(f"#{n} back to {back}: " + (problem or f"done after {_now() - started:.1f}s: "
+                                                           f"{zk.state(OFFSETS_TOPIC, partition)}"))
+                if problem is not None:
+                    raise AssertionError(f"(a5) #{n}: {problem}\n{log.text()}")
             else:
                 pause = rng.uniform(1.0, 3.0)
                 port, data = cluster.zookeeper.port, cluster.zookeeper.data_dir
@@ -895,6 +953,7 @@ def test_random_coordinator_faults_lose_no_acknowledged_commit(cluster: LocalClu
     assert not stale, (f"(a4) a resumed node answered OffsetFetch from a log it no longer leads (stale committed "
                        f"offsets): {stale}\n{context}")
     assert not not_follower, f"(a4) {not_follower}\n{context}"
+    assert not bad_moves, f"(a5) {bad_moves}\n{context}"
 
     # (a2) Committed offsets never go backwards across the observer's reads.
     backwards = []
@@ -944,8 +1003,8 @@ def test_random_coordinator_faults_lose_no_acknowledged_commit(cluster: LocalClu
     assert not skipped, f"(c) records skipped: {skipped}\n{context}"
     assert not wrong, f"(c) records processed with another value than the log's: {wrong[:10]}\n{context}"
 
-    # (d) Rebalances: none in a long-session group that only SIGKILLs / SIGTERMs (or nothing) can
-    # explain; the rest counted.
+    # (d) Rebalances: none in a long-session group that only SIGKILLs / SIGTERMs / reassignments (or
+    # nothing) can explain; the rest counted.
     # A member whose session expired though its last heartbeat came before any fault in the
     # window was not stopped by a fault: kafka-python 3.0.12 members now and then stop
     # heartbeating right after the group forms (tests/clients/FINDINGS.md); reported, not blamed.
@@ -959,7 +1018,8 @@ def test_random_coordinator_faults_lose_no_acknowledged_commit(cluster: LocalClu
                   and suspects and x - LONG_SESSION_MS / 1000 < min(f.start for f in suspects)]
         if silent:
             line += f" (a member silent since {log.at(silent[0] - LONG_SESSION_MS / 1000)}, before those faults)"
-        if g in LONG_GROUPS and not silent and all(f.kind in ("kill", "term") and not f.degraded for f in suspects):
+        if g in LONG_GROUPS and not silent and all(f.kind in ("kill", "term", "reassign") and not f.degraded
+                                                   for f in suspects):
             blamed.append(line)
         else:
             reported.append(line)
@@ -967,8 +1027,8 @@ def test_random_coordinator_faults_lose_no_acknowledged_commit(cluster: LocalClu
           f"stop / ZooKeeper restart or the short-session group (reported): {len(reported)}")
     for line in reported:
         print(f"  {line}")
-    assert not blamed, (f"(d) long-session groups (session {LONG_SESSION_MS} ms) rebalanced after SIGKILL/SIGTERM "
-                        f"faults only: {blamed}\n{context}")
+    assert not blamed, (f"(d) long-session groups (session {LONG_SESSION_MS} ms) rebalanced after SIGKILL / "
+                        f"SIGTERM / reassign faults only: {blamed}\n{context}")
 
     # (e) No ERROR or traceback in any node's log.
     bad = bad_log_lines(cluster, NODES)
