@@ -31,6 +31,7 @@ from typing import Any
 from .apis import SUPPORTED_VERSIONS, ApiKey, request_class, response_class
 from .events import NEED_DATA, ProtocolViolation, RequestReceived, UnsupportedApiVersions
 from .nullability import null_checker
+from .request_codec import MalformedRequest, body_decoder
 
 __all__ = ["ServerConnection", "DEFAULT_MAX_REQUEST_SIZE", "encode_response"]
 
@@ -51,7 +52,7 @@ def _skip_tagged_fields(buf: memoryview, pos: int) -> int:
         size, pos = _read_uvarint(buf, pos)
         pos += size
         if pos > len(buf):
-            raise ValueError("tagged field runs past the end of the frame")
+            raise MalformedRequest("tagged field runs past the end of the frame")
     return pos
 
 
@@ -60,7 +61,7 @@ def _read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
     shift = 0
     while True:
         if pos >= len(buf):
-            raise ValueError("truncated varint")
+            raise MalformedRequest("truncated varint")
         b = buf[pos]
         pos += 1
         value |= (b & 0x7F) << shift
@@ -68,12 +69,12 @@ def _read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
             return value, pos
         shift += 7
         if shift > 28:
-            raise ValueError("varint longer than 5 bytes")
+            raise MalformedRequest("varint longer than 5 bytes")
 
 
 #: (api key, version) -> whether its response header is v1; filled on first use (hot path).
 _RESPONSE_HEADER_V1: dict[tuple[int, int], bool] = {}
-#: (api key, version) of a supported request -> (ApiKey, message class, flexible header).
+#: (api key, version) of a supported request -> (ApiKey, body decoder, flexible header, null check).
 _REQUEST_PLANS: dict[tuple[int, int], tuple[ApiKey, Any, bool, Any]] = {}
 _CORRELATION = struct.Struct(">i")
 _CORRELATION_V1 = struct.Struct(">ib")
@@ -145,7 +146,11 @@ class ServerConnection:
             return self._fail(f"bad client id length {client_id_len}")
         client_id: str | None = None
         if client_id_len >= 0:
-            client_id = frame[pos : pos + client_id_len].decode("utf-8")
+            try:
+                client_id = frame[pos : pos + client_id_len].decode("utf-8")
+            except UnicodeDecodeError as exc:
+                # Our own error, so that a decoder's unexpected exception stays distinguishable.
+                raise MalformedRequest(f"client id is not UTF-8: {exc.reason} at byte {exc.start}") from None
             pos += client_id_len
         plan = _REQUEST_PLANS.get((api_key, api_version))
         if plan is None:
@@ -162,12 +167,13 @@ class ServerConnection:
                     return UnsupportedApiVersions(api_version, correlation_id, client_id)
                 return self._fail(f"{key.name} version {api_version} outside {low}..{high}")
             cls = request_class(key)
-            plan = _REQUEST_PLANS[(api_key, api_version)] = (key, cls, bool(cls.flexible_version_q(api_version)),
+            plan = _REQUEST_PLANS[(api_key, api_version)] = (key, body_decoder(cls, api_version),
+                                                             bool(cls.flexible_version_q(api_version)),
                                                              null_checker(cls, api_version))
-        key, cls, flexible, check_nulls = plan
+        key, decode_body, flexible, check_nulls = plan
         view = memoryview(frame)
         if flexible:
             pos = _skip_tagged_fields(view, pos)
-        request = cls.decode(view[pos:], version=api_version)
+        request = decode_body(view[pos:])  # MalformedRequest for a body the schema cannot read
         check_nulls(request)  # a null the schema forbids: malformed, as Kafka's readers say
         return RequestReceived(key, api_version, correlation_id, client_id, request, len(frame))

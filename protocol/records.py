@@ -256,11 +256,18 @@ _CONTROL_KEY = struct.Struct(">hh")
 _END_TXN_MARKER = struct.Struct(">hi")
 
 
+#: Bits a varint (5 bytes) or varlong (10 bytes) keeps: those of an int32 / int64, as in Java.
+_WIDTH_MASK = {5: (1 << 32) - 1, 10: (1 << 64) - 1}
+
+
 def _read_varint_slow(data: bytes, p: int, max_bytes: int) -> tuple[int, int]:
     """Zigzag varint of more than one byte at ``p``; returns ``(value, next position)``.
 
     ``max_bytes`` is 5 for a varint (int32) and 10 for a varlong (int64): Kafka's ``ByteUtils``
-    refuses longer encodings, and so do we, so that garbage cannot build a huge integer.
+    refuses longer encodings, and so do we, so that garbage cannot build a huge integer. The last
+    byte may still carry bits beyond the type's width (5 x 7 = 35 > 32): Java's shifts drop them,
+    and so do we (``_WIDTH_MASK``), else an offset delta beyond int32 or a timestamp delta beyond
+    int64 would come out of here (found by tests/fuzz/fuzz_records.py).
     """
     result = 0
     shift = 0
@@ -269,6 +276,7 @@ def _read_varint_slow(data: bytes, p: int, max_bytes: int) -> tuple[int, int]:
         p += 1
         result |= (b & 0x7F) << shift
         if b < 0x80:
+            result &= _WIDTH_MASK[max_bytes]
             return (result >> 1) ^ -(result & 1), p
         shift += 7
     raise _Malformed(f"varint longer than {max_bytes} bytes")

@@ -1,0 +1,212 @@
+"""Decoding a request body: kafka-python's generated decoders, held to Kafka's rules.
+
+kafka-python compiles one decoder per message and version from its schema (``emit_decode_from``
+of each field) that reads with ``unpack_from`` and slices and checks no bounds of its own. Where
+that falls short of what a server facing hostile clients needs was found by the frame and request
+fuzz harnesses (``tests/fuzz/``, issue 22: the OverflowError of 2, the assert of 3) and by reading
+the generated code while writing them (1, the quadratic copy of 3, and 4). We compile the decoders
+ourselves, with the emitters of varints, tagged fields and arrays replaced, and check the end
+position:
+
+1. A string, bytes or tagged field whose length runs past the end of the body was cut short by the
+   slice and the request accepted with a shortened value. Kafka's readers throw (a buffer
+   underflow), and so do we: the decoder reports where it stopped, and a body it read past is
+   malformed.
+2. Unsigned varints (compact lengths, tag numbers, tag sizes) had no length limit, so garbage
+   built integers too large to slice with (``OverflowError``). Kafka refuses a varint of more than
+   5 bytes; so does ours.
+3. Tagged fields were read by copying *the whole rest of the body* into a ``BytesIO`` for every
+   struct that had any: a request of many small items each with a tag cost time quadratic in its
+   size (a 1 MB Metadata request: over a second of the event loop). A known tagged field holding
+   a struct with tags of its own failed an ``assert`` (and under ``python -O`` misread the rest).
+   Ours reads each tagged field from its own declared bytes, and the field must fill them.
+4. An int32 array length below -1 gave an empty array (``range`` of a negative count) where
+   Kafka's readers see a null, refused for a non-nullable field; ours refuses it outright, and,
+   as Kafka's generated readers do, refuses a count larger than the bytes left ("Tried to allocate
+   a collection of size ..."), so no count sizes work beyond what the body could hold.
+
+A decoder fails on garbage with whatever its reads raise: ``struct.error`` and ``IndexError`` past
+the end, ``ValueError`` (a bad UUID, ``UnicodeDecodeError``). Those are its "malformed" signals
+and become :class:`MalformedRequest`; anything else is a bug and escapes (the connection still
+closes on it, but the fuzz harness reports it).
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+from kafka.protocol.schemas.fields.array import ArrayField
+from kafka.protocol.schemas.fields.codecs.types import UnsignedVarInt32
+from kafka.protocol.schemas.fields.codegen import CodegenContext
+from kafka.protocol.schemas.fields.struct import StructField
+from kafka.protocol.schemas.fields.struct_array import StructArrayField
+
+__all__ = ["MalformedRequest", "body_decoder", "CODEC_ERRORS"]
+
+#: What the generated decoders raise for malformed input (see the module docstring).
+CODEC_ERRORS = (struct.error, IndexError, ValueError)
+
+
+class MalformedRequest(ValueError):
+    """A request body that does not decode under its api version's schema."""
+
+
+# --- the emitters we replace --------------------------------------------------------------
+
+
+def _emit_uvarint(cls: Any, ctx: Any, var_name: str, indent: str) -> None:
+    """An unsigned varint read inline, refused after 5 bytes as Kafka's ByteUtils does."""
+    b = ctx.next_var("b")
+    shift = ctx.next_var("sh")
+    ctx.emit(indent, f"{var_name} = 0")
+    ctx.emit(indent, f"{shift} = 0")
+    ctx.emit(indent, "while True:")
+    ctx.emit(indent, f"    {b} = data[pos]")
+    ctx.emit(indent, "    pos += 1")
+    ctx.emit(indent, f"    {var_name} |= ({b} & 0x7f) << {shift}")
+    ctx.emit(indent, f"    if not ({b} & 0x80): break")
+    ctx.emit(indent, f"    {shift} += 7")
+    ctx.emit(indent, f"    if {shift} > 28: raise _MalformedRequest('unsigned varint longer than 5 bytes')")
+
+
+def _emit_tagged_decode(self: Any, ctx: Any, var_name: str, indent: str, version: int) -> None:
+    """A non-empty tagged-field section, read by :func:`_read_tagged_fields`; the decoded fields
+    land on the object as kafka-python's own decoder puts them (known ones as attributes)."""
+    tagged = ctx.next_var("tf")
+    ctx.globs[tagged] = self.tagged_fields(version)
+    ctx.emit(indent, f"_tfd, pos = _read_tagged_fields({tagged}, data, pos, {version})")
+    ctx.emit(indent, "for _tk, _tv in _tfd.items():")
+    ctx.emit(indent, "    if _tk.startswith('_'):")
+    ctx.emit(indent, f"        if {var_name}.unknown_tags is None: {var_name}.unknown_tags = {{}}")
+    ctx.emit(indent, f"        {var_name}.unknown_tags[_tk] = _tv")
+    ctx.emit(indent, "    else:")
+    ctx.emit(indent, f"        if {var_name}.tags is None: {var_name}.tags = set()")
+    ctx.emit(indent, f"        {var_name}.tags.add(_tk)")
+    ctx.emit(indent, f"        setattr({var_name}, _tk, _tv)")
+
+
+def _emit_array_decode(self: Any, ctx: Any, var_name: str, indent: str, version: int | None = None,
+                       compact: bool = False, tagged: bool | None = False) -> None:
+    """An array (of values or of structs: both classes keep the item field in ``array_of``):
+    -1 is null, any other negative count or one larger than the bytes left is malformed."""
+    n = ctx.next_var("n")
+    if compact:
+        _emit_uvarint(None, ctx, n, indent)
+        ctx.emit(indent, f"{n} -= 1")
+    else:
+        ctx.emit(indent, f"{n} = unpack_from('>i', data, pos)[0]")
+        ctx.emit(indent, "pos += 4")
+    ctx.emit(indent, f"if {n} == -1:")
+    ctx.emit(indent, f"    {var_name} = None")
+    ctx.emit(indent, "else:")
+    inner = indent + "    "
+    ctx.emit(inner, f"if {n} < -1 or {n} > len(data) - pos:")
+    ctx.emit(inner, f"    raise _MalformedRequest('array of %d items with %d bytes left' % ({n}, len(data) - pos))")
+    ctx.emit(inner, f"{var_name} = []")
+    item = ctx.next_var("item")
+    ctx.emit(inner, f"for _ in range({n}):")
+    self.array_of.emit_decode_from(ctx, item, inner + "    ", version=version, compact=compact, tagged=tagged)
+    ctx.emit(inner, f"    {var_name}.append({item})")
+
+
+def _uvarint(data: memoryview, pos: int) -> tuple[int, int]:
+    value = 0
+    for shift in range(0, 35, 7):
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+    raise MalformedRequest("unsigned varint longer than 5 bytes")
+
+
+def _read_tagged_fields(tagged: Any, data: memoryview, pos: int, version: int) -> tuple[dict[str, Any], int]:
+    """``{name or "_<tag>": value}`` of the section at ``pos``, and the position after it."""
+    count, pos = _uvarint(data, pos)
+    fields: dict[str, Any] = {}
+    for _ in range(count):
+        tag, pos = _uvarint(data, pos)
+        size, pos = _uvarint(data, pos)
+        end = pos + size
+        if end > len(data):
+            raise MalformedRequest(f"tagged field {tag} of {size} bytes runs past the end of the body")
+        field = tagged._tags.get(tag)
+        if field is None:
+            fields[f"_{tag}"] = bytes(data[pos:end])
+        else:
+            raw = io.BytesIO(data[pos:end])  # only this field's bytes: it cannot read past them
+            try:
+                fields[field.name] = field.decode(raw, version=version, compact=True, tagged=None)
+            except AssertionError:
+                # kafka-python asserts that a struct inside a tagged field has no tags of its own.
+                raise MalformedRequest(f"tagged field {tag} holds a struct with tagged fields") from None
+            if raw.tell() != size:
+                raise MalformedRequest(f"tagged field {tag} declares {size} bytes but its value takes {raw.tell()}")
+        pos = end
+    return fields, pos
+
+
+# --- compiling --------------------------------------------------------------------------------
+
+#: kafka-python's own emitters, put back after each of our compilations.
+_THEIR_VARINT = UnsignedVarInt32.__dict__["emit_decode_from"]
+_THEIR_TAGGED = StructField.__dict__["_emit_tagged_decode"]
+_THEIR_ARRAY = ArrayField.__dict__["emit_decode_from"]
+_THEIR_STRUCT_ARRAY = StructArrayField.__dict__["emit_decode_from"]
+
+
+@contextmanager
+def _our_emitters() -> Iterator[None]:
+    """Swap our emitters in while one decoder is generated: only code generation runs in this
+    window, no decoding. protocol/ has no threads; the server compiles from its event loop."""
+    UnsignedVarInt32.emit_decode_from = classmethod(_emit_uvarint)  # type: ignore[method-assign,assignment]
+    StructField._emit_tagged_decode = _emit_tagged_decode  # type: ignore[method-assign]
+    # StructArrayField overrides emit_decode_from too: both are swapped, and both put back.
+    ArrayField.emit_decode_from = StructArrayField.emit_decode_from = _emit_array_decode  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        UnsignedVarInt32.emit_decode_from = _THEIR_VARINT  # type: ignore[method-assign]
+        StructField._emit_tagged_decode = _THEIR_TAGGED  # type: ignore[method-assign]
+        ArrayField.emit_decode_from = _THEIR_ARRAY  # type: ignore[method-assign]
+        StructArrayField.emit_decode_from = _THEIR_STRUCT_ARRAY  # type: ignore[method-assign]
+
+
+def _compile(cls: Any, version: int) -> Callable[[Any, int], tuple[Any, int]]:
+    """``decode(data, pos) -> (message, end)`` for ``cls`` at ``version``: what kafka-python's
+    ``compiled_decode_from`` builds (same classes, same objects), with our emitters."""
+    schema = cls._struct
+    flexible = bool(cls.flexible_version_q(version))
+    ctx = CodegenContext()
+    ctx.globs["_read_tagged_fields"] = _read_tagged_fields
+    ctx.globs["_MalformedRequest"] = MalformedRequest
+    ctx.lines.append("def _decode(data, pos):")
+    with _our_emitters():
+        # The top-level object is the api's primary class, as in kafka-python's ``decode``.
+        saved, schema._data_class = schema._data_class, cls[None]
+        try:
+            schema.emit_decode_from(ctx, "obj", "    ", version=version, compact=flexible, tagged=flexible)
+        finally:
+            schema._data_class = saved
+    ctx.emit("    ", "return obj, pos")
+    exec(compile(ctx.source(), f"<codegen_decode:{schema.name}_v{version}:groupcoord>", "exec"), ctx.globs)
+    return ctx.globs["_decode"]
+
+
+def body_decoder(cls: Any, version: int) -> Callable[[bytes | memoryview], Any]:
+    """A function decoding a ``cls`` request body of ``version`` or raising MalformedRequest."""
+    decode_from = _compile(cls, version)
+
+    def decode(body: bytes | memoryview) -> Any:
+        try:
+            message, end = decode_from(body, 0)
+        except CODEC_ERRORS as exc:
+            raise MalformedRequest(f"{type(exc).__name__}: {exc}") from None
+        if end > len(body):
+            raise MalformedRequest(f"a field runs {end - len(body)} bytes past the end of the {len(body)}-byte body")
+        return message
+
+    return decode
