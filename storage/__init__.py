@@ -20,6 +20,7 @@ from __future__ import annotations
 from .cleaner import CleanResult, dirty_ratio, run_cleaner
 from .errors import (
     CorruptCheckpointError,
+    CorruptSnapshotError,
     InvalidBatchError,
     LogClosedError,
     OffsetOutOfRangeError,
@@ -49,4 +50,5 @@ __all__ = [
     "OffsetOutOfRangeError",
     "StorageIOError",
     "CorruptCheckpointError",
+    "CorruptSnapshotError",
 ]

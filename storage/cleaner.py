@@ -41,6 +41,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from protocol.records import (
     CONTROL_MASK,
@@ -70,6 +71,9 @@ __all__ = ["CleanResult", "clean_log", "dirty_ratio", "run_cleaner"]
 
 logger = logging.getLogger("groupcoord.storage")
 
+#: Directories already warned about a cleaner checkpoint past their log end (``_plan`` runs
+#: every cleaner interval until a pass rewrites the checkpoint: one line, not one per interval).
+_warned_past_end: set[Path] = set()
 #: Buffer this much cleaned output before each write: big writes, bounded memory.
 _WRITE_CHUNK = 1 << 20
 
@@ -110,7 +114,17 @@ def _plan(log: CleanerLog) -> _Plan:
         else:
             break
     end = segs[len(cleanable)].base_offset if cleanable else segs[0].base_offset
-    first_dirty = max(read_checkpoint(log.directory / CLEANER_OFFSET_FILE) or 0, log.log_start_offset)
+    checkpoint = read_checkpoint(log.directory / CLEANER_OFFSET_FILE)
+    if checkpoint is not None and checkpoint > segs[-1].next_offset:
+        # Past the log end: the tail it counted as clean is gone (recovery cut it) or the file is
+        # not this log's. Trusting it would leave every record appended below it uncleaned for
+        # good; Kafka resets the first dirty offset to the log start, and so do we.
+        if log.directory not in _warned_past_end:
+            _warned_past_end.add(log.directory)
+            logger.warning("%s: cleaner checkpoint %d is past the log end %d; cleaning from the log start",
+                           log.directory, checkpoint, segs[-1].next_offset)
+        checkpoint = None
+    first_dirty = max(checkpoint or 0, log.log_start_offset)
     dirty = [s for i, s in enumerate(cleanable) if segs[i + 1].base_offset > first_dirty]
     return _Plan(cleanable, dirty, end, sum(s.size for s in dirty), sum(s.size for s in cleanable))
 

@@ -22,6 +22,7 @@ __all__ = [
     "OffsetOutOfRangeError",
     "StorageIOError",
     "CorruptCheckpointError",
+    "CorruptSnapshotError",
 ]
 
 
@@ -69,3 +70,13 @@ class CorruptCheckpointError(StorageError, ValueError):
         super().__init__(f"{path}: not a valid checkpoint file: {reason}")
         self.path = path
         self.reason = reason
+
+
+class CorruptSnapshotError(StorageError, ValueError):
+    """A producer-state snapshot that is not whole: short, CRC mismatch, foreign magic or version,
+    or a layout that does not add up.
+
+    The loader discards the snapshot and rebuilds the state from the log's batch headers (the log
+    is the authority; the snapshot only saves the scan). A ValueError too, because that is what
+    this was raised as before it had a class of its own.
+    """

@@ -65,6 +65,7 @@ CLEANER_OFFSET_FILE = "cleaner-offset-checkpoint"
 LEADER_EPOCH_FILE = "leader-epoch-checkpoint"
 
 _CHECKPOINT_VERSION = 0
+_MAX_OFFSET = 2**63 - 1
 
 
 def segment_prefix(base_offset: int) -> str:
@@ -121,7 +122,8 @@ def read_checkpoint(path: Path) -> int | None:
         value = int(lines[1])
     except (ValueError, IndexError):
         return None
-    return value if value >= 0 else None
+    # An offset is an int64; anything else was not written by ``write_checkpoint`` (rule 2).
+    return value if 0 <= value <= _MAX_OFFSET else None
 
 
 def write_checkpoint(path: Path, offset: int, *, sync: bool = True) -> None:

@@ -48,6 +48,10 @@ logger = logging.getLogger("groupcoord.storage")
 UNDEFINED_EPOCH = -1
 UNDEFINED_OFFSET = -1
 _VERSION = 0
+_INT32_MAX = 2**31 - 1
+_INT64_MAX = 2**63 - 1
+#: Digits of the largest int64; no number in the file may have more.
+_MAX_DIGITS = len(str(_INT64_MAX))
 
 
 class EpochEntry(NamedTuple):
@@ -81,10 +85,11 @@ def read_epoch_checkpoint(path: Path) -> list[EpochEntry] | None:
 
     def number(line_no: int, what: str, value: str) -> int:
         # int() would accept " 7", "+7" and "7_0"; the format is plain digits (an optional minus
-        # only so the message below can say "negative").
+        # only so the message below can say "negative"). More digits than an int64 has is garbage,
+        # and must be refused before int(), which raises a bare ValueError past 4300 digits.
         digits = value[1:] if value.startswith("-") else value
-        if not digits.isdigit() or not digits.isascii():
-            raise CorruptCheckpointError(path, f"line {line_no}: expected {what}, got {value!r}")
+        if not digits.isdigit() or not digits.isascii() or len(digits) > _MAX_DIGITS:
+            raise CorruptCheckpointError(path, f"line {line_no}: expected {what}, got {value[:40]!r}")
         return int(value)
 
     if number(1, "the version", lines[0]) != _VERSION:
@@ -98,10 +103,14 @@ def read_epoch_checkpoint(path: Path) -> list[EpochEntry] | None:
     for i, line in enumerate(lines[2:], start=3):
         fields = line.split(" ")
         if len(fields) != 2:
-            raise CorruptCheckpointError(path, f"line {i}: expected '<epoch> <start offset>', got {line!r}")
+            raise CorruptCheckpointError(path, f"line {i}: expected '<epoch> <start offset>', got {line[:80]!r}")
         entry = EpochEntry(number(i, "an epoch", fields[0]), number(i, "a start offset", fields[1]))
         if entry.epoch < 0 or entry.start_offset < 0:
             raise CorruptCheckpointError(path, f"line {i}: negative value in {line!r}")
+        # Every entry is answered to followers in OffsetsForLeaderEpoch (int32 epoch, int64
+        # offset): a value that does not fit was never written by us and would fail that answer.
+        if entry.epoch > _INT32_MAX or entry.start_offset > _INT64_MAX:
+            raise CorruptCheckpointError(path, f"line {i}: {line!r} does not fit an int32 epoch and int64 offset")
         if entries and (entry.epoch <= entries[-1].epoch or entry.start_offset <= entries[-1].start_offset):
             raise CorruptCheckpointError(path, f"line {i}: {line!r} does not follow {entries[-1]} (rule 1)")
         entries.append(entry)

@@ -422,8 +422,10 @@ class Log:
             if seg.max_timestamp < timestamp or seg.size == 0:
                 continue
             start_offset = max(seg.time_index.lookup_before(timestamp), self._log_start_offset)
-            _o, start_pos = seg.index.lookup(start_offset)
-            for _pos, h, buf, off in seg.batches(start_pos, with_bytes=True):
+            found = seg.find(start_offset)  # not index.lookup: find checks the entry (segment rule 5)
+            if found is None:
+                continue
+            for _pos, h, buf, off in seg.batches(found[0], with_bytes=True):
                 if h.base_offset + h.last_offset_delta < self._log_start_offset or h.max_timestamp < timestamp:
                     continue
                 for r in decode_records(buf, off, h, check_crc=False):

@@ -33,6 +33,8 @@ import crc32c as _crc32c
 from protocol.errors import ErrorCode
 from protocol.records import BatchHeader
 
+from .errors import CorruptSnapshotError
+
 __all__ = ["ProducerStateManager", "BatchMetadata", "ProducerEntry", "Duplicate", "BATCHES_PER_PRODUCER"]
 
 BATCHES_PER_PRODUCER = 5
@@ -155,16 +157,17 @@ class ProducerStateManager:
     def from_snapshot(cls, data: bytes) -> tuple[ProducerStateManager, int]:
         """Parse a snapshot; returns the state and the log offset it was taken at.
 
-        Raises ValueError when the bytes are not a whole, intact snapshot.
+        Raises ``CorruptSnapshotError`` (a ValueError) when the bytes are not a whole, intact
+        snapshot.
         """
         if len(data) < _SNAPSHOT_HEAD.size + _CRC.size:
-            raise ValueError("snapshot truncated")
+            raise CorruptSnapshotError("snapshot truncated")
         body, (crc,) = data[:-_CRC.size], _CRC.unpack(data[-_CRC.size:])
         if _crc32c.crc32c(body) != crc:
-            raise ValueError("snapshot CRC mismatch")
+            raise CorruptSnapshotError("snapshot CRC mismatch")
         magic, version, log_offset, count = _SNAPSHOT_HEAD.unpack_from(body, 0)
         if magic != _SNAPSHOT_MAGIC or version != 1:
-            raise ValueError(f"not a producer state snapshot (magic {magic!r}, version {version})")
+            raise CorruptSnapshotError(f"not a producer state snapshot (magic {magic!r}, version {version})")
         state = cls()
         pos = _SNAPSHOT_HEAD.size
         try:
@@ -177,7 +180,7 @@ class ProducerStateManager:
                     pos += _BATCH.size
                 state.producers[pid] = entry
         except struct.error:
-            raise ValueError("snapshot truncated") from None
+            raise CorruptSnapshotError("snapshot truncated") from None
         if pos != len(body):
-            raise ValueError("snapshot has trailing bytes")
+            raise CorruptSnapshotError("snapshot has trailing bytes")
         return state, log_offset

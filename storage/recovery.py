@@ -27,6 +27,14 @@ Rules:
   2. The result is always a prefix of what was written: nothing after a cut survives.
   3. A missing or unreadable checkpoint only makes loading slower (full rescan, offset checks
      relaxed to "increasing"), never less safe.
+  4. The log end is where the data ends, not where an interrupted roll left a file. A roll
+     creates the new segment's file, fsyncs the old segment, and only then moves the recovery
+     point checkpoint to the new base; nothing is appended to the new segment before that. So a
+     segment based past the recovery point that holds no valid batch, after a previous segment
+     that ends below its base, is the trace of a roll cut short after the old segment lost its
+     unflushed tail: it is deleted (with any later one), and the log ends where the data does,
+     instead of past a hole of offsets no batch holds. Without a recovery point the hole may be
+     compaction's (a cleaned segment's tail batches removed), so the segment is kept.
 """
 
 from __future__ import annotations
@@ -156,6 +164,18 @@ def load_segments(directory: Path, *, index_interval_bytes: int, now_ms: int) ->
         strict_from = None if clean else recovery_point
         result = seg.recover(expected_next=prev_end, strict_from=strict_from)
         scanned += result.valid_bytes + result.truncated_bytes
+        if (seg.next_offset == base and prev_end is not None and base > prev_end
+                and recovery_point is not None and base > recovery_point):
+            # Rule 4: an interrupted roll left this (now) empty segment behind a hole.
+            warn(f"{seg.path}: empty segment at {base}, past the previous segment's end {prev_end} and the "
+                 f"recovery point {recovery_point}: a roll that did not complete; deleted it and "
+                 f"{len(bases) - i - 1} later segment(s), {result.truncated_bytes} bytes")
+            truncated_total += result.truncated_bytes
+            seg.close()
+            for later in bases[i:]:
+                for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                    _unlink(segment_path(directory, later, suffix))
+            break
         recovered.append(seg)
         segments.append(seg)
         if result.truncated_bytes:

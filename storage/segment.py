@@ -22,10 +22,16 @@ Rules (recovery and compaction rely on them):
   3. Index files are rewritten whole, atomically, when the segment is sealed (rolled), closed or
      rebuilt; indexes of a segment that ``recover`` scanned are rebuilt from the scan.
   4. A file position fits in int32 (the index format), so a segment never grows past 2 GiB.
+  5. Index files carry no checksum, so a loaded index is checked where it is used: ``load_state``
+     keeps it only if its last entries name real batches and the tail scans as whole batches,
+     and ``find`` checks the entry it starts from; a wrong entry there rebuilds the offset index
+     from the batches. An index may make a lookup faster, never change its answer. (The time
+     index's inner entries are trusted as Kafka trusts them: checking them means a scan.)
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import struct
 from dataclasses import dataclass
@@ -48,6 +54,8 @@ from .offset_index import OffsetIndex
 from .time_index import TimeIndex
 
 __all__ = ["LogSegment", "SegmentRecovery", "scan_file", "FileScan", "MAX_SEGMENT_POSITION"]
+
+logger = logging.getLogger("groupcoord.storage")
 
 #: Rule 4: the index stores positions as int32.
 MAX_SEGMENT_POSITION = (1 << 31) - 1
@@ -201,13 +209,60 @@ class LogSegment:
 
     # -- reading ----------------------------------------------------------------------------
     def find(self, offset: int, max_position: int | None = None) -> tuple[int, BatchHeader] | None:
-        """The first batch whose last offset is >= ``offset`` (and starts below ``max_position``)."""
+        """The first batch whose last offset is >= ``offset`` (and starts below ``max_position``).
+
+        The index entry used is checked on the way (rule 5): the scan must start with the batch
+        it names. If it does not, the index is rebuilt from the batches and the lookup repeated.
+        """
         limit = self.size if max_position is None else min(max_position, self.size)
+        indexed, start = self.index.lookup(offset)
+        # Position 0 is always a batch boundary, whatever the entry says.
+        verified = start == 0
+        for pos, header, _b, _off in FileScan(self.fd, start, limit, with_bytes=False, chunk=1 << 16):
+            last = header.base_offset + header.last_offset_delta
+            if not verified:
+                if last != indexed:
+                    break
+                verified = True
+            if last >= offset:
+                return pos, header
+        if verified or start >= limit:
+            return None
+        if limit < self.size and self._names_batch(start, indexed):
+            return None  # the entry is right: its batch only ends past ``max_position``
+        self._index_was_wrong(indexed, start)
         _o, start = self.index.lookup(offset)
         for pos, header, _b, _off in FileScan(self.fd, start, limit, with_bytes=False, chunk=1 << 16):
             if header.base_offset + header.last_offset_delta >= offset:
                 return pos, header
         return None
+
+    def _names_batch(self, position: int, last_offset: int) -> bool:
+        """Whether a whole batch with last offset ``last_offset`` starts at ``position``."""
+        for _pos, h, _b, _off in FileScan(self.fd, position, self.size, with_bytes=False, chunk=1 << 16):
+            return h.base_offset + h.last_offset_delta == last_offset
+        return False
+
+    def _index_was_wrong(self, indexed: int, position: int) -> None:
+        """An index entry named a batch that is not there (the file was damaged after it was
+        written, or is not this segment's): rebuild the index from the batches, once, and write
+        it back so the next start does not trust the bad file again."""
+        logger.warning("%s: index entry (offset %d, byte %d) does not point at that batch; rebuilt the index "
+                       "from the log", self.index.path, indexed, position)
+        self.index.clear()
+        interval, since, end = self.index_interval_bytes, 0, 0
+        for pos, h, _b, _off in FileScan(self.fd, 0, self.size, with_bytes=False):
+            if since > interval:  # the rule of note_appended and recover
+                self.index.append(h.base_offset + h.last_offset_delta, pos)
+                since = 0
+            end = pos + LOG_OVERHEAD + h.batch_length
+            since += LOG_OVERHEAD + h.batch_length
+        if end == self.size:
+            self._bytes_since_index = since
+        try:
+            self.index.write(sync=False)
+        except OSError as exc:  # the rebuilt index still serves from memory
+            logger.warning("%s: could not rewrite the index: %r", self.index.path, exc)
 
     def slice(self, offset: int, max_bytes: int, max_position: int | None = None) -> tuple[int, int] | None:
         """``(position, length)`` of whole batches from the one holding ``offset``: as many as fit
@@ -337,7 +392,7 @@ class LogSegment:
         self.size = os.fstat(self.fd).st_size
         if not indexes_trusted or not self.index.load(self.size) or not self.time_index.load():
             return False
-        _o, start = self.index.last_entry()
+        indexed, start = self.index.last_entry()
         last = self.time_index.last_entry()
         if last is not None:
             self.max_timestamp, self.offset_of_max_timestamp = last
@@ -346,13 +401,26 @@ class LogSegment:
         first = self.read_first_header()
         if first is not None:
             self.first_batch_timestamp = first.max_timestamp
-        for pos, h, _b, _off in FileScan(self.fd, start, self.size, with_bytes=False):
+        scan = FileScan(self.fd, start, self.size, with_bytes=False)
+        verified = start == 0
+        for pos, h, _b, _off in scan:
+            if not verified:
+                if h.base_offset + h.last_offset_delta != indexed:
+                    return False  # the last entry names a batch that is not there (rule 5)
+                verified = True
             if h.max_timestamp > self.max_timestamp:
                 self.max_timestamp = h.max_timestamp
                 self.offset_of_max_timestamp = h.base_offset + h.last_offset_delta
             self.next_offset = h.base_offset + h.last_offset_delta + 1
-        if self.size and self.next_offset == self.base_offset:
-            return False  # the index pointed at garbage
+        if scan.problem is not None or not verified:
+            return False  # the index pointed at garbage, or the tail is not whole batches
+        if last is not None:
+            # The time index's last entry sets the segment's largest timestamp (retention by
+            # time reads it): it must name a batch of this segment with that timestamp.
+            t, o = last
+            found = self.find(o) if o < self.next_offset else None
+            if found is None or found[1].base_offset + found[1].last_offset_delta != o or found[1].max_timestamp != t:
+                return False
         return True
 
     def read_first_header(self) -> BatchHeader | None:
@@ -378,8 +446,11 @@ class LogSegment:
         self.size = pos
         self.index.truncate_to_position(pos)
         self.time_index.truncate_to_offset(offset)
-        # Recompute the tail state from the last remaining index entry.
+        # Recompute the tail state from the last remaining index entry, checked first (rule 5).
         idx_off, start = self.index.last_entry()
+        if start:
+            self.find(idx_off)  # rebuilds the index if the entry names no batch
+            idx_off, start = self.index.last_entry()
         self.next_offset = self.base_offset
         self._bytes_since_index = self.size - start
         last_t = self.time_index.last_entry()

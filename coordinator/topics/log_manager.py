@@ -379,7 +379,7 @@ def read_hw_checkpoint(path: Path) -> dict[tuple[str, int], int]:
         lines = path.read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
         return {}
-    except OSError as exc:
+    except (OSError, UnicodeDecodeError) as exc:  # not UTF-8 text: damaged or not ours
         log.warning("high watermark checkpoint unreadable", extra={"file": str(path), "reason": str(exc)})
         return {}
     try:

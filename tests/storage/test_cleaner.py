@@ -11,7 +11,8 @@ import pytest
 from protocol.records import ControlRecordType, control_record, decode_records, encode_batch
 from storage import Log, LogOptions, dirty_ratio
 from storage.cleaner import _build_offset_map, _clean_segment, _Counts
-from storage.files import CLEANED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, segment_path
+from storage.files import (CLEANED_SUFFIX, CLEANER_OFFSET_FILE, LOG_SUFFIX, SWAP_SUFFIX, read_checkpoint, segment_path,
+                           write_checkpoint)
 
 from .helpers import all_batches, all_records, batch
 
@@ -156,6 +157,21 @@ async def test_cleaner_stays_below_the_checkpointed_recovery_point(tmp_path: Pat
     await _fill(log, 50, 2)
     log._recovery_point_checkpointed = 0  # pretend nothing was checkpointed yet
     assert await log.clean(force=True) is None
+    await log.close()
+
+
+@pytest.mark.asyncio
+async def test_a_cleaner_checkpoint_past_the_log_end_cleans_from_the_start(tmp_path: Path) -> None:
+    # Kafka resets the first dirty offset to the log start when its checkpoint is past the log
+    # end (a tail lost to recovery, a foreign file); trusting it would never clean below it.
+    log = Log.open(tmp_path, "t", 0, OPTS)
+    await _fill(log, 100, 3)
+    await log.roll()
+    write_checkpoint(tmp_path / "t-0" / CLEANER_OFFSET_FILE, 10**9)
+    assert dirty_ratio(log) == 1.0
+    result = await log.clean()
+    assert result is not None and result.records_removed > 0 and len(all_records(log)) == 3
+    assert read_checkpoint(tmp_path / "t-0" / CLEANER_OFFSET_FILE) == log.log_end_offset
     await log.close()
 
 

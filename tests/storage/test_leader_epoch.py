@@ -155,6 +155,14 @@ def test_missing_file_loads_empty_and_dirty(tmp_path: Path) -> None:
     (b"0\n2\n1 10\n2 10\n", "does not follow"),
     (b"\xff\xfe\n", "ASCII"),
     (b"0\n1\n+1 5\n", "expected an epoch"),
+    # Found by fuzzing (tests/fuzz/fuzz_epoch_checkpoint.py): values no writer produces, which an
+    # OffsetsForLeaderEpoch answer could not carry, and numbers so long int() raised a bare
+    # ValueError (past 4300 digits) that escaped Log.open.
+    (b"0\n1\n2147483648 5\n", "does not fit"),
+    (b"0\n1\n1 9223372036854775808\n", "does not fit"),
+    (b"0\n1\n1 " + b"9" * 20 + b"\n", "expected a start offset"),
+    (b"0\n1\n" + b"9" * 5000 + b" 1\n", "expected an epoch"),
+    (b"0\n" + b"1" * 5000 + b"\n", "expected the entry count"),
 ])
 def test_corrupt_file_is_refused_naming_it(tmp_path: Path, content: bytes, reason: str) -> None:
     path = tmp_path / LEADER_EPOCH_FILE
@@ -232,6 +240,18 @@ async def test_corrupt_file_on_open_is_rebuilt_with_a_warning(tmp_path: Path, ca
     assert list(log.leader_epochs.entries) == expected == file_entries(tmp_path)
     assert any(str(path) in r and "rebuilt" in r for r in log.load_result.repairs)
     assert str(path) in caplog.text
+    await log.close()
+
+
+@pytest.mark.asyncio
+async def test_a_file_with_a_huge_number_is_rebuilt_on_open(tmp_path: Path) -> None:
+    log = Log.open(tmp_path, "t", 0, OPTS)
+    await log.append(ebatch(0, 3))
+    expected = list(log.leader_epochs.entries)
+    await log.close()
+    (tmp_path / "t-0" / LEADER_EPOCH_FILE).write_bytes(b"0\n1\n" + b"7" * 5000 + b" 0\n")
+    log = Log.open(tmp_path, "t", 0, OPTS)  # rule 1 of recovery: file contents never stop an open
+    assert list(log.leader_epochs.entries) == expected == file_entries(tmp_path)
     await log.close()
 
 

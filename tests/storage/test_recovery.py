@@ -8,7 +8,15 @@ from pathlib import Path
 import pytest
 
 from storage import Log, LogOptions
-from storage.files import CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_FILE, write_checkpoint
+from storage.files import (
+    CLEAN_SHUTDOWN_FILE,
+    LOG_START_OFFSET_FILE,
+    LOG_SUFFIX,
+    RECOVERY_POINT_FILE,
+    read_checkpoint,
+    segment_path,
+    write_checkpoint,
+)
 
 from .helpers import all_records, kv
 
@@ -132,6 +140,60 @@ async def test_missing_checkpoints_rescan_everything(tmp_path: Path) -> None:
     log = Log.open(tmp_path, "t", 0, OPTS)
     assert log.load_result.scanned_bytes == log.size_bytes
     assert log.log_end_offset == end
+    await log.close()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("checkpoint", [0, 2, None])
+async def test_an_interrupted_roll_after_a_lost_tail_leaves_no_hole(tmp_path: Path, checkpoint: int | None) -> None:
+    # Found by fuzzing (tests/fuzz/fuzz_log_recovery.py). A roll creates the new segment's file,
+    # then fsyncs the old one; a crash in between can keep the empty file and lose the old
+    # segment's unflushed tail (cut at a batch boundary: the file size of an earlier write).
+    opts = LogOptions(segment_bytes=1 << 20, index_interval_bytes=100, flush_policy="none")
+    log = Log.open(tmp_path, "t", 0, opts)
+    sizes = [len(kv(i)) for i in range(5)]
+    for i in range(5):
+        await log.append(kv(i))
+    log.abort()
+    d = tmp_path / "t-0"
+    with open(segment_path(d, 0, LOG_SUFFIX), "r+b") as f:
+        f.truncate(sum(sizes[:3]))  # offsets 3 and 4 lost
+    segment_path(d, 5, LOG_SUFFIX).write_bytes(b"")  # the roll's new, empty segment
+    if checkpoint is None:
+        (d / RECOVERY_POINT_FILE).unlink()
+    else:
+        write_checkpoint(d / RECOVERY_POINT_FILE, checkpoint)
+    log = Log.open(tmp_path, "t", 0, opts)
+    if checkpoint is None:
+        # No recovery point: the hole may be compaction's, so the empty segment (and the end
+        # past the hole) stays, as in Kafka.
+        assert log.log_end_offset == 5 and len(log.segments) == 2
+    else:
+        assert log.log_end_offset == 3 and len(log.segments) == 1
+        assert not segment_path(d, 5, LOG_SUFFIX).exists()
+        assert any("roll that did not complete" in r for r in log.load_result.repairs)
+        assert (await log.append(kv(9))).base_offset == 3  # the next offset follows the data
+    assert [o for o, _k, _v in all_records(log)][:3] == [0, 1, 2]
+    await log.close()
+
+
+@pytest.mark.parametrize("content", ["0\n9223372036854775808\n", "0\n" + "5" * 60 + "\n", "0\n" + "5" * 5000 + "\n"])
+def test_a_checkpoint_that_is_no_int64_offset_is_unreadable(tmp_path: Path, content: str) -> None:
+    # Found by fuzzing (tests/fuzz/fuzz_checkpoints.py): read back as an offset no writer wrote.
+    path = tmp_path / RECOVERY_POINT_FILE
+    path.write_text(content)
+    assert read_checkpoint(path) is None
+    write_checkpoint(path, 2**63 - 1)
+    assert read_checkpoint(path) == 2**63 - 1
+
+
+@pytest.mark.asyncio
+async def test_a_log_start_checkpoint_past_int64_does_not_hide_the_log(tmp_path: Path) -> None:
+    log, _ = await _filled(tmp_path, 10)
+    await log.close()
+    (tmp_path / "t-0" / LOG_START_OFFSET_FILE).write_text("0\n" + "9" * 30 + "\n")
+    log = Log.open(tmp_path, "t", 0, OPTS)
+    assert log.log_start_offset == 0 and len(all_records(log)) == 10
     await log.close()
 
 
