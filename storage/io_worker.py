@@ -17,8 +17,9 @@ Two steps per wake-up: a job may come with a ``then`` step (the fsyncs of a writ
 thread runs every job's first step, then all the ``then`` steps at once on a small pool of sync
 threads, and waits for them. Concurrent fsyncs of different files overlap their writeback and
 share journal commits (ext4's jbd2 commits once for every fsync waiting on a transaction), where
-fsyncs in a row each wait for their own: on this project's 2-core VM, 16 files took 0.9 ms
-fsynced together and 60 ms one after another (``bench/fsync_concurrency.py``, bench/RESULTS.md).
+fsyncs in a row each wait for their own: on this project's 2-core VM, 16 files took 0.7–0.9 ms
+fsynced together against 2–4 ms one after another on a quiet disk and 60 ms while other jobs
+wrote to it (``bench/fsync_concurrency.py``, bench/RESULTS.md).
 A single ``then`` runs on the I/O thread itself.
 """
 
