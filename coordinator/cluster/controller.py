@@ -52,6 +52,7 @@ from .znodes import (
     PartitionState,
     TopicAssignment,
     ZnodeError,
+    decode_partition_state,
     decode_topic,
     encode_partition_state,
     encode_topic,
@@ -478,44 +479,63 @@ class Controller:
 
     def _elect(self, token: ControllerToken, snap: _Snapshot, wanted: list[tuple[str, int]],
                unclean: bool) -> dict[tuple[str, int], int]:
-        from protocol.errors import ErrorCode
-
         out: dict[tuple[str, int], int] = {}
         for name, p in wanted:
-            assignment = snap.topics.get(name)
-            state = snap.states.get((name, p))
-            if assignment is None or p not in assignment.partitions or state is None:
-                out[(name, p)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            replicas = assignment.partitions[p]
-            if unclean:
-                if state.leader in snap.live:
-                    out[(name, p)] = ErrorCode.ELECTION_NOT_NEEDED
-                    continue
-                new = plan_partition(replicas, state, snap.live, unclean=True, preferred=False,
-                                     controller_epoch=token.epoch)
-                if new is None or new.leader < 0:
-                    out[(name, p)] = ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
-                    continue
-            else:
-                preferred = replicas[0]
-                if state.leader == preferred:
-                    out[(name, p)] = ErrorCode.ELECTION_NOT_NEEDED
-                    continue
-                if preferred not in snap.live or preferred not in state.isr:
-                    out[(name, p)] = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
-                    continue
-                new = PartitionState(preferred, state.leader_epoch + 1,
-                                     tuple(r for r in state.isr if r in snap.live), token.epoch)
-            path, data = partition_state_path(name, p), encode_partition_state(new)
-            try:
-                self.election.commit_fenced(token, lambda tx, path=path, data=data, state=state: tx.set_data(path, data, version=state.zk_version))
-            except (BadVersionError, NoNodeError):
-                # The state moved meanwhile (Kafka: the election is retried by the caller).
-                out[(name, p)] = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE if not unclean \
-                    else ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
-                continue
-            log.info("leader elected on request", extra={"partition": f"{name}-{p}", "leader": new.leader,
-                                                         "leader_epoch": new.leader_epoch, "unclean": unclean})
-            out[(name, p)] = ErrorCode.NONE
+            out[(name, p)] = self._elect_one(token, snap, name, p, unclean)
         return out
+
+    def _elect_one(self, token: ControllerToken, snap: _Snapshot, name: str, p: int, unclean: bool) -> int:
+        from protocol.errors import ErrorCode
+
+        state = snap.states.get((name, p))
+        for _attempt in range(3):
+            code, state = self._elect_at(token, snap, name, p, state, unclean)
+            if code is not None:
+                return code
+            # The state znode moved since the view saw it (often our own last election, whose
+            # watch has not arrived yet): read it and decide again, as Kafka's caller retries.
+            try:
+                data, stat = self.election.zk.client.get(partition_state_path(name, p))
+                state = decode_partition_state(partition_state_path(name, p), data, stat.version)
+            except NoNodeError:
+                return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            except ZnodeError as exc:
+                log.error("unreadable partition state", extra={"partition": f"{name}-{p}", "reason": str(exc)})
+                break
+        return ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE if not unclean else ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+
+    def _elect_at(self, token: ControllerToken, snap: _Snapshot, name: str, p: int, state: PartitionState | None,
+                  unclean: bool) -> tuple[int | None, PartitionState | None]:
+        """One election of partition ``p`` of ``name`` from ``state``: its error code, or None
+        if the state znode had moved on (its version did not match)."""
+        from protocol.errors import ErrorCode
+
+        assignment = snap.topics.get(name)
+        if assignment is None or p not in assignment.partitions or state is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, state
+        replicas = assignment.partitions[p]
+        if unclean:
+            if state.leader in snap.live:
+                return ErrorCode.ELECTION_NOT_NEEDED, state
+            new = plan_partition(replicas, state, snap.live, unclean=True, preferred=False,
+                                 controller_epoch=token.epoch)
+            if new is None or new.leader < 0:
+                return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, state
+        else:
+            preferred = replicas[0]
+            if state.leader == preferred:
+                return ErrorCode.ELECTION_NOT_NEEDED, state
+            if preferred not in snap.live or preferred not in state.isr:
+                return ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE, state
+            new = PartitionState(preferred, state.leader_epoch + 1,
+                                 tuple(r for r in state.isr if r in snap.live), token.epoch)
+        path, data = partition_state_path(name, p), encode_partition_state(new)
+        try:
+            self.election.commit_fenced(token, lambda tx: tx.set_data(path, data, version=state.zk_version))
+        except BadVersionError:
+            return None, state  # the state moved meanwhile: read it again
+        except NoNodeError:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, state
+        log.info("leader elected on request", extra={"partition": f"{name}-{p}", "leader": new.leader,
+                                                     "leader_epoch": new.leader_epoch, "unclean": unclean})
+        return ErrorCode.NONE, state
