@@ -20,15 +20,13 @@ rest is its contents.
 
 from __future__ import annotations
 
-import atexit
-import logging
 import shutil
 import tempfile
 from pathlib import Path
 
 from coordinator.topics.log_manager import read_hw_checkpoint, write_hw_checkpoint
 from storage.files import RECOVERY_POINT_FILE, read_checkpoint, write_checkpoint
-from tests.fuzz.harness import Finding
+from tests.fuzz.harness import Finding, quiet, scratch_dir
 
 NAME = "checkpoints"
 INSTRUMENT = ("storage.files", "coordinator.topics.log_manager")
@@ -43,8 +41,7 @@ def _directory() -> Path:
     """One directory per process, reused by every input."""
     global _dir
     if _dir is None:
-        _dir = Path(tempfile.mkdtemp(prefix="fuzz-checkpoints-"))
-        atexit.register(shutil.rmtree, _dir, True)
+        _dir = scratch_dir("fuzz-checkpoints-")
     return _dir
 
 
@@ -97,12 +94,8 @@ def one_input(data: bytes) -> None:
         _check_offset(path)
         return
     # A corrupt high watermark file is logged (naming it); at fuzzing rates that is all the output.
-    previous = logging.root.manager.disable
-    logging.disable(logging.WARNING)
-    try:
+    with quiet():
         _check_high_watermarks(path)
-    finally:
-        logging.disable(previous)
 
 
 if __name__ == "__main__":

@@ -19,8 +19,6 @@ The first byte of the input picks a log end offset for the lookups; the rest is 
 
 from __future__ import annotations
 
-import atexit
-import logging
 import shutil
 import tempfile
 from pathlib import Path
@@ -28,7 +26,7 @@ from pathlib import Path
 from storage.errors import CorruptCheckpointError
 from storage.files import LEADER_EPOCH_FILE
 from storage.leader_epoch import EpochEntry, LeaderEpochCache, read_epoch_checkpoint
-from tests.fuzz.harness import Finding
+from tests.fuzz.harness import Finding, quiet, scratch_dir
 
 NAME = "epoch_checkpoint"
 INSTRUMENT = ("storage.leader_epoch",)
@@ -43,8 +41,7 @@ def _path() -> Path:
     """One directory per process, reused by every input."""
     global _dir
     if _dir is None:
-        _dir = Path(tempfile.mkdtemp(prefix="fuzz-epoch-"))
-        atexit.register(shutil.rmtree, _dir, True)
+        _dir = scratch_dir("fuzz-epoch-")
     return _dir / LEADER_EPOCH_FILE
 
 
@@ -86,12 +83,8 @@ def one_input(data: bytes) -> None:
     if not data:
         return
     # ``assign`` warns when it removes conflicting entries; at fuzzing rates that is all the output.
-    previous = logging.root.manager.disable
-    logging.disable(logging.WARNING)
-    try:
+    with quiet():
         _check(data[0] * 1000, data[1:])
-    finally:
-        logging.disable(previous)
 
 
 def _check(log_end: int, content: bytes) -> None:

@@ -23,12 +23,8 @@ length of the offset index bytes, which follow; the rest is the time index.
 
 from __future__ import annotations
 
-import atexit
-import logging
 import os
-import shutil
 import struct
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,7 +43,7 @@ from storage.files import (
     segment_path,
 )
 from storage.segment import LogSegment
-from tests.fuzz.harness import Finding
+from tests.fuzz.harness import Finding, quiet, scratch_dir
 
 NAME = "index"
 INSTRUMENT = ("storage.offset_index", "storage.time_index", "storage.segment", "storage.recovery",
@@ -108,8 +104,7 @@ def _setup() -> tuple[Path, _Reference]:
     """One directory and reference per process; every input rewrites the files in it."""
     global _state
     if _state is None:
-        root = Path(tempfile.mkdtemp(prefix="fuzz-index-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
-        atexit.register(shutil.rmtree, root, True)
+        root = scratch_dir("fuzz-index-", memory=True)
         _state = (root, _build(root / "t-0"))
     return _state
 
@@ -182,12 +177,8 @@ def one_input(data: bytes) -> None:
         return
     root, ref = _setup()
     (n,) = struct.unpack_from(">H", data, 1)
-    previous = logging.root.manager.disable
-    logging.disable(logging.WARNING)  # a rebuilt index is reported; at fuzzing rates that is all the output
-    try:
+    with quiet():  # a rebuilt index is reported
         _check(root, ref, data[0], data[3 : 3 + n], data[3 + n :])
-    finally:
-        logging.disable(previous)
 
 
 if __name__ == "__main__":

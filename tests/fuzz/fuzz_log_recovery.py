@@ -26,12 +26,8 @@ Properties asserted:
 
 from __future__ import annotations
 
-import atexit
-import logging
-import os
 import shutil
 import struct
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,7 +48,7 @@ from storage.files import (
     segment_path,
     write_checkpoint,
 )
-from tests.fuzz.harness import Finding
+from tests.fuzz.harness import Finding, quiet, scratch_dir
 
 NAME = "log_recovery"
 INSTRUMENT = ("storage.recovery", "storage.segment", "storage.log", "storage.offset_index", "storage.time_index",
@@ -130,8 +126,7 @@ def _setup() -> tuple[Path, _Reference]:
     """One directory and reference per process; every input rewrites the files in it."""
     global _state
     if _state is None:
-        root = Path(tempfile.mkdtemp(prefix="fuzz-recovery-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
-        atexit.register(shutil.rmtree, root, True)
+        root = scratch_dir("fuzz-recovery-", memory=True)
         _state = (root, _reference())
     return _state
 
@@ -325,12 +320,8 @@ def seeds() -> list[bytes]:
 
 def one_input(data: bytes) -> None:
     root, ref = _setup()
-    previous = logging.root.manager.disable
-    logging.disable(logging.WARNING)  # every repair is logged; at fuzzing rates that is all the output
-    try:
+    with quiet():  # every repair is logged
         _check(root, ref, data)
-    finally:
-        logging.disable(previous)
 
 
 if __name__ == "__main__":

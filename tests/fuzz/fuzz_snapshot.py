@@ -23,11 +23,8 @@ checks themselves.
 
 from __future__ import annotations
 
-import atexit
 import logging
-import shutil
 import struct
-import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Callable
@@ -53,7 +50,7 @@ from protocol.consumer_offsets import (
     OffsetCommitValue,
     serialize,
 )
-from tests.fuzz.harness import Finding
+from tests.fuzz.harness import Finding, quiet, scratch_dir
 
 NAME = "snapshot"
 INSTRUMENT = ("coordinator.runtime.snapshot", "coordinator.runtime.runtime", "protocol.records",
@@ -111,8 +108,7 @@ def _directory() -> Path:
     the input)."""
     global _dir
     if _dir is None:
-        _dir = Path(tempfile.mkdtemp(prefix="fuzz-snapshot-"))
-        atexit.register(shutil.rmtree, _dir, True)
+        _dir = scratch_dir("fuzz-snapshot-")
     return _dir
 
 
@@ -199,12 +195,8 @@ def one_input(data: bytes) -> None:
     if not data:
         return
     # Replay warns for every skipped batch or record; at fuzzing rates that is all the output.
-    previous = logging.root.manager.disable
-    logging.disable(logging.CRITICAL)
-    try:
+    with quiet(logging.CRITICAL):
         _check(_repair(data[0], data[1:]))
-    finally:
-        logging.disable(previous)
 
 
 if __name__ == "__main__":

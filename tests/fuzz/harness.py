@@ -18,8 +18,13 @@ Nothing here imports atheris: the replay test runs without it.
 
 from __future__ import annotations
 
+import atexit
 import importlib
+import logging
+import os
 import re
+import shutil
+import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
@@ -46,6 +51,28 @@ def expect(*allowed: type[BaseException]) -> Iterator[None]:
         raise
     except allowed:
         pass
+
+
+def scratch_dir(prefix: str, *, memory: bool = False) -> Path:
+    """A fresh directory removed at exit: a harness makes one per process and rewrites its files
+    for every input (a new directory per input costs more than the input). ``memory`` puts it on
+    /dev/shm where there is one, for harnesses that write whole segments."""
+    where = "/dev/shm" if memory and os.path.isdir("/dev/shm") else None
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=where))
+    atexit.register(shutil.rmtree, path, True)
+    return path
+
+
+@contextmanager
+def quiet(level: int = logging.WARNING) -> Iterator[None]:
+    """Silence log records up to ``level`` for one input: the code under test logs what it repairs
+    or skips, and at fuzzing rates that would be all the output."""
+    previous = logging.root.manager.disable
+    logging.disable(level)
+    try:
+        yield
+    finally:
+        logging.disable(previous)
 
 
 def discover() -> list[str]:
