@@ -29,6 +29,7 @@ from .cluster.liveness import StallGuard
 from .cluster.replica_manager import NOT_A_REPLICA, ReplicaManager
 from .cluster.topic_store import ZkTopicStore
 from .cluster.view import ClusterView
+from .cluster.warming import WarmingMarks
 from .cluster.zk_watcher import ZkWatcher
 from .cluster.znodes import BrokerRegistration
 from .cluster.zookeeper import ZooKeeper
@@ -251,6 +252,10 @@ class App:
                     groups.resign(partition, standby=epoch != NOT_A_REPLICA)
 
         self.replicas.leadership_listeners.append(follow_offsets_leadership)
+        # A standby still replaying (just restarted, or newly a replica) is published, so the
+        # controller elects a warm replica when it has the choice (cluster/warming.py).
+        marks = WarmingMarks(self.zookeeper, node.node_id)
+        self.runtime.standby_listeners.append(lambda p, warming: marks.set(CONSUMER_OFFSETS, p, warming))
         self.election = ControllerElection(self.zookeeper, node.node_id)
         self.controller = Controller(self.election, self.view,
                                      unclean_leader_election=bool(config["unclean.leader.election.enable"]),

@@ -24,6 +24,11 @@ Election rules (``PartitionLeaderElectionAlgorithms``, §2.3):
   is live, in the ISR and not leading;
 * controlled shutdown (§2.5): a node shutting down leads nothing another live ISR member can
   take, and leaves every ISR it is not the last member of;
+* warm replicas first (groupcoord's own, cluster/warming.py): wherever the rules above leave a
+  choice among ISR members — a leader gone, a controlled shutdown — a replica whose state is
+  still warming up comes after the others, order kept otherwise; and the preferred replica
+  does not take leadership back while it is warming (it would answer "loading" meanwhile).
+  A preference only: if every candidate is warming, the first is chosen as before;
 * partition reassignment (KIP-455, :meth:`Controller.alter_reassignments`): the topic znode
   lists the original and the target replicas together, with ``adding_replicas`` and
   ``removing_replicas``; the new replicas follow and catch up like any follower, and once every
@@ -73,12 +78,23 @@ class _Snapshot:
     deleting: frozenset[str]
     topics: dict[str, TopicAssignment]
     states: dict[tuple[str, int], PartitionState]
+    #: Replicas still warming, by partition (cluster/warming.py).
+    warming: dict[tuple[str, int], frozenset[int]]
+
+
+def _warming_by_partition(marks: frozenset[tuple[int, str, int]]) -> dict[tuple[str, int], frozenset[int]]:
+    out: dict[tuple[str, int], set[int]] = {}
+    for broker, topic, partition in marks:
+        out.setdefault((topic, partition), set()).add(broker)
+    return {k: frozenset(v) for k, v in out.items()}
 
 
 def plan_partition(replicas: tuple[int, ...], state: PartitionState | None, live: frozenset[int], *,
                    unclean: bool, preferred: bool, controller_epoch: int,
-                   shutting_down: frozenset[int] = frozenset()) -> PartitionState | None:
-    """The state the controller writes for one partition, or None if it stays (pure)."""
+                   shutting_down: frozenset[int] = frozenset(),
+                   warming: frozenset[int] = frozenset()) -> PartitionState | None:
+    """The state the controller writes for one partition, or None if it stays (pure).
+    ``warming``: replicas to choose last (see the module docstring)."""
     alive = [r for r in replicas if r in live]
     if state is None:
         if not alive:
@@ -94,17 +110,19 @@ def plan_partition(replicas: tuple[int, ...], state: PartitionState | None, live
         leader = state.leader
         if shutting_down:
             staying = [r for r in replicas if r in isr and r not in shutting_down]
+            staying.sort(key=lambda r: r in warming)  # stable: assignment order otherwise
             if leader in shutting_down and staying:
                 leader = staying[0]
             if leader not in shutting_down:
                 isr = tuple(r for r in isr if r not in shutting_down)
-        if preferred and alive and alive[0] != leader and alive[0] in isr and alive[0] not in shutting_down:
+        if (preferred and alive and alive[0] != leader and alive[0] in isr and alive[0] not in shutting_down
+                and alive[0] not in warming):
             leader = alive[0]
         if isr == state.isr and leader == state.leader:
             return None
         return PartitionState(leader, state.leader_epoch + 1, isr, controller_epoch)
     candidates = [r for r in replicas if r in live and r in state.isr]
-    candidates.sort(key=lambda r: r in shutting_down)  # stable: assignment order otherwise
+    candidates.sort(key=lambda r: (r in shutting_down, r in warming))  # stable: assignment order otherwise
     if candidates:
         leader = candidates[0]
         isr = tuple(r for r in state.isr if r in live)
@@ -237,6 +255,11 @@ class Controller:
     def state_changed(self, view: ClusterView, topic: str, partition: int) -> None:
         self._dirty.set()
 
+    def _snapshot(self) -> _Snapshot:
+        view = self.view
+        return _Snapshot(frozenset(view.brokers), view.shutting_down, view.deleting, dict(view.topics),
+                         dict(view.states), _warming_by_partition(view.warming))
+
     def elect_preferred(self) -> None:
         """Run a preferred-leader election on the next pass (ElectLeaders, the imbalance timer)."""
         self._preferred_due = True
@@ -258,8 +281,7 @@ class Controller:
             if token is None:
                 continue
             preferred, self._preferred_due = self._preferred_due, False
-            snap = _Snapshot(frozenset(self.view.brokers), self.view.shutting_down, self.view.deleting,
-                             dict(self.view.topics), dict(self.view.states))
+            snap = self._snapshot()
             try:
                 await asyncio.to_thread(self._reconcile, token, snap, preferred)
             except ControllerMoved as exc:
@@ -296,7 +318,8 @@ class Controller:
             if state is not None and state.controller_epoch > token.epoch:
                 raise ControllerMoved(f"{name}-{p} was written by controller epoch {state.controller_epoch}")
             new = plan_partition(replicas, state, snap.live, unclean=self.unclean, preferred=preferred,
-                                 controller_epoch=token.epoch, shutting_down=snap.shutting_down)
+                                 controller_epoch=token.epoch, shutting_down=snap.shutting_down,
+                                 warming=snap.warming.get((name, p), frozenset()))
             if new is None:
                 if state is not None and assignment.reassigning(p):
                     finished = finish_reassignment(assignment, p, state, snap.live, snap.shutting_down, token.epoch)
@@ -473,8 +496,7 @@ class Controller:
             (t, p) for t, a in sorted(self.view.topics.items()) for p in sorted(a.partitions)]
         if token is None:
             return {tp: ErrorCode.NOT_CONTROLLER for tp in wanted}
-        snap = _Snapshot(frozenset(self.view.brokers), self.view.shutting_down, self.view.deleting,
-                         dict(self.view.topics), dict(self.view.states))
+        snap = self._snapshot()
         return await asyncio.to_thread(self._elect, token, snap, wanted, unclean)
 
     def _elect(self, token: ControllerToken, snap: _Snapshot, wanted: list[tuple[str, int]],
@@ -518,10 +540,11 @@ class Controller:
             if state.leader in snap.live:
                 return ErrorCode.ELECTION_NOT_NEEDED, state
             new = plan_partition(replicas, state, snap.live, unclean=True, preferred=False,
-                                 controller_epoch=token.epoch)
+                                 controller_epoch=token.epoch, warming=snap.warming.get((name, p), frozenset()))
             if new is None or new.leader < 0:
                 return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, state
         else:
+            # An operator's explicit preferred election is carried out even to a warming replica.
             preferred = replicas[0]
             if state.leader == preferred:
                 return ErrorCode.ELECTION_NOT_NEEDED, state

@@ -53,6 +53,9 @@ class ClusterView:
         self.connected = True
         #: Nodes in controlled shutdown: they lead nothing they can hand over and leave the ISRs.
         self.shutting_down: frozenset[int] = frozenset()
+        #: Replicas still warming up, as ``(broker, topic, partition)`` (cluster/warming.py): the
+        #: controller prefers others as leaders. No listener is told: it changes no placement.
+        self.warming: frozenset[tuple[int, str, int]] = frozenset()
         #: Topics queued for deletion (``/admin/delete_topics``), removed by the controller.
         self.deleting: frozenset[str] = frozenset()
         #: Dynamic broker configs (``/config/brokers/<id>`` and ``/config/brokers/<default>``)
@@ -149,6 +152,9 @@ class ClusterView:
         self.shutting_down = brokers
         for listener in list(self.listeners):
             listener.brokers_changed(self)
+
+    def set_warming(self, marks: frozenset[tuple[int, str, int]]) -> None:
+        self.warming = marks
 
     def set_deleting(self, topics: frozenset[str]) -> None:
         if topics == self.deleting:

@@ -1,7 +1,8 @@
 """Keeps a :class:`~.view.ClusterView` in step with ZooKeeper through watches.
 
 Watched: the children of ``/brokers/ids`` (live brokers) and of ``/brokers/topics``, each topic's
-assignment and ``/config/topics/<t>``, each partition's ``state``, and ``/controller``. kazoo's
+assignment and ``/config/topics/<t>``, each partition's ``state``, ``/controller``, and
+groupcoord's own ``/admin/controlled_shutdown`` and ``/admin/warming_replicas``. kazoo's
 ``DataWatch`` / ``ChildrenWatch`` re-arm themselves after each event and after a new session, so
 a node that lost its session sees the whole cluster again once it has a new one.
 
@@ -30,6 +31,7 @@ from .znodes import (
     CONTROLLER,
     DEFAULT_ENTITY,
     DELETE_TOPICS,
+    WARMING_REPLICAS,
     BrokerRegistration,
     ZnodeError,
     broker_config_path,
@@ -39,6 +41,7 @@ from .znodes import (
     decode_partition_state,
     decode_topic,
     decode_topic_config,
+    decode_warming_replica,
     partition_state_path,
     topic_config_path,
     topic_path,
@@ -79,6 +82,8 @@ class ZkWatcher:
         client.ensure_path(CONTROLLED_SHUTDOWN)
         ChildrenWatch(client, CONTROLLED_SHUTDOWN, self._on_shutting_down)
         ChildrenWatch(client, DELETE_TOPICS, self._on_deleting)
+        client.ensure_path(WARMING_REPLICAS)
+        ChildrenWatch(client, WARMING_REPLICAS, self._on_warming)
         if self.broker_id is not None:
             for entity in (str(self.broker_id), DEFAULT_ENTITY):
                 DataWatch(client, broker_config_path(entity),
@@ -117,6 +122,13 @@ class ZkWatcher:
         if self._stopped:
             return False
         self._post(self.view.set_shutting_down, frozenset(int(c) for c in children if c.isdigit()))
+        return True
+
+    def _on_warming(self, children: list[str]) -> bool:
+        if self._stopped:
+            return False
+        marks = (decode_warming_replica(c) for c in children)
+        self._post(self.view.set_warming, frozenset(m for m in marks if m is not None))
         return True
 
     def _on_deleting(self, children: list[str]) -> bool:

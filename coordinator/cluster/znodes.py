@@ -31,6 +31,12 @@ BROKER_TOPICS = "/brokers/topics"
 #: groupcoord's own: an ephemeral ``<id>`` child per node in controlled shutdown (Kafka sends the
 #: ControlledShutdown RPC instead; docs/architecture.md says why we use a znode).
 CONTROLLED_SHUTDOWN = "/admin/controlled_shutdown"
+#: groupcoord's own: an ephemeral ``<id>:<topic>:<partition>`` child per replica whose state is
+#: still warming (a hot standby not yet caught up, coordinator/runtime rule 6). The controller
+#: prefers a warm replica when it chooses a leader; Kafka has no such notion (it loads the
+#: whole offsets partition on every election). Topic names cannot hold ':' (Kafka's legal
+#: characters are ASCII letters, digits, '.', '_' and '-'), so the name splits unambiguously.
+WARMING_REPLICAS = "/admin/warming_replicas"
 #: ``/admin/delete_topics/<t>``: a deletion the controller carries out (Kafka's ZooKeeper mode).
 DELETE_TOPICS = "/admin/delete_topics"
 CONFIG_TOPICS = "/config/topics"
@@ -53,6 +59,20 @@ BROKER_VERSION = 5
 
 class ZnodeError(ValueError):
     """A znode whose value is not what Kafka's ZooKeeper mode writes there."""
+
+
+def warming_replica_name(broker_id: int, topic: str, partition: int) -> str:
+    return f"{broker_id}:{topic}:{partition}"
+
+
+def decode_warming_replica(name: str) -> tuple[int, str, int] | None:
+    """``(broker, topic, partition)`` of a ``WARMING_REPLICAS`` child, None for a name we did not
+    write (ignored: it only costs a preference)."""
+    broker, sep, rest = name.partition(":")
+    topic, sep2, partition = rest.rpartition(":")
+    if not (sep and sep2 and topic and broker.isdigit() and partition.isdigit()):
+        return None
+    return int(broker), topic, int(partition)
 
 
 def broker_path(broker_id: int) -> str:

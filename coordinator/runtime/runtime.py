@@ -48,6 +48,10 @@ Rules:
    the same ``replay``, no timers, no answers. Becoming the leader replays only what it had not
    yet and serves. If the follower's log is truncated (a new leader's log diverged), the standby
    state is thrown away and rebuilt from the log, so it never holds a record the log lost.
+   A standby is *warming* from its start until it has first replayed up to the high watermark;
+   ``standby_listeners`` hear when that starts and ends, so the cluster can prefer a warm
+   replica when it elects a leader (a cold one would answer COORDINATOR_LOAD_IN_PROGRESS for the
+   seconds a million offsets take to replay).
 7. Batching (Kafka's ``group.coordinator.append.linger.ms=-1``, "adaptive", PR #20780): the
    records of every write a partition runs in one round of the event loop go to its log as one
    batch, flushed by a callback queued behind that round's work — no timer, so a lone commit
@@ -179,7 +183,7 @@ class AsyncioTimer:
 class _Context:
     __slots__ = ("partition", "state", "shard", "plog", "timer", "last_written", "completions", "in_op", "waiting",
                  "since_snapshot", "snapshot_records", "snapshotting", "snapshot_ms", "refresh", "replayed_to",
-                 "truncations", "follow", "rebuilding", "pending", "pending_base", "pending_bytes")
+                 "truncations", "follow", "rebuilding", "pending", "pending_base", "pending_bytes", "warming")
 
     def __init__(self, partition: int, plog: PartitionLog) -> None:
         self.partition = partition
@@ -210,6 +214,8 @@ class _Context:
         self.follow: asyncio.Task[None] | None = None
         #: A standby whose state is being rebuilt (a snapshot half replayed): not to be taken over.
         self.rebuilding = False
+        #: A standby that has not yet caught up with the high watermark (rule 6).
+        self.warming = False
         #: The open batch (rule 7): serialized records replayed but not yet given to the log, the
         #: offset its first record will get, and its size.
         self.pending: list[tuple[bytes, bytes | None]] | None = None
@@ -241,6 +247,9 @@ class CoordinatorRuntime:
         #: does for partitions queued behind others in its loader.
         self._queued: set[int] = set()
         self.load_seconds: dict[int, float] = {}
+        #: Told ``(partition, warming)`` when a standby starts warming and when it stops (caught
+        #: up, taken over, or gone) — rule 6. Cluster mode publishes it for the controller.
+        self.standby_listeners: list[Callable[[int, bool], None]] = []
 
     # --- state --------------------------------------------------------------------------------
 
@@ -288,6 +297,7 @@ class CoordinatorRuntime:
                 and old.truncations == getattr(plog, "truncations", 0)):
             # Rule 6: take over the standby state; only the tail is left to replay.
             ctx = old
+            self._set_warming(ctx, False)  # leading now: no longer a candidate to be ranked
             if ctx.follow is not None:
                 ctx.follow.cancel()
                 ctx.follow = None
@@ -698,7 +708,18 @@ class CoordinatorRuntime:
         ctx = _Context(partition, plog)
         ctx.state = PartitionState.STANDBY
         self._contexts[partition] = ctx
+        self._set_warming(ctx, True)
         ctx.follow = asyncio.ensure_future(self._follow_log(ctx))
+
+    def _set_warming(self, ctx: _Context, warming: bool) -> None:
+        if ctx.warming == warming:
+            return
+        ctx.warming = warming
+        for listener in list(self.standby_listeners):
+            try:
+                listener(ctx.partition, warming)
+            except Exception:
+                log.exception("standby listener failed", extra={"partition": f"{self.topic}-{ctx.partition}"})
 
     async def _fresh_standby(self, ctx: _Context) -> None:
         if ctx.timer is not None:
@@ -732,6 +753,8 @@ class CoordinatorRuntime:
                 # Committed records only (below the high watermark): a standby never holds state
                 # a truncation could take back, and may snapshot what it holds at any time.
                 end = min(plog.high_watermark, plog.log_end_offset)
+                if ctx.replayed_to >= end:
+                    self._set_warming(ctx, False)
                 if ctx.replayed_to < end:
                     data = plog.log.read(ctx.replayed_to, LOAD_READ_BYTES)
                     if not data:
@@ -757,11 +780,12 @@ class CoordinatorRuntime:
             log.exception("standby replay failed; taking over will load the partition from its log", extra=where)
             if self._contexts.get(ctx.partition) is ctx and ctx.state is PartitionState.STANDBY:
                 del self._contexts[ctx.partition]
+                self._set_warming(ctx, False)
 
-    @staticmethod
-    def _halt(ctx: _Context) -> None:
+    def _halt(self, ctx: _Context) -> None:
         """Stop what runs on its own for a partition: the standby's replay, the snapshot
         renewal, the shard's timers."""
+        self._set_warming(ctx, False)
         if ctx.follow is not None:
             ctx.follow.cancel()
             ctx.follow = None

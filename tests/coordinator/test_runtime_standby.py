@@ -126,3 +126,39 @@ async def test_a_standby_replays_committed_records_snapshots_and_takes_over_with
     assert _shard(standby).replayed == restarted.records + 1510 - restarted.offset
     await logs.close_all()
     await leader_logs.close_all()
+
+
+async def test_a_standby_is_warming_until_it_first_reaches_the_high_watermark(tmp_path: Path) -> None:
+    """What cluster/warming.py publishes for the controller: warming from the start of a standby
+    until its replay first reaches the high watermark; not again when later records arrive (that
+    is ordinary following); and a standby that goes while warming says so."""
+    leader_logs, leader, info = await _leader(tmp_path)
+    await _commits(leader, 0, 3000, batch=1)
+    logs, plog = await _follower(tmp_path, info)
+    await _replicate(leader_logs, plog, 2000)
+    standby = CoordinatorRuntime(logs, TOPIC, CounterShard, snapshot_min_records=100_000)
+    heard: list[tuple[int, bool]] = []
+    standby.standby_listeners.append(lambda p, warming: heard.append((p, warming)))
+    standby.standby(0)
+    assert heard == [(0, True)]  # at once: before the first record is replayed
+    await _until(lambda: heard == [(0, True), (0, False)], "warm once caught up")
+    assert _shard(standby).replayed == 2000
+
+    await _replicate(leader_logs, plog, 3000)
+    await _until(lambda: _shard(standby).replayed == 3000, "the rest replayed")
+    assert heard == [(0, True), (0, False)]  # following, not warming again
+
+    # Taken over: no event (it was warm); unloaded while warming: one.
+    plog.replication.become_leader(1, (1, 2), (1, 2), 1)
+    await standby.load(0)
+    assert heard == [(0, True), (0, False)]
+    plog.replication.become_follower(1, 2, (1, 2), (1, 2), 3000)
+    standby.unload(0)
+    heard.clear()
+    plog.replication.set_follower_high_watermark(3000)
+    standby.standby(0)
+    assert heard == [(0, True)]
+    standby.unload(0)  # before its replay caught up (it has not run yet)
+    assert heard == [(0, True), (0, False)]
+    await logs.close_all()
+    await leader_logs.close_all()

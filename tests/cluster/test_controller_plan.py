@@ -1,0 +1,54 @@
+"""``plan_partition``: the controller's pure choice of a partition's next state — here the
+warm-replica preference (cluster/warming.py): among the ISR members the rules allow, one whose
+state is still warming comes last, and the preferred replica waits until it is warm."""
+
+from __future__ import annotations
+
+from coordinator.cluster.controller import plan_partition
+from coordinator.cluster.znodes import PartitionState, decode_warming_replica, warming_replica_name
+
+REPLICAS = (1, 2, 3)
+LIVE = frozenset(REPLICAS)
+
+
+def _state(leader: int, isr: tuple[int, ...] = REPLICAS) -> PartitionState:
+    return PartitionState(leader, 7, isr, 1)
+
+
+def _plan(state: PartitionState, live: frozenset[int] = LIVE, **kw: object) -> PartitionState | None:
+    return plan_partition(REPLICAS, state, live, unclean=False, preferred=False, controller_epoch=2, **kw)  # type: ignore[arg-type]
+
+
+def test_a_controlled_shutdown_hands_leadership_to_a_warm_replica() -> None:
+    assert _plan(_state(1), shutting_down=frozenset({1})).leader == 2  # type: ignore[union-attr]
+    moved = _plan(_state(1), shutting_down=frozenset({1}), warming=frozenset({2}))
+    assert moved is not None and moved.leader == 3 and moved.leader_epoch == 8 and moved.isr == (2, 3)
+    # Every other candidate warming: the usual order (never waiting for warmth).
+    assert _plan(_state(1), shutting_down=frozenset({1}), warming=frozenset({2, 3})).leader == 2  # type: ignore[union-attr]
+
+
+def test_a_dead_leader_is_replaced_by_a_warm_isr_member() -> None:
+    live = frozenset({2, 3})
+    assert _plan(_state(1), live).leader == 2  # type: ignore[union-attr]
+    assert _plan(_state(1), live, warming=frozenset({2})).leader == 3  # type: ignore[union-attr]
+    # Warm but out of the ISR is no candidate: the warming ISR member leads.
+    assert _plan(_state(1, (1, 2)), live, warming=frozenset({2})).leader == 2  # type: ignore[union-attr]
+    # A shutting-down node still comes after a warming one.
+    assert _plan(_state(1), live, warming=frozenset({2}), shutting_down=frozenset({3})).leader == 2  # type: ignore[union-attr]
+
+
+def test_the_preferred_replica_takes_leadership_back_only_when_warm() -> None:
+    def preferred(warming: frozenset[int]) -> PartitionState | None:
+        return plan_partition(REPLICAS, _state(2), LIVE, unclean=False, preferred=True, controller_epoch=2,
+                              warming=warming)
+
+    assert preferred(frozenset()).leader == 1  # type: ignore[union-attr]
+    assert preferred(frozenset({1})) is None  # stays with the warm leader for now
+    assert preferred(frozenset({3})).leader == 1  # type: ignore[union-attr]
+
+
+def test_warming_replica_names_round_trip_and_foreign_names_are_ignored() -> None:
+    for broker, topic, partition in ((1, "__consumer_offsets", 49), (12, "a.b-c_d", 0), (3, "x", 1234)):
+        assert decode_warming_replica(warming_replica_name(broker, topic, partition)) == (broker, topic, partition)
+    for name in ("", "1", "1:t", "x:t:1", "1:t:y", "1::3", ":t:3", "1:t:-1"):
+        assert decode_warming_replica(name) is None
