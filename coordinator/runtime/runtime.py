@@ -68,7 +68,7 @@ import asyncio
 import enum
 import logging
 import time
-from typing import Any, Callable, Iterable, Protocol
+from typing import Any, Callable, Iterable, Iterator, Protocol
 
 from protocol.consumer_offsets import UnknownRecordVersion, serialize
 from protocol.records import CorruptBatchError, build_batch, decode_records, iter_batch_positions, read_batch_header
@@ -130,8 +130,10 @@ class CommitTimedOut(NotActiveError):
     error_code = 7  # REQUEST_TIMED_OUT
 
 
-#: Snapshot batches a standby replays between two yields to the event loop.
-SNAPSHOT_CHUNK_BATCHES = 1
+#: Records a standby replays between two yields to the event loop (a few milliseconds): a node
+#: rebuilding a large standby — just restarted, its offsets partitions in the ISRs that acknowledge
+#: the new leaders' commits — must still fetch and apply partition states promptly.
+STANDBY_SLICE_RECORDS = 500
 
 #: After a failed snapshot, the earliest retry of a renewal that is already due (rule 5).
 SNAPSHOT_RETRY_SECONDS = 60.0
@@ -356,12 +358,7 @@ class CoordinatorRuntime:
         snap = self._trusted_snapshot(ctx)
         if snap is None:
             return None
-        data = snap.batches
-        positions = [pos for pos, _header in iter_batch_positions(data)] + [len(data)]
-        for i in range(0, len(positions) - 1, SNAPSHOT_CHUNK_BATCHES):
-            j = min(i + SNAPSHOT_CHUNK_BATCHES, len(positions) - 1)
-            self._replay_batches(ctx, bytes(data[positions[i]:positions[j]]), 0)
-            await asyncio.sleep(0)
+        await self._replay_batches_gently(ctx, bytes(snap.batches), 0)
         return self._snapshot_replayed(ctx, snap)
 
     def _snapshot_replayed(self, ctx: _Context, snap: Any) -> int:
@@ -404,14 +401,34 @@ class CoordinatorRuntime:
         """Replay the records at or after ``offset`` of the batches in ``data`` (those before
         ``end``, when given: a standby stops at the high watermark): (records replayed, last
         offset seen). Shared by the log and the snapshot."""
+        result = (0, offset - 1)
+        for result in self._replay_steps(ctx, data, offset, end):
+            pass
+        return result
+
+    async def _replay_batches_gently(self, ctx: _Context, data: bytes, offset: int, end: int | None = None,
+                                     progress: Callable[[int, int], None] | None = None) -> tuple[int, int]:
+        """``_replay_batches`` yielding to the event loop every ``STANDBY_SLICE_RECORDS`` records,
+        telling ``progress`` (records replayed so far, last offset done) before each yield."""
+        result = (0, offset - 1)
+        for result in self._replay_steps(ctx, data, offset, end, STANDBY_SLICE_RECORDS):
+            if progress is not None:
+                progress(*result)
+            await asyncio.sleep(0)
+        return result
+
+    def _replay_steps(self, ctx: _Context, data: bytes, offset: int, end: int | None = None,
+                      step: int = 0) -> Iterator[tuple[int, int]]:
+        """The replay of ``_replay_batches`` as a generator: yields (records replayed, last offset
+        done) after every ``step`` records (never, for 0) and once at the end."""
         replay = ctx.shard.replay
         replayed = 0
         last = offset - 1
         for pos, header in iter_batch_positions(data):
             if end is not None and header.base_offset >= end:
                 break
-            last = header.last_offset
-            if last < offset or header.is_control:
+            if header.last_offset < offset or header.is_control:
+                last = header.last_offset
                 continue  # before the requested offset, or a transaction marker
             try:
                 records = decode_records(data, pos, header)
@@ -419,6 +436,7 @@ class CoordinatorRuntime:
                 log.warning("skipping a corrupt batch while loading",
                             extra={"partition": f"{self.topic}-{ctx.partition}", "offset": header.base_offset,
                                    "reason": exc.reason})
+                last = header.last_offset
                 continue
             base = header.base_offset
             for record in records:
@@ -434,7 +452,10 @@ class CoordinatorRuntime:
                                        "offset": base + record.offset_delta, "reason": str(exc)})
                     continue
                 replayed += 1
-        return replayed, last
+                if step and replayed % step == 0:
+                    yield replayed, base + record.offset_delta
+            last = header.last_offset
+        yield replayed, last
 
     async def _replay_log(self, ctx: _Context, offset: int) -> int:
         """Replay the log from ``offset`` to its end; returns the number of records replayed. In
@@ -760,11 +781,18 @@ class CoordinatorRuntime:
                     if not data:
                         await asyncio.sleep(0.05)
                         continue
-                    count, last = self._replay_batches(ctx, data, ctx.replayed_to, end)
-                    ctx.replayed_to = max(last + 1, ctx.replayed_to)
-                    ctx.since_snapshot += count
+                    done = 0
+
+                    def progress(count: int, last: int) -> None:
+                        # Kept current between slices: a takeover cancels this task at a yield
+                        # and replays from ``replayed_to`` (records below it are skipped).
+                        nonlocal done
+                        ctx.replayed_to = max(last + 1, ctx.replayed_to)
+                        ctx.since_snapshot += count - done
+                        done = count
+
+                    await self._replay_batches_gently(ctx, data, ctx.replayed_to, end, progress)
                     self._maybe_snapshot(ctx)
-                    await asyncio.sleep(0)
                     continue
                 fut: asyncio.Future[None] = loop.create_future()
                 plog.add_data_waiter(fut)

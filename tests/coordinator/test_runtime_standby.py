@@ -162,3 +162,33 @@ async def test_a_standby_is_warming_until_it_first_reaches_the_high_watermark(tm
     assert heard == [(0, True), (0, False)]
     await logs.close_all()
     await leader_logs.close_all()
+
+
+async def test_a_standby_yields_between_slices_and_a_takeover_mid_batch_loses_and_repeats_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A standby replays a few hundred records between yields to the event loop (a node
+    rebuilding a large one must go on fetching for the ISR); taken over between two slices of
+    one batch, the new leader replays exactly the records the standby had not."""
+    import coordinator.runtime.runtime as runtime_module
+
+    monkeypatch.setattr(runtime_module, "STANDBY_SLICE_RECORDS", 7)
+    leader_logs, leader, info = await _leader(tmp_path)
+    await _commits(leader, 0, 400)  # one batch of 400 records
+    logs, plog = await _follower(tmp_path, info)
+    await _replicate(leader_logs, plog, 400)
+    standby = CoordinatorRuntime(logs, TOPIC, CounterShard, snapshot_min_records=100_000)
+    standby.standby(0)
+    rounds = 0
+    while getattr(_shard(standby), "replayed", 0) < 100:
+        await asyncio.sleep(0)
+        rounds += 1
+    assert rounds >= 100 // 7  # it yielded every 7 records, inside the one batch
+    assert _shard(standby).replayed < 400
+
+    plog.replication.become_leader(1, (1, 2), (1, 2), 1)
+    await standby.load(0)
+    shard = standby.shard(0)
+    assert shard.replayed == 400  # none twice, none missing
+    assert shard.offsets == {(f"g{i % 50}", "t", 0): i for i in range(350, 400)}
+    await logs.close_all()
+    await leader_logs.close_all()
