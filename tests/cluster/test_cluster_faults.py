@@ -70,8 +70,15 @@ def test_sigkill_of_the_controller_elects_another_and_its_partitions_get_leaders
         led = {p: _state(zk, "ctl", p) for p in range(3) if _state(zk, "ctl", p)["leader"] == controller}
         assert led, "the test needs the controller to lead a partition (assignment is round-robin)"
         cluster.procs[controller].kill()
-        wait_for(lambda: zk.exists("/controller") and json.loads(zk.get("/controller")[0])["brokerid"] != controller,
-                 SESSION_MS / 1000 + 15, "a new controller")
+        def new_controller() -> bool:
+            from kazoo.exceptions import NoNodeError
+
+            try:  # the znode may go between a check and a read (the dead node's session expiring)
+                return json.loads(zk.get("/controller")[0])["brokerid"] != controller
+            except NoNodeError:
+                return False
+
+        wait_for(new_controller, SESSION_MS / 1000 + 15, "a new controller")
         assert int(zk.get("/controller_epoch")[0]) == epoch + 1
         for p, old in led.items():
             wait_for(lambda p=p: _state(zk, "ctl", p)["leader"] not in (controller, -1), 15, f"a new leader for ctl-{p}")
