@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from kazoo.exceptions import BadVersionError, KazooException, NoNodeError
 
@@ -42,6 +42,14 @@ NOT_A_REPLICA = -1
 
 #: ``replica.high.watermark.checkpoint.interval.ms`` (Kafka's default).
 HW_CHECKPOINT_INTERVAL_S = 5.0
+
+
+def next_to_apply(dirty: Iterable[tuple[str, int]], elects_me: Callable[[tuple[str, int]], bool],
+                  hosted: Callable[[tuple[str, int]], bool]) -> tuple[str, int]:
+    """The partition whose state the replica manager applies next: one electing this node, then
+    one it already hosts (switching its fetcher takes milliseconds; opening a log takes disk),
+    then by name (pure)."""
+    return min(dirty, key=lambda k: (not elects_me(k), not hosted(k), k))
 
 
 class ReplicaManager:
@@ -164,11 +172,13 @@ class ReplicaManager:
             await self._wake.wait()
             self._wake.clear()
             while self._dirty:
-                # One partition at a time, leaderships first, re-chosen after each: a node
-                # restarted a moment ago has every partition to apply (and standbys to rebuild),
-                # and a leadership arriving meanwhile must not wait behind them all — clients wait
-                # for the coordinator it was just elected to be.
-                key = min(self._dirty, key=lambda k: (not self._elects_me(k), k))
+                # One partition at a time, leaderships first, then partitions already open here,
+                # re-chosen after each: a node restarted a moment ago has every partition to open
+                # (disk, and standbys to rebuild), and a leadership arriving meanwhile must not
+                # wait behind them all — clients wait for the coordinator it was just elected to
+                # be — nor a new leader of a partition this node already follows in its ISR: the
+                # leader's commits wait for this node's fetches, which switching to it starts.
+                key = next_to_apply(self._dirty, self._elects_me, lambda k: self.logs.get(*k) is not None)
                 self._dirty.discard(key)
                 try:
                     await self._apply(*key)

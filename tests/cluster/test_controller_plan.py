@@ -1,6 +1,8 @@
-"""``plan_partition``: the controller's pure choice of a partition's next state — here the
-warm-replica preference (cluster/warming.py): among the ISR members the rules allow, one whose
-state is still warming comes last, and the preferred replica waits until it is warm."""
+"""The cluster wing's pure choices that decide how fast a takeover is: ``plan_partition``, the
+controller's choice of a partition's next state — here the warm-replica preference
+(cluster/warming.py): among the ISR members the rules allow, one whose state is still warming
+comes last, and the preferred replica waits until it is warm — and ``next_to_apply``, the order
+in which a node applies the partition states it sees."""
 
 from __future__ import annotations
 
@@ -52,3 +54,18 @@ def test_warming_replica_names_round_trip_and_foreign_names_are_ignored() -> Non
         assert decode_warming_replica(warming_replica_name(broker, topic, partition)) == (broker, topic, partition)
     for name in ("", "1", "1:t", "x:t:1", "1:t:y", "1::3", ":t:3", "1:t:-1"):
         assert decode_warming_replica(name) is None
+
+
+def test_a_node_applies_its_leaderships_then_partitions_it_already_hosts_then_new_ones() -> None:
+    """A node restarted a moment ago has every partition to open; a new leader of a partition it
+    already follows in the ISR (whose commits wait for this node's fetches) comes before them."""
+    from coordinator.cluster.replica_manager import next_to_apply
+
+    dirty = {("fill", 7), ("__consumer_offsets", 9), ("__consumer_offsets", 1), ("fill", 2)}
+    hosted = {("__consumer_offsets", 9), ("fill", 7)}
+    order = []
+    while dirty:
+        key = next_to_apply(dirty, lambda k: k == ("fill", 2), lambda k: k in hosted)
+        dirty.discard(key)
+        order.append(key)
+    assert order == [("fill", 2), ("__consumer_offsets", 9), ("fill", 7), ("__consumer_offsets", 1)]
