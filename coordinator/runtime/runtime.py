@@ -355,7 +355,7 @@ class CoordinatorRuntime:
     async def _replay_snapshot_gently(self, ctx: _Context) -> int | None:
         """``_replay_snapshot`` yielding to the event loop between chunks of batches: a standby
         rebuilt while the node serves (a million offsets take seconds) must not stall it."""
-        snap = self._trusted_snapshot(ctx)
+        snap = await self._trusted_snapshot_off_loop(ctx)
         if snap is None:
             return None
         await self._replay_batches_gently(ctx, bytes(snap.batches), 0)
@@ -371,31 +371,41 @@ class CoordinatorRuntime:
     def _trusted_snapshot(self, ctx: _Context) -> Any:
         """The partition's snapshot if the trust rule of ``snapshot.py`` allows it, else None
         (an untrusted one is deleted, with the reason)."""
-        plog = ctx.plog
-        where = {"partition": f"{self.topic}-{ctx.partition}"}
-        directory = plog.log.directory
         try:
-            snap = read_snapshot(directory)
+            snap = read_snapshot(ctx.plog.log.directory)
         except (OSError, SnapshotError) as exc:
-            log.warning("ignoring the snapshot; replaying the whole log", extra={**where, "reason": str(exc)})
-            remove_snapshot(directory)
-            return None
+            return self._distrust(ctx, str(exc))
+        return self._trust(ctx, snap)
+
+    async def _trusted_snapshot_off_loop(self, ctx: _Context) -> Any:
+        """``_trusted_snapshot`` with the file read and checked in a thread: a million offsets
+        make a 50 MB snapshot, and a standby starting must not stall the node that long."""
+        try:
+            snap = await asyncio.to_thread(read_snapshot, ctx.plog.log.directory)
+        except (OSError, SnapshotError) as exc:
+            return self._distrust(ctx, str(exc))
+        return self._trust(ctx, snap)
+
+    def _trust(self, ctx: _Context, snap: Any) -> Any:
         if snap is None:
             return None
-        reason = None
+        plog = ctx.plog
         # Up to the log end, not the high watermark: every snapshot is of committed records
         # (a leader's waits for the ISR, a standby's stops at the high watermark), and after a
         # restart a follower's high watermark is only its last checkpoint, seconds old.
         if not plog.log_start_offset <= snap.offset <= plog.log_end_offset:
-            reason = (f"snapshot offset {snap.offset} outside the log "
-                      f"[{plog.log_start_offset}, {plog.log_end_offset}]")
-        elif self.clock.now_ms() >= snap.captured_ms + plog.log.options.delete_retention_ms:
-            reason = "snapshot older than delete.retention.ms: the cleaner may have removed later tombstones"
-        if reason is not None:
-            log.warning("ignoring the snapshot; replaying the whole log", extra={**where, "reason": reason})
-            remove_snapshot(directory)
-            return None
+            return self._distrust(ctx, f"snapshot offset {snap.offset} outside the log "
+                                       f"[{plog.log_start_offset}, {plog.log_end_offset}]")
+        if self.clock.now_ms() >= snap.captured_ms + plog.log.options.delete_retention_ms:
+            return self._distrust(ctx, "snapshot older than delete.retention.ms: the cleaner may have removed "
+                                       "later tombstones")
         return snap
+
+    def _distrust(self, ctx: _Context, reason: str) -> None:
+        log.warning("ignoring the snapshot; replaying the whole log",
+                    extra={"partition": f"{self.topic}-{ctx.partition}", "reason": reason})
+        remove_snapshot(ctx.plog.log.directory)
+        return None
 
     def _replay_batches(self, ctx: _Context, data: bytes, offset: int, end: int | None = None) -> tuple[int, int]:
         """Replay the records at or after ``offset`` of the batches in ``data`` (those before
