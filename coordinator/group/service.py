@@ -118,7 +118,9 @@ class GroupService:
         task = self._loads.pop(partition, None)
         if task is not None and not task.done():
             task.cancel()
-        if self.runtime.state(partition) is not PartitionState.STANDBY:
+        # A standby already following stays (``standby`` keeps it); one whose replica is going
+        # away (reassigned off this node: ``standby=False``) goes before its log is deleted.
+        if not standby or self.runtime.state(partition) is not PartitionState.STANDBY:
             self.runtime.unload(partition)
         if standby:
             self.runtime.standby(partition)

@@ -73,6 +73,8 @@ from typing import Any, Callable, Iterable, Iterator, Protocol
 from protocol.consumer_offsets import UnknownRecordVersion, serialize
 from protocol.records import CorruptBatchError, build_batch, decode_records, iter_batch_positions, read_batch_header
 
+from storage.errors import LogClosedError
+
 from ..topics.log_manager import LogManager, PartitionLog
 from .snapshot import SnapshotEncoder, SnapshotError, read_snapshot, remove_snapshot, write_snapshot
 
@@ -814,6 +816,13 @@ class CoordinatorRuntime:
                     plog.remove_data_waiter(fut)
         except asyncio.CancelledError:
             raise
+        except LogClosedError:
+            # The replica is going away (reassigned off this node, or the node is stopping) and
+            # its unload has not reached us yet: nothing is wrong, and nothing is left to follow.
+            log.info("standby stopped: its log was closed", extra=where)
+            if self._contexts.get(ctx.partition) is ctx and ctx.state is PartitionState.STANDBY:
+                del self._contexts[ctx.partition]
+                self._set_warming(ctx, False)
         except Exception:
             log.exception("standby replay failed; taking over will load the partition from its log", extra=where)
             if self._contexts.get(ctx.partition) is ctx and ctx.state is PartitionState.STANDBY:

@@ -192,3 +192,34 @@ async def test_a_standby_yields_between_slices_and_a_takeover_mid_batch_loses_an
     assert shard.offsets == {(f"g{i % 50}", "t", 0): i for i in range(350, 400)}
     await logs.close_all()
     await leader_logs.close_all()
+
+
+async def test_a_replica_reassigned_away_drops_its_standby_and_a_closed_log_ends_one_quietly(
+        tmp_path: Path, caplog: Any) -> None:
+    """CI found a standby still following a log its node had just deleted (the replica was
+    reassigned away: ``resign(standby=False)`` kept a STANDBY partition), which logged an ERROR
+    traceback. Now the standby goes with its replica; and one whose log closes before its
+    unload arrives stops with an INFO line."""
+    from coordinator.group.service import GroupService
+
+    caplog.set_level(logging.INFO, logger="groupcoord")
+    leader_logs, leader, info = await _leader(tmp_path)
+    await _commits(leader, 0, 100)
+    logs, plog = await _follower(tmp_path, info)
+    await _replicate(leader_logs, plog, 100)
+    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard)
+    service = GroupService(runtime, lambda: 1)
+    service.resign(0, standby=True)
+    assert runtime.state(0) is PartitionState.STANDBY
+    service.resign(0, standby=True)  # a new epoch, still a follower: the same standby goes on
+    assert runtime.state(0) is PartitionState.STANDBY
+    service.resign(0, standby=False)  # reassigned away
+    assert runtime.state(0) is None
+
+    runtime.standby(0)  # a fresh standby: its replay starts after this round
+    await logs.remove_partition(TOPIC, 0)  # deleted before any unload reached the runtime
+    await _until(lambda: runtime.state(0) is None, "the standby gone")
+    assert any(r.getMessage() == "standby stopped: its log was closed" for r in caplog.records)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    await logs.close_all()
+    await leader_logs.close_all()

@@ -88,14 +88,16 @@ def _new_shard() -> GroupCoordinatorShard:
     return GroupCoordinatorShard(GroupConfig(), _Clock(), _Timer())
 
 
-# The runtime's replay loop reads only ``self.topic`` and the context's shard and partition.
+# The runtime's replay loop (``_replay_steps``, under ``_replay_batches``) reads only
+# ``self.topic`` and the context's shard and partition.
 _RUNTIME = SimpleNamespace(topic="__consumer_offsets")
 
 
 def _load(batches: bytes) -> GroupCoordinatorShard:
     shard = _new_shard()
     ctx = SimpleNamespace(shard=shard, partition=0)
-    CoordinatorRuntime._replay_batches(_RUNTIME, ctx, batches, 0)  # type: ignore[arg-type]
+    for _progress in CoordinatorRuntime._replay_steps(_RUNTIME, ctx, batches, 0):  # type: ignore[arg-type]
+        pass
     shard.on_loaded()
     return shard
 
