@@ -54,6 +54,8 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from protocol.varints import encode_uvarint  # noqa: E402  (after the path set-up above)
+
 GOLDEN = REPO / "tests" / "protocol" / "golden" / "client_request_frames.jsonl"
 
 #: Frames a fuzzing connection may have unanswered at once. 1: each frame is sent when the one
@@ -76,13 +78,8 @@ RSS_GROWTH_BOUND = 200 * 1024 * 1024
 
 
 def uvarint(n: int) -> bytes:
-    n &= 0xFFFFFFFF
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
+    """``n`` as an unsigned varint, cut to 32 bits as Kafka's readers take them."""
+    return encode_uvarint(n & 0xFFFFFFFF)
 
 
 def read_uvarint(data: bytes, pos: int) -> tuple[int, int]:

@@ -36,6 +36,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from .varints import encode_uvarint
+
 __all__ = ["RecordsRef", "FetchPartitionData", "FetchTopicData", "encode_fetch_response", "parts_size",
            "MIN_VERSION", "MAX_VERSION"]
 
@@ -79,26 +81,19 @@ class FetchTopicData:
     partitions: list[FetchPartitionData] = field(default_factory=list)
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def _array_len(n: int | None, flexible: bool) -> bytes:
     if flexible:
-        return _uvarint(0 if n is None else n + 1)
+        return encode_uvarint(0 if n is None else n + 1)
     return _I32.pack(-1 if n is None else n)
 
 
 def _string(s: str | None, flexible: bool) -> bytes:
     if s is None:
-        return _uvarint(0) if flexible else _I16.pack(-1)
+        return encode_uvarint(0) if flexible else _I16.pack(-1)
     raw = s.encode("utf-8")
-    return (_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
+    return (encode_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
 
 
 def encode_fetch_response(version: int, correlation_id: int, topics: list[FetchTopicData], *,
@@ -137,7 +132,7 @@ def encode_fetch_response(version: int, correlation_id: int, topics: list[FetchT
             # None is written as an empty record set, not null: see the module docstring.
             records = b"" if p.records is None else p.records
             length = records.length if isinstance(records, RecordsRef) else len(records)
-            buf += _uvarint(length + 1) if flexible else _I32.pack(length)
+            buf += encode_uvarint(length + 1) if flexible else _I32.pack(length)
             if isinstance(records, RecordsRef):
                 parts.append(bytes(buf))
                 parts.append(records)

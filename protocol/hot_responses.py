@@ -19,6 +19,8 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
+from .varints import encode_uvarint
+
 __all__ = [
     "CommitPartition", "CommitTopic", "OffsetCommitAnswer",
     "FetchPartition", "FetchTopic", "FetchGroup", "OffsetFetchAnswer",
@@ -32,18 +34,11 @@ _FETCH_OFFSET = struct.Struct(">iq")  # partition_index, committed_offset
 _FETCH_OFFSET_EPOCH = struct.Struct(">iqi")
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def _string(out: list[bytes], text: str, flexible: bool) -> None:
     raw = text.encode()
-    out.append(_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw)))
+    out.append(encode_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw)))
     out.append(raw)
 
 
@@ -55,7 +50,7 @@ def _nullable_string(out: list[bytes], text: str | None, flexible: bool) -> None
 
 
 def _array_length(out: list[bytes], n: int, flexible: bool) -> None:
-    out.append(_uvarint(n + 1) if flexible else _I32.pack(n))
+    out.append(encode_uvarint(n + 1) if flexible else _I32.pack(n))
 
 
 # --- OffsetCommit ----------------------------------------------------------------------------
