@@ -665,6 +665,13 @@ class CoordinatorRuntime:
         exc = None if durable.cancelled() else durable.exception()
         if exc is None and not durable.cancelled():
             return
+        if self._contexts.get(ctx.partition) is not ctx:
+            # Unloaded before its batch was written (the replica reassigned away, KIP-455: the
+            # log closes right after): its answers already failed with NOT_COORDINATOR, and the
+            # state it would have stopped serving is gone. Nothing is lost; not an error.
+            log.info("coordinator batch not written: the partition was unloaded first",
+                     extra={"partition": f"{self.topic}-{ctx.partition}", "reason": str(exc or "cancelled")})
+            return
         log.error("coordinator append failed; the partition stops serving until a restart reloads it",
                   extra={"partition": f"{self.topic}-{ctx.partition}", "reason": str(exc or "cancelled")})
         self._fail(ctx)

@@ -223,3 +223,35 @@ async def test_a_replica_reassigned_away_drops_its_standby_and_a_closed_log_ends
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
     await logs.close_all()
     await leader_logs.close_all()
+
+
+async def test_a_leader_reassigned_away_with_a_batch_not_yet_written_fails_it_quietly(
+        tmp_path: Path, caplog: Any) -> None:
+    """Found by the group fault schedule: the leader of an offsets partition reassigned off its
+    node had just given a batch to its log when the replica went; the unload failed the answer
+    (NOT_COORDINATOR), the log closed before the batch's write started, and the runtime logged an
+    ERROR ("coordinator append failed; the partition stops serving") for a partition it no longer
+    served. Such a batch now fails with an INFO line; its answer fails, nothing was acknowledged."""
+    from coordinator.group.service import GroupService
+    from coordinator.runtime.runtime import NotActiveError
+
+    caplog.set_level(logging.INFO, logger="groupcoord")
+    _leader_logs, _leader_runtime, info = await _leader(tmp_path)
+    logs, plog = await _follower(tmp_path, info)
+    # Broker 2 leads with broker 3 in the ISR, which never fetches: the batch stays below the HW.
+    plog.replication.become_leader(1, (2, 3), (2, 3), 1)
+    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard)
+    await runtime.load(0)
+    answer = runtime.write(0, lambda s: s.commit("g", 1))
+    await asyncio.sleep(0)  # the batch is given to the log; its write has not started
+    assert not answer.done()
+
+    GroupService(runtime, lambda: 1).resign(0, standby=False)  # reassigned away: unload first
+    await logs.remove_partition(TOPIC, 0)  # then the replica's log goes
+    with pytest.raises(NotActiveError):
+        await answer
+    await asyncio.sleep(0.05)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], \
+        [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    await logs.close_all()
+    await _leader_logs.close_all()
