@@ -56,7 +56,9 @@ committed up to the log end:
     session + 15 s before it) are only SIGKILLs, SIGTERMs and reassignments (graceful: 0 rebalances
     expected), or none, fails the test; after a stop
     (a member's request stuck on the stopped node may outlast its session at the new coordinator)
-    or a ZooKeeper restart, and for the short-session group, they are counted and reported;
+    or a ZooKeeper restart, for the short-session group, and when the expired member's own client
+    had no successful heartbeat since before those faults (a kafka-python hang, sampled from the
+    client's heartbeat state), they are counted and reported;
 (e) no node exited on its own, SIGTERM exits with 0, no ``level=ERROR`` / traceback in a node's log,
     no member thread crashed.
 
@@ -68,6 +70,9 @@ choices; the timings are the machine's). By hand::
 The coordinator-kill count ("50 randomized coordinator kills", acknowledged commits lost: goal 0):
 ``GROUPCOORD_FAULT_KILLS=50`` replaces the schedule by that many SIGKILLs of the coordinator of a
 randomly chosen group, whatever the duration, and prints a ``RESULT`` line.
+
+``GROUPCOORD_MEMBER_LOG=1`` writes the members' kafka-python coordinator log (joins, heartbeats
+and their answers, coordinator lookups; DEBUG) to ``members.log`` in the cluster directory.
 
 Other mixes by hand: ``GROUPCOORD_FAULT_KINDS`` (comma-separated, default all five) restricts the
 kinds drawn, and ``GROUPCOORD_FAULT_COUNT`` runs that many faults instead of a duration, e.g.
@@ -260,6 +265,22 @@ class Member(threading.Thread):
         self.poll_errors: list[str] = []
         self.crash: str | None = None
         self.commits = 0
+        #: Times (monotonic, as ``_now``) of the client's successful heartbeats, sampled from its
+        #: heartbeat state: the checker's evidence that a member was silent.
+        self.heartbeats: list[float] = []
+
+        self.consumer: Any = None
+
+    def sample_heartbeat(self) -> None:
+        """Note kafka-python's own time of its last successful heartbeat (``time.monotonic()``, set
+        by its IO thread; read here from the sampler thread, so a main thread blocked in a commit
+        does not hide heartbeats)."""
+        heard = self.consumer._coordinator.heartbeat.last_receive if self.consumer is not None else float("-inf")
+        if heard > (self.heartbeats[-1] if self.heartbeats else float("-inf")):
+            self.heartbeats.append(heard)
+
+    def last_heartbeat_before(self, t: float) -> float | None:
+        return max((h for h in self.heartbeats if h <= t), default=None)
 
     def run(self) -> None:
         from kafka import KafkaConsumer
@@ -298,11 +319,18 @@ class Member(threading.Thread):
                                      request_timeout_ms=min(10000, self.session_ms - 1000), retry_backoff_ms=100,
                                      metadata_max_age_ms=2000, max_poll_records=50, fetch_max_wait_ms=200,
                                      partition_assignment_strategy=[RangePartitionAssignor])
+            # Metadata for the topic before joining: a kafka-python 3.0.12 group leader that
+            # assigns without it gives itself an empty assignment, rejoins, and now and then never
+            # finishes its next SyncGroup: no heartbeat again, ever (tests/clients/FINDINGS.md).
+            deadline = _now() + 30
+            while not consumer.partitions_for_topic(TOPIC) and _now() < deadline:
+                time.sleep(0.1)
             consumer.subscribe([TOPIC], listener=Listener())
         except Exception as exc:
             self.crash = f"{self.name} did not start: {exc!r}"
             return
         try:
+            self.consumer = consumer
             while not self.stop_event.is_set():
                 try:
                     batch = consumer.poll(timeout_ms=200)
@@ -646,6 +674,20 @@ def _resumed_note(faults: list[Fault], o: Observation, log: FaultLog) -> str:
 # --- the test -------------------------------------------------------------------------------
 
 
+def _log_members(path: Path) -> None:
+    """GROUPCOORD_MEMBER_LOG=1: kafka-python's coordinator at DEBUG (joins, heartbeats, their
+    answers, coordinator lookups) to ``members.log`` in the cluster directory, one line per event
+    with the thread (member, or its heartbeat thread), to follow a member through a fault."""
+    import logging
+
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(threadName)s %(name)s %(levelname)s %(message)s"))
+    logging.getLogger("kafka").addHandler(handler)
+    logging.getLogger("kafka").setLevel(logging.INFO)
+    for name in ("kafka.coordinator", "kafka.client"):
+        logging.getLogger(name).setLevel(logging.DEBUG)
+
+
 def test_random_coordinator_faults_lose_no_acknowledged_commit(cluster: LocalCluster) -> None:
     unknown = sorted(set(CHOSEN) - set(KINDS))
     if unknown or not CHOSEN:
@@ -657,6 +699,8 @@ def test_random_coordinator_faults_lose_no_acknowledged_commit(cluster: LocalClu
             (f"GROUPCOORD_FAULT_COUNT={COUNT}" if COUNT else f"GROUPCOORD_FAULT_SECONDS={SECONDS:g}")
     log = FaultLog(SEED, replay)
     rng = random.Random(SEED)
+    if os.environ.get("GROUPCOORD_MEMBER_LOG"):
+        _log_members(Path(cluster.directory) / "members.log")
     print(f"\ngroup fault schedule seed={SEED} {replay} (GROUPCOORD_FAULT_SEED, GROUPCOORD_FAULT_SECONDS, "
           f"GROUPCOORD_FAULT_KILLS, GROUPCOORD_FAULT_KINDS, GROUPCOORD_FAULT_COUNT); kinds {CHOSEN}; "
           f"groups long={LONG_GROUPS} short={SHORT_GROUPS} probes={PROBE_GROUPS}")
@@ -690,6 +734,13 @@ def test_random_coordinator_faults_lose_no_acknowledged_commit(cluster: LocalClu
         observer.start()
         for m in members:
             m.start()
+
+        def sample_heartbeats() -> None:
+            while not stop_members.wait(0.1):
+                for m in members:
+                    m.sample_heartbeat()
+
+        threading.Thread(target=sample_heartbeats, name="heartbeat-sampler", daemon=True).start()
 
         # Stable: every member assigned, every group committing, no assignment for 3 s.
         def stable() -> bool:
@@ -905,7 +956,7 @@ def test_random_coordinator_faults_lose_no_acknowledged_commit(cluster: LocalClu
     by_kind = {k: sum(f.kind == k for f in faults) for k in KINDS}
     summary = (f"faults {by_kind}; producer acked {producer.acked} (failed {producer.failed}); end offsets {ends}; "
                f"commits acked {history.ack_count()}, not acknowledged {failures}; observer rounds {observer.rounds}; "
-               f"poll errors {poll_errors}")
+               f"poll errors {poll_errors}; heartbeats seen {({m.name: len(m.heartbeats) for m in members})}")
     print(summary)
     context = f"{summary}\n{context}"
 
@@ -1005,19 +1056,34 @@ def test_random_coordinator_faults_lose_no_acknowledged_commit(cluster: LocalClu
 
     # (d) Rebalances: none in a long-session group that only SIGKILLs / SIGTERMs / reassignments (or
     # nothing) can explain; the rest counted.
-    # A member whose session expired though its last heartbeat came before any fault in the
-    # window was not stopped by a fault: kafka-python 3.0.12 members now and then stop
-    # heartbeating right after the group forms (tests/clients/FINDINGS.md); reported, not blamed.
+    # A member whose session expired though the client itself had no successful heartbeat since
+    # before the faults in the window was not stopped by a fault: kafka-python 3.0.12 members now
+    # and then stop heartbeating for good right after the group forms (tests/clients/FINDINGS.md);
+    # reported, not blamed. The client's own record decides, not the expiry's time: a new
+    # coordinator restarts every member's session timer when it takes over (as Kafka's group load
+    # does), so a silent member can expire long after it went silent, a session after the last
+    # takeover.
     expiries = [(log.from_wall(wall), line) for wall, line in node_log_events(cluster, NODES, ": session expired")]
+    by_name = {m.name: m for m in members}
+    # The sampler sees the heartbeats of every member that worked (else "silent" would excuse all).
+    unseen = [m.name for m in members if m.commits and not m.heartbeats]
+    assert not unseen, f"(d) no heartbeat sampled from members that committed: {unseen}\n{context}"
     blamed, reported = [], []
     for t, g, member, what in rebalances:
         suspects = [f for f in faults if t - BLAME_WINDOW_S <= f.start <= t]
         line = (f"{log.at(t)} {member} {what} after "
                 f"{[f'{f.kind}@{log.at(f.start)}' + ('(degraded)' if f.degraded else '') for f in suspects]}")
-        silent = [x for x, text in expiries if f"of group {g}:" in text and t - BLAME_WINDOW_S <= x <= t
-                  and suspects and x - LONG_SESSION_MS / 1000 < min(f.start for f in suspects)]
+        silent = []
+        for x, text in expiries:
+            if not suspects or f"of group {g}:" not in text or not t - BLAME_WINDOW_S <= x <= t:
+                continue
+            name = next((n for n in by_name if f"member {n}-" in text), None)
+            heard = by_name[name].last_heartbeat_before(x) if name else None
+            if name and (heard is None or heard < min(f.start for f in suspects)):
+                silent.append(f"{name} expired at {log.at(x)}, its last heartbeat "
+                              f"{log.at(heard) if heard is not None else 'never'}, before those faults")
         if silent:
-            line += f" (a member silent since {log.at(silent[0] - LONG_SESSION_MS / 1000)}, before those faults)"
+            line += f" ({'; '.join(silent)})"
         if g in LONG_GROUPS and not silent and all(f.kind in ("kill", "term", "reassign") and not f.degraded
                                                    for f in suspects):
             blamed.append(line)
