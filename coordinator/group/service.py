@@ -29,7 +29,7 @@ from protocol.hot_responses import CommitPartition, CommitTopic, FetchGroup, Off
 
 from .. import gc_policy
 from ..context import RequestContext
-from ..runtime.runtime import CoordinatorRuntime, NotActiveError, PartitionState
+from ..runtime.runtime import CoordinatorRuntime, NotActiveError, PartitionState, unanswered
 from .responses import heartbeat_response, join_error, leave_response, sync_response
 
 __all__ = ["GroupService"]
@@ -132,7 +132,7 @@ class GroupService:
     def topic_deleted(self, info: Any) -> None:
         # The committed offsets of a deleted topic go at once, in every group of every partition.
         for p in self.runtime.active_partitions():
-            self.runtime.write(p, lambda s: s.on_topics_deleted({info.name}))
+            unanswered(self.runtime.write(p, lambda s: s.on_topics_deleted({info.name})))
 
     def partitions_added(self, info: Any, old_count: int) -> None:
         pass

@@ -177,11 +177,25 @@ class AsyncioTimer:
     def _fire(self, key: str, operation: Callable[[], Any]) -> None:
         self._handles.pop(key, None)
         try:
-            self._runtime.write(self._partition, lambda _shard: operation())
+            done = self._runtime.write(self._partition, lambda _shard: operation())
         except NotActiveError:
-            pass  # the partition was unloaded or failed; its timers die with it
+            return  # the partition was unloaded or failed; its timers die with it
         except Exception:
             log.exception("timer operation failed", extra={"timer": key, "partition": self._partition})
+            return
+        unanswered(done)
+
+
+def unanswered(done: asyncio.Future[Any]) -> None:
+    """A write nobody answers (a timer's, an internal one): its outcome is still read when it
+    comes, because an unload (leadership moved while its records waited for the ISR) fails it,
+    and asyncio logs an exception never retrieved as an ERROR. The records' fate is the log's."""
+    done.add_done_callback(_read_outcome)
+
+
+def _read_outcome(done: asyncio.Future[Any]) -> None:
+    if not done.cancelled():
+        done.exception()
 
 
 class _Context:

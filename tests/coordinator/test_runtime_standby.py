@@ -255,3 +255,36 @@ async def test_a_leader_reassigned_away_with_a_batch_not_yet_written_fails_it_qu
         [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     await logs.close_all()
     await _leader_logs.close_all()
+
+
+async def test_a_timer_write_failed_by_an_unload_is_not_an_unretrieved_exception(
+        tmp_path: Path, caplog: Any) -> None:
+    """Found by the group fault schedule: a timer's write (a session expiry) waiting for the ISR
+    when the partition's leadership moved was failed by the unload, and nobody read that outcome:
+    asyncio logged "Future exception was never retrieved" at ERROR. The timer reads it now."""
+    import gc
+    import weakref
+
+    caplog.set_level(logging.INFO)
+    _leader_logs, _leader_runtime, info = await _leader(tmp_path)
+    logs, plog = await _follower(tmp_path, info)
+    plog.replication.become_leader(1, (2, 3), (2, 3), 1)  # broker 3 never fetches: the write waits
+    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard)
+    await runtime.load(0)
+    shard = _shard(runtime)
+    shard.timer.schedule("expire", 0, lambda: shard.commit("g", 1))
+    await asyncio.sleep(0.05)
+    waiting = runtime._contexts[0].waiting
+    assert len(waiting) == 1  # the timer's write waits for broker 3
+    written = weakref.ref(next(iter(waiting)))
+    del waiting
+
+    runtime.unload(0)  # leadership moved: the write fails (NOT_COORDINATOR for a client)
+    plog.replication.become_follower(3, 2, (2, 3), (2, 3), 2)  # its wait for the ISR fails too
+    await asyncio.sleep(0.05)
+    gc.collect()
+    assert written() is None  # gone, and with it any complaint about its outcome
+    await logs.close_all()
+    await _leader_logs.close_all()
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], \
+        [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
