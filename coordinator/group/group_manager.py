@@ -16,8 +16,10 @@ Rules:
    members joining, pending members, parked responses, session deadlines and timers. Handlers
    change it, as Kafka's coordinator does for classic groups. Replaying a GroupMetadata record
    onto a live group only updates ``group_records``; it never rebuilds the live group. While the
-   partition loads, replay only stores records; after :meth:`on_loaded`, a record for a group
-   with no live object builds one from the record.
+   partition loads (or a hot standby replays), replay stores records, and keeps an Empty group
+   for each group that has offsets (what loading would build for it anyway, built as the records
+   arrive: a takeover does not build them all at once); after :meth:`on_loaded`, a record for a
+   group with no live object builds one from the record.
 3. Loading replays every record, then :meth:`on_loaded` builds each group from its last record
    (Stable with members, else Empty), gives every member a fresh session deadline and makes
    groups over ``group.max.size`` rebalance.

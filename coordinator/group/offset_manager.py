@@ -310,11 +310,20 @@ class OffsetManager:
                         del committed[topic]
                         if not committed:
                             del self.offsets[group_id]
+                            if not self.groups.loaded and group_id not in self.groups.group_records:
+                                # Loading: nothing left that ``on_loaded`` would build it for.
+                                self.groups.groups.pop(group_id, None)
             return
         if committed is None:
             committed = self.offsets[group_id] = {}
-        if self.groups.loaded and group_id not in self.groups.groups:
-            self.groups.ensure_group(group_id)
+        if group_id not in self.groups.groups:
+            group = self.groups.ensure_group(group_id)
+            if not self.groups.loaded:
+                # Loading, or a hot standby replaying: the Empty group ``on_loaded`` would build
+                # for these offsets, built as they arrive so that a takeover does not pay for
+                # ten thousand simple groups at once (issue 14). Never persisted: its expiry
+                # measures from its commits.
+                group.state_timestamp_ms = None
         by_partition = committed.get(topic)
         if by_partition is None:
             by_partition = committed[topic] = {}

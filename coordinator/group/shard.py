@@ -239,6 +239,8 @@ class GroupCoordinatorShard:
 
     def on_loaded(self) -> None:
         self.group_manager.on_loaded()
+        # Replay keeps an Empty group for each group with offsets; one whose group record was
+        # tombstoned while its offsets stayed gets it back here.
         for group_id in self.offset_manager.offsets:
             if group_id not in self.group_manager.groups:
                 group = self.group_manager.ensure_group(group_id)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from coordinator.group.config import GroupConfig
 from coordinator.group.group_state import GroupState
-from protocol.consumer_offsets import GroupMetadataValue, MemberMetadata, OffsetCommitValue, serialize
+from protocol.consumer_offsets import GroupMetadataKey, GroupMetadataValue, MemberMetadata, OffsetCommitValue, serialize
 from protocol.errors import ErrorCode as E
 
 from .group_test_context import GroupTestContext, group_key, offset_key, subscription
@@ -167,3 +170,61 @@ def test_unloading_answers_parked_requests_not_coordinator() -> None:
     other.shard.on_unloaded()
     assert parked_join.result().error_code == E.NOT_COORDINATOR
     assert parked_sync.result().error_code == E.NOT_COORDINATOR
+
+
+_GROUPS = ("a", "b", "c")
+_record = st.one_of(
+    st.tuples(st.sampled_from(_GROUPS), st.sampled_from(("foo", "bar")), st.integers(0, 1),
+              st.one_of(st.none(), st.integers(0, 9))).map(
+        lambda t: (offset_key(t[0], t[1], t[2]),
+                   None if t[3] is None else OffsetCommitValue(offset=t[3], commit_timestamp=1))),
+    st.tuples(st.sampled_from(_GROUPS), st.one_of(st.none(), st.integers(1, 5)), st.booleans()).map(
+        lambda t: (group_key(t[0]), None if t[1] is None else GroupMetadataValue(
+            "consumer", t[1], "range" if t[2] else None, "m1" if t[2] else None, 7,
+            (member("m1", b"x"),) if t[2] else ()))))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_record, max_size=14))
+def test_loading_any_log_builds_the_groups_of_the_last_records_and_of_the_offsets_left(
+        log: list[tuple[object, object]]) -> None:
+    """Replay keeps an Empty group for each group with offsets as it goes (so a hot standby's
+    takeover does not build them all at once, issue 14); whatever the order of commits,
+    tombstones and group records, the loaded groups are those of the last group records, plus an
+    Empty one (state time unknown) for each other group with offsets left — none for a group
+    whose offsets all went."""
+    from coordinator.group.classic_group import ClassicGroup
+
+    records: dict[str, object] = {}
+    offsets: dict[str, set[tuple[str, int]]] = {}
+    for key, value in log:
+        if isinstance(key, GroupMetadataKey):
+            records[key.group] = value
+        else:
+            kept = offsets.setdefault(key.group, set())
+            (kept.discard if value is None else kept.add)((key.topic, key.partition))
+    expected = {g: ClassicGroup.from_record(g, v) for g, v in records.items() if v is not None}
+    expected.update({g: ClassicGroup(g, state_timestamp_ms=None) for g, kept in offsets.items()
+                     if kept and g not in expected})
+
+    def shape(group: ClassicGroup) -> tuple[object, ...]:
+        return (group.state, group.state_timestamp_ms, group.generation_id, group.protocol_type,
+                group.leader_id, sorted(group.members))
+
+    ctx = GroupTestContext(log=log)
+    assert {g: shape(x) for g, x in ctx.groups.items()} == {g: shape(x) for g, x in expected.items()}
+
+
+def test_a_standby_builds_its_simple_groups_before_the_takeover() -> None:
+    """The Empty groups of groups that only have offsets exist once their commits are replayed,
+    before ``on_loaded``: the takeover keeps those objects and builds none."""
+    from coordinator.group.shard import GroupCoordinatorShard
+
+    ctx = GroupTestContext()
+    standby = GroupCoordinatorShard(ctx.config, ctx.clock, ctx.timer)
+    for i in range(100):
+        standby.replay(*serialize(offset_key(f"g{i}", "foo", 0), OffsetCommitValue(offset=i, commit_timestamp=1)))
+    before = dict(standby.group_manager.groups)
+    assert len(before) == 100 and all(g.state_timestamp_ms is None for g in before.values())
+    standby.on_loaded()
+    assert all(standby.group_manager.groups[g] is group for g, group in before.items())
