@@ -320,8 +320,8 @@ class Member(threading.Thread):
                                      metadata_max_age_ms=2000, max_poll_records=50, fetch_max_wait_ms=200,
                                      partition_assignment_strategy=[RangePartitionAssignor])
             # Metadata for the topic before joining: a kafka-python 3.0.12 group leader that
-            # assigns without it gives itself an empty assignment, rejoins, and now and then never
-            # finishes its next SyncGroup: no heartbeat again, ever (tests/clients/FINDINGS.md).
+            # assigns without it gives itself an empty assignment and rejoins, which can hang it
+            # (below, and tests/clients/FINDINGS.md).
             deadline = _now() + 30
             while not consumer.partitions_for_topic(TOPIC) and _now() < deadline:
                 time.sleep(0.1)
@@ -333,7 +333,11 @@ class Member(threading.Thread):
             self.consumer = consumer
             while not self.stop_event.is_set():
                 try:
-                    batch = consumer.poll(timeout_ms=200)
+                    # Long enough for a rebalance to finish inside one poll(): a kafka-python
+                    # 3.0.12 leader whose rejoin is in flight when poll() times out can finish
+                    # it unseen and never heartbeat again (FINDINGS.md). Records come every
+                    # fetch.max.wait (200 ms) anyway, so this only matters while rebalancing.
+                    batch = consumer.poll(timeout_ms=3000)
                 except Exception as exc:  # reported, not fatal: the member goes on as an application would
                     self.poll_errors.append(repr(exc))
                     if len(self.poll_errors) <= 3:
