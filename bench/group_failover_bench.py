@@ -27,7 +27,7 @@ measurements, ``group.initial.rebalance.delay.ms=0``), the same settings as ``cl
    loaders' CPU and ZooKeeper's.
 
 Run: ``.venv/bin/python bench/group_failover_bench.py [--quick] [--kills N] [--terms N]
-[--only takeover,throughput] [--rounds N] [--settle S] [--profile] [--diagnose-hangs]``
+[--only takeover,throughput] [--rounds N] [--settle S] [--rolling] [--profile] [--diagnose-hangs]``
 (defaults: 20 SIGKILLs and 10 SIGTERMs per size, 3 throughput rounds; ``--quick``: 3, 2, 1).
 ``--profile`` samples node 1 with py-spy in the last throughput round and ``--diagnose-hangs``
 dumps the asyncio tasks of a node that does not exit after SIGTERM; both need py-spy in the bench
@@ -265,9 +265,9 @@ class Client:
         return None
 
 
-def isr_of(zk: Zk, partition: int) -> list[int]:
+def isr_of(zk: Zk, partition: int, topic: str = OFFSETS) -> list[int]:
     try:
-        return list(zk.state(OFFSETS, partition)["isr"])
+        return list(zk.state(topic, partition)["isr"])
     except Exception:  # noqa: BLE001  (a znode not written yet)
         return []
 
@@ -368,8 +368,26 @@ def loaded_lines(cluster: LocalCluster, node: int, partition: int, wall_from: fl
     return out
 
 
+def cluster_settled(zk: Zk) -> bool:
+    """No under-replicated partition (every ISR as long as its replica list) and no replica still
+    warming (``/admin/warming_replicas`` empty): what a rolling restart waits for before it stops
+    the next broker (Kafka's operations docs: UnderReplicatedPartitions back to 0)."""
+    from coordinator.cluster.znodes import BROKER_TOPICS, WARMING_REPLICAS, decode_topic, topic_path
+
+    c = zk.client
+    if c.exists(WARMING_REPLICAS) and c.get_children(WARMING_REPLICAS):
+        return False
+    for topic in c.get_children(BROKER_TOPICS):
+        path = topic_path(topic)
+        assignment = decode_topic(path, c.get(path)[0])
+        for p, replicas in assignment.partitions.items():
+            if len(isr_of(zk, p, topic)) < len(replicas):
+                return False
+    return True
+
+
 def one_takeover(cluster: LocalCluster, zk: Zk, partition: int, group: str, hard: bool,
-                 settle: float = 0.0) -> dict[str, Any]:
+                 settle: float = 0.0, rolling: bool = False) -> dict[str, Any]:
     wait_for(lambda: len(isr_of(zk, partition)) == 3, 300, f"{OFFSETS}-{partition} ISR of three", 0.1)
     state = zk.state(OFFSETS, partition)
     leader, epoch = int(state["leader"]), int(state["leader_epoch"])
@@ -451,6 +469,9 @@ def one_takeover(cluster: LocalCluster, zk: Zk, partition: int, group: str, hard
     cluster.restart(leader)
     wait_for(lambda: leader in isr_of(zk, partition), 300, f"node {leader} back in the ISR of {OFFSETS}-{partition}", 0.1)
     result["rejoin_s"] = time.monotonic() - t0
+    if rolling:
+        wait_for(lambda: cluster_settled(zk), 300, "no under-replicated partition and no warming replica", 0.2)
+        result["settled_s"] = time.monotonic() - t0
     if settle:
         time.sleep(settle)
     return result
@@ -572,7 +593,7 @@ def run_takeover(tmp: Path, args: argparse.Namespace, out: list[str]) -> None:
                 f"(+ the probe group); this fill took {seconds:.1f} s ({len(new) * args.fill_partitions / seconds:,.0f} offsets/s)")
             for hard, n in ((True, args.kills), (False, args.terms)):
                 for k in range(n):
-                    r = one_takeover(cluster, zk, partition, probe, hard, args.settle)
+                    r = one_takeover(cluster, zk, partition, probe, hard, args.settle, args.rolling)
                     r["size"] = label
                     results.append(r)
                     log(f"takeover [{label}] #{k + 1}: {describe(r)}")
@@ -593,7 +614,8 @@ def report_takeover(cluster: LocalCluster, results: list[dict[str, Any]], sizes:
     out.append(f"### Coordinator takeover ({OFFSETS}: {OFFSETS_PARTITIONS} partitions, RF 3, min.insync.replicas 2; "
                f"zookeeper.session.timeout.ms={SESSION_MS}, ZooKeeper tickTime {args.tick_ms} ms; the client retries "
                f"FindCoordinator + OffsetCommit every {RETRY_S * 1000:.0f} ms; next event once the restarted node is "
-               f"back in the partition's ISR{f' + {args.settle:g} s' if args.settle else ''})\n")
+               f"back in the partition's ISR{', every ISR full and no replica warming' if args.rolling else ''}"
+               f"{f' + {args.settle:g} s' if args.settle else ''})\n")
     out.append("Fill (simple groups, one OffsetCommit of every partition of a "
                f"{args.fill_partitions}-partition topic per group, 8 requests in flight, to the partition's leader; "
                "each commit acknowledged once the ISR has it):\n")
@@ -1004,6 +1026,9 @@ def main() -> int:
     parser.add_argument("--large", type=int, default=1_000_000, help="offsets of the large case")
     parser.add_argument("--settle", type=float, default=0.0,
                         help="extra seconds to wait after the restarted node is back in the ISR (default 0)")
+    parser.add_argument("--rolling", action="store_true",
+                        help="also wait, before the next event, until no partition is under-replicated and no replica "
+                             "warming, as a rolling restart does")
     parser.add_argument("--fill-partitions", type=int, default=100, help="partitions of the fill topic (RF 1)")
     parser.add_argument("--tp-configs", default="single,rf1,rf3")
     parser.add_argument("--rounds", type=int, default=None, help="throughput rounds (default 3, --quick 1)")
