@@ -561,9 +561,20 @@ class CoordinatorRuntime:
             ctx.snapshotting = asyncio.ensure_future(self._snapshot(ctx))
 
     async def snapshot_all(self) -> None:
-        """Snapshot every serving partition that changed since its last snapshot (shutdown)."""
+        """Snapshot every serving partition that changed since its last snapshot, and every hot
+        standby that replayed at least ``snapshot_min_records`` since its own (shutdown).
+
+        A standby's snapshots are amortized (the next one after as many records as the last
+        held), so a standby of a large partition may hold half its state beyond its last
+        snapshot; after a controlled shutdown every partition here is a standby, and without
+        this the restart would replay that half from the log (issue 14: the restarted node is
+        slow to rejoin, and to follow, the ISRs it is in)."""
         for ctx in list(self._contexts.values()):
-            if ctx.state is PartitionState.ACTIVE and ctx.since_snapshot > 0 and ctx.snapshotting is None:
+            if ctx.snapshotting is not None:
+                continue
+            if (ctx.state is PartitionState.ACTIVE and ctx.since_snapshot > 0) or (
+                    ctx.state is PartitionState.STANDBY and not ctx.rebuilding
+                    and ctx.since_snapshot >= self.snapshot_min_records):
                 ctx.snapshotting = asyncio.ensure_future(self._snapshot(ctx))
         pending = [ctx.snapshotting for ctx in self._contexts.values() if ctx.snapshotting is not None]
         if pending:
