@@ -568,7 +568,8 @@ class CoordinatorRuntime:
         held), so a standby of a large partition may hold half its state beyond its last
         snapshot; after a controlled shutdown every partition here is a standby, and without
         this the restart would replay that half from the log (issue 14: the restarted node is
-        slow to rejoin, and to follow, the ISRs it is in)."""
+        slow to rejoin, and to follow, the ISRs it is in). A standby still rebuilding (the
+        partition this node led until the handover) is left as it is: its state is partial."""
         for ctx in list(self._contexts.values()):
             if ctx.snapshotting is not None:
                 continue
