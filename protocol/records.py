@@ -55,6 +55,7 @@ from typing import Any, Iterable, Iterator, NamedTuple, Sequence
 import crc32c as _crc32c
 
 from protocol.compression import Compression, CompressionError, compress, decompress
+from protocol.varints import encode_uvarint
 
 __all__ = [
     "BATCH_HEADER_SIZE",
@@ -492,15 +493,10 @@ _SMALL_VARINTS = [bytes([z]) for z in range(0x80)]
 
 
 def _varint(n: int) -> bytes:
-    z = (n << 1) ^ (n >> 63)
+    z = (n << 1) ^ (n >> 63)  # zigzag: a record's fields are signed varints
     if z < 0x80:
         return _SMALL_VARINTS[z]
-    out = bytearray()
-    while z >= 0x80:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
+    return encode_uvarint(z)
 
 
 def _encode_record(record: Record, ts_delta: int, out: bytearray) -> None:
