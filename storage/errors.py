@@ -59,11 +59,13 @@ class StorageIOError(StorageError):
 
 
 class CorruptCheckpointError(StorageError, ValueError):
-    """A structured checkpoint file (``leader-epoch-checkpoint``) is not in the format we write.
+    """A structured checkpoint file (``leader-epoch-checkpoint``, ``replication-offset-checkpoint``)
+    is not in the format we write.
 
     Raised by the reader, with the file in the message, so a foreign or damaged file is never
-    half-trusted. ``Log.open`` catches it and rebuilds the data from the log itself (recovery
-    rule 1: opening never raises because of file contents).
+    half-trusted. ``Log.open`` catches it and rebuilds the leader epochs from the log itself
+    (recovery rule 1: opening never raises because of file contents); the log manager ignores a
+    bad high watermark checkpoint (the high watermarks start low and the ISR raises them again).
     """
 
     def __init__(self, path: object, reason: str) -> None:

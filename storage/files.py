@@ -4,13 +4,16 @@ Theory of operation: a partition directory ``<topic>-<partition>/`` holds, per s
 ``{base_offset:020d}.log`` plus ``.index`` and ``.timeindex`` with the same prefix (20 digits so
 ``ls`` sorts numerically, as Kafka does), and a few one-number checkpoint files. Temporary states
 of a segment are encoded as an extra suffix (``.cleaned``, ``.swap``, ``.deleted``) so recovery can
-classify every file by name alone.
+classify every file by name alone. The data directory above the partitions holds one more
+checkpoint in cluster mode, the high watermark of every replica (``HW_CHECKPOINT_FILE``).
 
 Rules:
   1. A checkpoint is replaced with write-temp, fsync, rename, fsync-directory: after a crash it
      holds either the old or the new value, never a torn one.
-  2. An unreadable checkpoint is reported as ``None`` (the caller falls back to the safe default:
-     rescan everything), never as an exception.
+  2. An unreadable one-number checkpoint is reported as ``None`` (the caller falls back to the
+     safe default: rescan everything), never as an exception. A checkpoint of several lines (the
+     high watermarks here, the leader epochs in ``leader_epoch.py``) that is not in its format
+     raises ``CorruptCheckpointError`` naming the file; a missing one is empty, not an error.
   3. ``.cleaned`` files are incomplete by definition and are deleted on open; a ``.swap`` file was
      fsynced before being renamed to that name, so it is complete and recovery finishes the swap.
 """
@@ -19,6 +22,8 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+
+from .errors import CorruptCheckpointError
 
 __all__ = [
     "LOG_SUFFIX",
@@ -32,6 +37,7 @@ __all__ = [
     "LOG_START_OFFSET_FILE",
     "CLEANER_OFFSET_FILE",
     "LEADER_EPOCH_FILE",
+    "HW_CHECKPOINT_FILE",
     "segment_prefix",
     "segment_path",
     "parse_base_offset",
@@ -40,6 +46,8 @@ __all__ = [
     "atomic_write",
     "read_checkpoint",
     "write_checkpoint",
+    "read_hw_checkpoint",
+    "write_hw_checkpoint",
     "pread_exact",
 ]
 
@@ -63,6 +71,10 @@ CLEANER_OFFSET_FILE = "cleaner-offset-checkpoint"
 #: Leader epoch -> first offset of that epoch (KIP-101), Kafka's leader-epoch-checkpoint; written
 #: and read by ``leader_epoch`` (several lines, so not a ``write_checkpoint`` file).
 LEADER_EPOCH_FILE = "leader-epoch-checkpoint"
+#: Cluster mode, one per data directory: each replica's high watermark, so a restarted replica does
+#: not expose records the ISR never had (Kafka's replication-offset-checkpoint, in its format: ``0``,
+#: the entry count, then one ``<topic> <partition> <high watermark>`` line per partition).
+HW_CHECKPOINT_FILE = "replication-offset-checkpoint"
 
 _CHECKPOINT_VERSION = 0
 _MAX_OFFSET = 2**63 - 1
@@ -128,6 +140,33 @@ def read_checkpoint(path: Path) -> int | None:
 
 def write_checkpoint(path: Path, offset: int, *, sync: bool = True) -> None:
     atomic_write(path, f"{_CHECKPOINT_VERSION}\n{offset}\n".encode("ascii"), sync=sync)
+
+
+def read_hw_checkpoint(path: Path) -> dict[tuple[str, int], int]:
+    """``(topic, partition) -> high watermark`` from ``HW_CHECKPOINT_FILE``: empty if the file does
+    not exist; ``CorruptCheckpointError`` if it is not text in that format (rule 2)."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as exc:  # not UTF-8 text: damaged or not ours
+        raise CorruptCheckpointError(path, f"unreadable ({exc})") from exc
+    try:
+        if lines[0].strip() != "0" or int(lines[1]) != len(lines) - 2:
+            raise ValueError("bad version or count")
+        out: dict[tuple[str, int], int] = {}
+        for line in lines[2:]:
+            topic, partition, offset = line.split()
+            out[(topic, int(partition))] = int(offset)
+        return out
+    except (ValueError, IndexError) as exc:
+        raise CorruptCheckpointError(path, str(exc)) from exc
+
+
+def write_hw_checkpoint(path: Path, entries: dict[tuple[str, int], int]) -> None:
+    """Replace ``HW_CHECKPOINT_FILE`` with ``entries``, sorted (rule 1)."""
+    body = "".join(f"{t} {p} {o}\n" for (t, p), o in sorted(entries.items()))
+    atomic_write(path, f"0\n{len(entries)}\n{body}".encode())
 
 
 def pread_exact(fd: int, length: int, position: int) -> bytes:

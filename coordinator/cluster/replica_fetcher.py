@@ -28,7 +28,7 @@ from protocol.errors import ErrorCode
 
 from storage.errors import InvalidBatchError
 
-from ..topics.log_manager import PartitionLog
+from ..topics.partition_log import PartitionLog
 from ..topics.replication_quota import ReplicationThrottle
 
 __all__ = ["ReplicaFetcher", "FetchSettings"]

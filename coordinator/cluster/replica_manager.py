@@ -23,7 +23,8 @@ from typing import Any, Callable, Iterable
 
 from kazoo.exceptions import BadVersionError, KazooException, NoNodeError
 
-from ..topics.log_manager import LogManager, PartitionLog
+from ..topics.log_manager import LogManager
+from ..topics.partition_log import PartitionLog
 from ..topics.registry import TopicInfo
 from ..topics.replication_quota import ReplicationThrottle
 from ..topics.service import TopicService

@@ -1,2 +1,3 @@
-"""Hosted topics: the topic registry and configs, the partition logs (``log_manager``), and the
-Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, InitProducerId and topic-admin handlers."""
+"""Hosted topics: the topic registry and configs, the partition logs (``partition_log``: one
+partition; ``log_manager``: all of them), and the Produce, Fetch, ListOffsets,
+OffsetForLeaderEpoch, InitProducerId and topic-admin handlers."""

@@ -32,7 +32,8 @@ from protocol.fetch_response import FetchPartitionData, FetchTopicData, RecordsR
 from protocol.responses import EncodedResponse
 
 from ..context import RequestContext
-from .log_manager import LogManager, PartitionLog
+from .log_manager import LogManager
+from .partition_log import PartitionLog
 from .replication_quota import ReplicationThrottle
 
 __all__ = ["FetchApis", "check_leader_epoch"]

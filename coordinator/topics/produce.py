@@ -49,7 +49,8 @@ from storage.errors import LogClosedError
 from storage.producer_state import Duplicate
 
 from ..context import RequestContext
-from .log_manager import LogManager, PartitionLog
+from .log_manager import LogManager
+from .partition_log import PartitionLog
 from .replication import NotLeader
 
 __all__ = ["ProduceApis"]

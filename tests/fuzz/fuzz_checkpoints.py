@@ -1,7 +1,7 @@
 """The one-number offset checkpoints of a partition directory (``storage/files.py``:
 ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``,
 ``cleaner-offset-checkpoint``) and the node's replication-offset (high watermark) checkpoint
-(``coordinator/topics/log_manager.py``).
+(``storage/files.py`` too, read by ``coordinator/topics/log_manager.py``).
 
 Edge: small text files read back on every start, before any client is served.
 
@@ -10,9 +10,10 @@ Properties asserted on any file contents:
 1. ``read_checkpoint`` never raises (files.py rule 2: unreadable is ``None``, and the caller falls
    back to a full rescan), and what it returns is ``None`` or an offset: an int in [0, 2^63).
    An offset it accepts is what ``write_checkpoint`` writes for it, read back the same.
-2. ``read_hw_checkpoint`` never raises (a corrupt file is logged and ignored: the high
-   watermarks start low and the ISR raises them again), and returns ``(topic, partition) ->
-   offset`` entries that ``write_hw_checkpoint`` writes and reads back the same.
+2. ``read_hw_checkpoint`` returns entries or raises ``CorruptCheckpointError`` (the log manager
+   catches exactly that, logs it and ignores the file: the high watermarks start low and the ISR
+   raises them again); nothing else. Its entries are ``(topic, partition) -> offset``, which
+   ``write_hw_checkpoint`` writes and reads back the same.
 
 The first input byte picks the file (even: an offset checkpoint, odd: the high watermarks); the
 rest is its contents.
@@ -24,12 +25,13 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from coordinator.topics.log_manager import read_hw_checkpoint, write_hw_checkpoint
-from storage.files import RECOVERY_POINT_FILE, read_checkpoint, write_checkpoint
-from tests.fuzz.harness import Finding, quiet, scratch_dir
+from storage.errors import CorruptCheckpointError
+from storage.files import (RECOVERY_POINT_FILE, read_checkpoint, read_hw_checkpoint, write_checkpoint,
+                           write_hw_checkpoint)
+from tests.fuzz.harness import Finding, scratch_dir
 
 NAME = "checkpoints"
-INSTRUMENT = ("storage.files", "coordinator.topics.log_manager")
+INSTRUMENT = ("storage.files",)
 
 OFFSET, HIGH_WATERMARKS = 0, 1
 _INT64_MAX = 2**63 - 1
@@ -74,13 +76,19 @@ def _check_offset(path: Path) -> None:
 
 
 def _check_high_watermarks(path: Path) -> None:
-    entries = read_hw_checkpoint(path)
+    try:
+        entries = read_hw_checkpoint(path)
+    except CorruptCheckpointError:
+        return
     for key, offset in entries.items():
         if not (isinstance(key, tuple) and isinstance(key[0], str) and isinstance(key[1], int)
                 and isinstance(offset, int)):
             raise Finding(f"read_hw_checkpoint returned the entry {key!r}: {offset!r}")
     write_hw_checkpoint(path, entries)
-    again = read_hw_checkpoint(path)
+    try:
+        again = read_hw_checkpoint(path)
+    except CorruptCheckpointError as exc:
+        raise Finding(f"write_hw_checkpoint wrote a file it does not read back: {exc}") from exc
     if again != entries:
         raise Finding(f"read {entries}, wrote them and read back {again}")
 
@@ -93,9 +101,7 @@ def one_input(data: bytes) -> None:
     if data[0] % 2 == OFFSET:
         _check_offset(path)
         return
-    # A corrupt high watermark file is logged (naming it); at fuzzing rates that is all the output.
-    with quiet():
-        _check_high_watermarks(path)
+    _check_high_watermarks(path)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,355 @@
+"""One hosted partition's log: :class:`PartitionLog` wraps a ``storage.Log`` with what the request
+handlers need around it.
+
+That is the topic's settings the produce path applies (:class:`PartitionConfig`), the
+idempotent-producer state, the offsets appends will get, waiters for new data (Fetch long polls)
+and for durability (duplicate produce retries) and, in cluster mode, the partition's replication
+state. ``log_manager.py`` opens, creates and deletes these; this module is one partition.
+
+Rules:
+
+1. Every append to a partition goes through its ``PartitionLog``. Offsets are assigned by the log
+   in the order appends are queued (``append_validated`` queues before it returns), so the wrapper
+   knows a batch's offset the moment it queues it, and updates producer state then — before the
+   next request's sequence check.
+2. On a single node the high watermark is the log end offset: the storage engine exposes data to
+   readers only once it is written under the flush policy, which is what "committed" means there.
+   In cluster mode ``replication`` (``replication.py``) holds the role, leader epoch, ISR and a
+   high watermark that the ISR moves; consumers read below it, followers up to the log end.
+3. Producer state survives a clean restart as a snapshot taken at the log end on close; it is used
+   only if it was taken exactly at the log end found on open (nothing was appended or lost since),
+   and deleted once read (``load_producer_state``). Otherwise the state is rebuilt by replaying
+   every batch header.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import struct
+from dataclasses import dataclass
+
+from protocol.fetch_response import RecordsRef
+from protocol.records import BatchHeader, decode_records, read_batch_header
+from protocol.responses import FileRange
+from storage.files import atomic_write
+from storage.log import AppendResult, FileSlice, Log
+from storage.producer_state import ProducerStateManager
+
+from .replication import Replication
+
+__all__ = ["PartitionLog", "PartitionConfig", "load_producer_state", "PRODUCER_SNAPSHOT", "SENDFILE_MIN_BYTES"]
+
+log = logging.getLogger("groupcoord.logs")
+
+#: The producer-state snapshot a clean close leaves in the partition directory (rule 3).
+PRODUCER_SNAPSHOT = "producer_state.snapshot"
+_LEADER_EPOCH = struct.Struct(">i")
+#: Reads smaller than this are copied into the response; larger ones go out with sendfile. Below
+#: it the extra task and syscalls of sendfile cost more than copying a few pages.
+SENDFILE_MIN_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionConfig:
+    """The topic settings the produce path applies."""
+
+    max_message_bytes: int
+    log_append_time: bool
+    #: None keeps what the producer sent (``compression.type=producer``).
+    compression: int | None
+    #: ``min.insync.replicas``: acks=all needs this many in-sync replicas; there is one.
+    min_insync_replicas: int = 1
+    #: ``message.timestamp.before.max.ms`` / ``after.max.ms`` (KIP-937): how far a CreateTime
+    #: record's timestamp may lie in the past / future of the append time.
+    timestamp_before_max_ms: int = 2**63 - 1
+    timestamp_after_max_ms: int = 2**63 - 1
+
+
+class PartitionLog:
+    """One hosted partition. Used from the event loop only."""
+
+    def __init__(self, topic: str, partition: int, storage: Log, config: PartitionConfig,
+                 producers: ProducerStateManager) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.log = storage
+        self.config = config
+        self.producers = producers
+        self._next_offset = storage.log_end_offset
+        self._data_waiters: set[asyncio.Future[None]] = set()
+        self._durable_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        #: Cluster mode only (rule 2): None on a single node, which leads every partition.
+        self.replication: Replication | None = None
+        # The two below are the hot standby's bookkeeping: a coordinator standby (the runtime's)
+        # replays this log as it grows and remembers how many cuts it has seen.
+        #: How many times ``truncate_to`` cut the log's tail (a follower diverged from a new
+        #: leader). Only grows; a reader that ran ahead compares it with the count it last saw.
+        self.truncations: int = 0
+        #: Where each of those cuts was, oldest first (``truncation_offsets[n:]`` are the cuts
+        #: since a reader saw ``truncations == n``): a reader that stayed below every new cut
+        #: keeps its state, any other starts over.
+        self.truncation_offsets: list[int] = []
+        #: Replicated appends queued and not yet written (see ``settle_replicated``).
+        self._replicating: set[asyncio.Future[AppendResult]] = set()
+
+    def replicate(self, broker_id: int, high_watermark: int | None) -> Replication:
+        """Switch this partition to cluster mode (no role yet: the cluster wing assigns it).
+        ``high_watermark``: the last checkpointed one; unknown → the log start (nothing is
+        readable until the ISR confirms it)."""
+        if self.replication is None:
+            self.replication = Replication(broker_id, lambda: self.log.log_end_offset,
+                                           self.config.min_insync_replicas, on_advance=self._wake)
+            start = self.log.log_start_offset if high_watermark is None else high_watermark
+            self.replication.high_watermark = max(min(start, self.log.log_end_offset), self.log.log_start_offset)
+        return self.replication
+
+    @property
+    def leader_epoch(self) -> int:
+        # A single node leads every partition from creation on: the epoch stays 0.
+        return 0 if self.replication is None else self.replication.leader_epoch
+
+    @property
+    def is_leader(self) -> bool:
+        """Whether this node serves the partition as its leader now: the role, and in cluster
+        mode a lease that a stall longer than the session suspends (cluster/liveness.py)."""
+        repl = self.replication
+        return repl is None or (repl.is_leader and repl.lease())
+
+    @property
+    def next_offset(self) -> int:
+        """The offset the next append gets: the log end once everything queued has landed."""
+        return self._next_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        if self.replication is not None:
+            return self.replication.high_watermark
+        return self.log.log_end_offset
+
+    def accepts_writes(self) -> bool:
+        """Whether a coordinator may write here now: it leads, with an ISR of at least
+        ``min.insync.replicas`` (Kafka's NOT_ENOUGH_REPLICAS otherwise)."""
+        repl = self.replication
+        return repl is None or (repl.is_leader and repl.lease() and len(repl.isr) >= self.config.min_insync_replicas)
+
+    def wait_committed(self, offset: int) -> asyncio.Future[None]:
+        """Resolves once everything below ``offset`` is committed: durable here on a single node;
+        in the ISR (the high watermark) in cluster mode, failing with NotLeader if this node
+        stops leading first."""
+        if self.replication is None:
+            return self.wait_durable(offset)
+        return self.replication.wait_for(offset)
+
+    def append_batch(self, batch: bytearray, header: BatchHeader) -> tuple[int, asyncio.Future[None]]:
+        """Queue one validated batch; returns its base offset and a future for durability."""
+        if self.replication is not None:
+            # KIP-101: every batch carries the leader epoch it was written in (not under the CRC).
+            _LEADER_EPOCH.pack_into(batch, 12, self.replication.leader_epoch)
+        base = self._next_offset
+        queued = self.log.append_validated(batch, header)
+        self._next_offset = base + header.last_offset_delta + 1
+        self.producers.update(header, base)
+        durable: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        # A callback rather than a task: this runs for every coordinator write.
+        queued.add_done_callback(lambda f: self._appended(f, base, durable))
+        return base, durable
+
+    def _appended(self, queued: asyncio.Future[AppendResult], expected_base: int, durable: asyncio.Future[None]) -> None:
+        self._wake()
+        if self.replication is not None:
+            self.replication.maybe_advance()
+        if durable.done():
+            return  # cancelled by its waiter (a request whose connection went): nobody to tell
+        if queued.cancelled():
+            durable.cancel()
+            return
+        exc = queued.exception()
+        if exc is not None:
+            durable.set_exception(exc)
+            return
+        result = queued.result()
+        if result.base_offset != expected_base:  # rule 1 broken: a bug, say so loudly
+            log.error("append landed at an unexpected offset",
+                      extra={"partition": f"{self.topic}-{self.partition}", "expected": expected_base,
+                             "actual": result.base_offset})
+        durable.set_result(None)
+
+    def wait_durable(self, offset: int) -> asyncio.Future[None]:
+        """Resolves once everything below ``offset`` is durable in this node's log."""
+        fut = asyncio.get_running_loop().create_future()
+        if self.log.log_end_offset >= offset:
+            fut.set_result(None)
+        else:
+            self._durable_waiters.append((offset, fut))
+        return fut
+
+    def _wake(self) -> None:
+        hw = self.log.log_end_offset
+        for fut in self._data_waiters:
+            if not fut.done():
+                fut.set_result(None)
+        self._data_waiters.clear()
+        if self._durable_waiters:
+            still = []
+            for offset, fut in self._durable_waiters:
+                if hw >= offset:
+                    if not fut.done():
+                        fut.set_result(None)
+                else:
+                    still.append((offset, fut))
+            self._durable_waiters = still
+
+    def add_data_waiter(self, fut: asyncio.Future[None]) -> None:
+        self._data_waiters.add(fut)
+
+    def remove_data_waiter(self, fut: asyncio.Future[None]) -> None:
+        self._data_waiters.discard(fut)
+
+    def read(self, offset: int, max_bytes: int, *, min_one: bool, max_offset: int | None = None) -> bytes | RecordsRef | None:
+        """Whole batches from ``offset`` within ``max_bytes`` (one at least if ``min_one``),
+        ending below ``max_offset`` (the high watermark for consumers; None: the log end)."""
+        if max_offset is not None and max_offset < self.log.log_end_offset:
+            return self._read_below(offset, max_bytes, min_one, max_offset)
+        found = self.log.slice(offset, max_bytes)
+        if found is None or (not min_one and found.length > max_bytes):
+            return None
+        if found.length < SENDFILE_MIN_BYTES:
+            return found.read()
+        return RecordsRef(found.length, _file_range(found))
+
+    def _read_below(self, offset: int, max_bytes: int, min_one: bool, max_offset: int) -> bytes | None:
+        # Rare (a leader whose followers lag): copy and cut at the last whole batch below.
+        if offset >= max_offset:
+            return None
+        data = self.log.read(offset, max_bytes)
+        end = pos = 0
+        while pos + 61 <= len(data):
+            header = read_batch_header(data, pos)
+            if header.base_offset + header.last_offset_delta >= max_offset:
+                break
+            pos += header.size
+            end = pos
+        if end == 0 or (not min_one and end > max_bytes):
+            return None
+        return bytes(data[:end])
+
+    # --- follower side (cluster mode) -------------------------------------------------------------
+
+    def append_replicated(self, data: bytes) -> asyncio.Future[AppendResult]:
+        """Append batches fetched from the leader, offsets and leader epochs kept; producer state
+        follows, so a follower that becomes leader keeps the idempotence guarantees."""
+        fut = self.log.append_replicated(data)
+        pos = 0
+        while pos + 61 <= len(data):
+            header = read_batch_header(data, pos)
+            self.producers.update(header, header.base_offset)
+            # The end of what is queued, not of what is written: a follower that becomes leader
+            # with this append in flight must give its first batch the offset after it.
+            self._next_offset = max(self._next_offset, header.base_offset + header.last_offset_delta + 1)
+            pos += header.size
+        self._replicating.add(fut)
+
+        def done(f: asyncio.Future[AppendResult]) -> None:
+            self._replicating.discard(f)
+            self._next_offset = max(self._next_offset, self.log.log_end_offset)
+            self._wake()
+        fut.add_done_callback(done)
+        return fut
+
+    async def settle_replicated(self) -> None:
+        """Wait for replicated appends still in flight (a follower becoming leader: the new epoch
+        starts after them, KIP-101)."""
+        while self._replicating:
+            await asyncio.gather(*list(self._replicating), return_exceptions=True)
+
+    async def truncate_to(self, offset: int) -> None:
+        """Drop everything from ``offset`` on (a follower whose log diverged from the leader's)."""
+        if offset >= self.log.log_end_offset:
+            await self.log.truncate_to(offset)  # no batch goes; a conflicting epoch entry may
+            return
+        self.truncations += 1
+        self.truncation_offsets.append(offset)
+        await self.log.truncate_to(offset)
+        self._next_offset = self.log.log_end_offset
+        self.producers = await asyncio.get_running_loop().run_in_executor(None, _rebuild_producer_state, self.log)
+        if self.replication is not None:
+            self.replication.high_watermark = min(self.replication.high_watermark, self.log.log_end_offset)
+        self._wake()
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        offset = self.log.offset_for_timestamp(timestamp)
+        if offset is None:
+            return None
+        return offset, self._record_timestamp(offset)
+
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        """KIP-734: the first record carrying the largest timestamp in the log."""
+        best = None
+        for seg in self.log.segments:
+            if seg.size and seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best.max_timestamp):
+                best = seg
+        if best is None:
+            return None
+        data = self.log.read(max(best.offset_of_max_timestamp, self.log_start_offset), 1)
+        header = read_batch_header(data, 0)
+        for record in decode_records(data, 0, header, check_crc=False):
+            if record.timestamp(header) == best.max_timestamp:
+                return header.base_offset + record.offset_delta, best.max_timestamp
+        return best.offset_of_max_timestamp, best.max_timestamp
+
+    def _record_timestamp(self, offset: int) -> int:
+        data = self.log.read(offset, 1)
+        header = read_batch_header(data, 0)
+        for record in decode_records(data, 0, header, check_crc=False):
+            if header.base_offset + record.offset_delta == offset:
+                return record.timestamp(header)
+        return -1
+
+    async def close(self) -> None:
+        """Close the log cleanly, then snapshot producer state at its final end (rule 3)."""
+        await self.log.close()
+        snapshot = self.producers.snapshot(self.log.log_end_offset)
+        await asyncio.get_running_loop().run_in_executor(
+            None, atomic_write, self.log.directory / PRODUCER_SNAPSHOT, snapshot)
+
+
+def _file_range(found: FileSlice) -> FileRange:
+    # closefd=False: the segment owns the descriptor and keeps it open long enough after a
+    # deletion (file.delete.delay.ms) for a send in flight to finish.
+    file = os.fdopen(found.fd, "rb", closefd=False, buffering=0)
+    return FileRange(file, found.position, found.length, release=file.close)
+
+
+
+def load_producer_state(storage: Log) -> ProducerStateManager:
+    """The producer state of a log just opened: its snapshot if taken at this log end, else
+    rebuilt from the batch headers (rule 3)."""
+    path = storage.directory / PRODUCER_SNAPSHOT
+    if path.exists():
+        try:
+            state, at = ProducerStateManager.from_snapshot(path.read_bytes())
+        except ValueError as exc:
+            log.warning("ignoring producer state snapshot", extra={"file": str(path), "reason": str(exc)})
+            state, at = None, -1
+        path.unlink()
+        if state is not None and at == storage.log_end_offset:
+            return state
+    return _rebuild_producer_state(storage)
+
+
+def _rebuild_producer_state(storage: Log) -> ProducerStateManager:
+    state = ProducerStateManager()
+    for seg in storage.segments:
+        state.replay(h for _pos, h, _b, _off in seg.batches(with_bytes=False))
+    return state
+
