@@ -229,6 +229,8 @@ class TopicApis:
                 for t in request.topics]
             return CreatePartitionsResponse(version=version, throttle_time_ms=0, results=results)
         growing: list[tuple[Any, int]] = []
+        error: int
+        message: str | None
         for topic in request.topics:
             try:
                 if names.count(topic.name) > 1:
