@@ -1,5 +1,10 @@
 """``Log``: one partition's log: an ordered list of segments, the last one active.
 
+Kept whole (~630 lines): what is left here is the segment list, the lock-free reads over it and
+the changes to it that share the same two locks (roll, truncation, retention, close); appends
+(``group_commit``), compaction (``cleaner``), recovery (``recovery``) and the epoch cache
+(``leader_epoch``) already live in their own modules.
+
 Theory of operation.
   *Appends* are group-committed by ``storage.group_commit``: input is validated in full (size,
   magic, CRC, record count), queued, given offsets in queue order, written with one ``pwrite``

@@ -1,5 +1,9 @@
 """``LogSegment``: one ``.log`` file of concatenated v2 batches plus its two sparse indexes.
 
+Kept whole (~500 lines): lookups, appends, recovery and truncation all read and set the same
+per-segment state (size, next offset, both indexes, the largest timestamp), and the batch
+scanner ``FileScan`` shares the recovery loop's header layout.
+
 A segment with base offset ``B`` holds batches whose offsets are >= ``B`` and below the next
 segment's base offset. Its bytes are exactly Kafka's on-disk format, so any Kafka tool (and our
 pipeline) can read the file.
