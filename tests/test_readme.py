@@ -6,8 +6,9 @@ Every ```sh and ```python block of the README is an example and carries a marker
 before it: ``<!-- example -->`` (run it to the end, in README order, against the running
 server), ``<!-- example: long-running -->`` (a command that serves until Ctrl-C: wait for what it
 prints, then Ctrl-C it) or ``<!-- example: quick-start -->`` (the two commands; `make serve` is
-what the test itself runs). The only change to an example's text is the port: localhost:9092
-becomes the free port the test's server listens on, and 19092.. free ports for the cluster.
+what the test itself runs). The only change to an example's text is the port: the server listens
+on localhost as by default, on a free port instead of 9092, and the cluster on free ports
+instead of 19092..
 
 Also checked without a server: the API table against ``SUPPORTED_VERSIONS``, the command-line
 synopsis against the CLI's subcommands, the relative links, and the README's length.
@@ -154,9 +155,9 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return work
 
 
-def _port_up(port: int) -> bool:
+def _port_up(port: int, host: str = "127.0.0.1") -> bool:
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+        with socket.create_connection((host, port), timeout=0.2):
             return True
     except OSError:
         return False
@@ -177,15 +178,15 @@ def _stop(proc: subprocess.Popen[str], sig: int, timeout: float) -> int:
 
 @pytest.fixture(scope="module")
 def serving(clone: Path) -> Iterator[int]:
-    """`make serve` in the copy, on a free port instead of 9092 (and so on 127.0.0.1)."""
+    """`make serve` in the copy, on a free port instead of 9092 (still on localhost, as by default)."""
     port = free_port()
     log = open(clone.parent / "make-serve.log", "w")
-    proc = subprocess.Popen(["make", "--no-print-directory", "serve", f"ARGS=--listen 127.0.0.1:{port}"], cwd=clone,
+    proc = subprocess.Popen(["make", "--no-print-directory", "serve", f"ARGS=--listen localhost:{port}"], cwd=clone,
                             env=_env(), stdout=log, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     log.close()
     try:
         deadline = time.monotonic() + 30
-        while not _port_up(port):
+        while not _port_up(port, "localhost"):
             assert proc.poll() is None, (clone.parent / "make-serve.log").read_text()
             assert time.monotonic() < deadline, "make serve did not listen within 30 s"
             time.sleep(0.1)
@@ -195,7 +196,7 @@ def serving(clone: Path) -> Iterator[int]:
 
 
 def _run(block: Block, clone: Path, port: int) -> subprocess.CompletedProcess[str]:
-    body = block.body.replace("localhost:9092", f"127.0.0.1:{port}")
+    body = block.body.replace("localhost:9092", f"localhost:{port}")
     if block.lang == "python":
         # As the README says: saved as example.py and run with .venv/bin/python.
         (clone / "example.py").write_text(body)
