@@ -213,7 +213,9 @@ _SETTINGS = [
             "How often compacted logs are checked for a cleaning pass."),
     Setting("log.flush.interval.messages", _int(1, INT64_MAX), INT64_MAX, "an integer >= 1",
             "Hosted topics: fsync after this many messages (Kafka's default: never, rely on the OS)."),
-    # --- group coordinator (reference/kafka_coordinator.md §2.5) --------------------------------
+    # --- group coordinator ------------------------------------------------------------------------
+    # Kafka's names and defaults: https://kafka.apache.org/documentation/#brokerconfigs, set in
+    # https://github.com/apache/kafka/blob/trunk/group-coordinator/src/main/java/org/apache/kafka/coordinator/group/GroupCoordinatorConfig.java
     Setting("offsets.topic.num.partitions", _int(1, 10000), 50, "an integer 1..10000",
             "Partitions of __consumer_offsets; groups are routed by Java hash of the group id."),
     Setting("offsets.topic.segment.bytes", _int(14, INT32_MAX), 104857600, "an integer >= 14",

@@ -198,13 +198,17 @@ def _subscribed_topics(members):  # type: ignore[no-untyped-def]  # (hints would
 
 def _expiry_due_at(latest: DataFrame, raw: DataFrame, retention_ms: int) -> DataFrame:
     """``latest`` (live offsets) with ``_due_at``: when a coordinator that loaded this log would
-    expire each one, or null when it would not (KIP-211, ``kafka_coordinator.md`` §2.4; the
-    server's ``OffsetManager.expired_offset_tombstones``). The group is as the coordinator rebuilds
-    it from its last GroupMetadata record: none, a tombstone or no protocol type is a simple group
-    (age from each commit); no members is Empty (age from when it became Empty, or from the commit
-    when the record has no state time, v0/v1); members under the "consumer" protocol is Stable
-    (age from the commit, only for topics no member subscribes to); anything else never expires.
-    An explicit expire time (value v1) replaces the age rule wherever one applies."""
+    expire each one, or null when it would not (the server's
+    ``OffsetManager.expired_offset_tombstones``; KIP-211,
+    https://cwiki.apache.org/confluence/display/KAFKA/KIP-211%3A+Revise+Expiration+Semantics+of+Consumer+Group+Offsets
+    and Kafka's ``OffsetExpirationConditionImpl``,
+    https://github.com/apache/kafka/blob/trunk/group-coordinator/src/main/java/org/apache/kafka/coordinator/group/OffsetExpirationConditionImpl.java
+    ). The group is as the coordinator rebuilds it from its last GroupMetadata record: none, a
+    tombstone or no protocol type is a simple group (age from each commit); no members is Empty
+    (age from when it became Empty, or from the commit when the record has no state time, v0/v1);
+    members under the "consumer" protocol is Stable (age from the commit, only for topics no
+    member subscribes to); anything else never expires. An explicit expire time (value v1)
+    replaces the age rule wherever one applies."""
     subscribed = F.udf(_subscribed_topics, ArrayType(StringType()))
     groups = (raw.where(F.col("record_type") == GROUP_METADATA).groupBy("group_id")
               .agg(F.max_by(F.struct("is_tombstone", "protocol_type", "protocol", "state_timestamp_ms", "members"),

@@ -173,8 +173,10 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
     # Idempotent producers only; v6 adds two-phase-commit transactions (KIP-939).
     ApiKey.INIT_PRODUCER_ID: (0, 5),
-    # The classic group protocol (reference/kafka_coordinator.md §1.8). v4 JoinGroup brings
-    # MEMBER_ID_REQUIRED (KIP-394), v5 static membership (KIP-345), v9 SkipAssignment (KIP-814).
+    # The classic group protocol; versions from Kafka's request schemas, e.g.
+    # https://github.com/apache/kafka/blob/trunk/clients/src/main/resources/common/message/JoinGroupRequest.json
+    # v4 JoinGroup brings MEMBER_ID_REQUIRED (KIP-394), v5 static membership (KIP-345),
+    # v9 SkipAssignment (KIP-814).
     ApiKey.JOIN_GROUP: (0, 9),
     ApiKey.SYNC_GROUP: (0, 5),
     ApiKey.HEARTBEAT: (0, 4),

@@ -2,8 +2,10 @@
 
 Every record key is ``int16 version`` followed by a key struct, and the key version doubles as the
 record type; a value is ``int16 version`` followed by a value struct, and a null value is a
-tombstone (reference ``kafka_coordinator.md`` §3.2, Kafka ``GroupCoordinatorRecordSerde``). This
-module knows the two record types of the classic protocol:
+tombstone (Kafka ``GroupCoordinatorRecordSerde``,
+https://github.com/apache/kafka/blob/trunk/group-coordinator/src/main/java/org/apache/kafka/coordinator/group/GroupCoordinatorRecordSerde.java;
+the record schemas: https://github.com/apache/kafka/tree/trunk/group-coordinator/src/main/resources/common/message).
+This module knows the two record types of the classic protocol:
 
 =========  ======================  =====================================================
 key ver.   key                     value

@@ -1,7 +1,7 @@
 """A classic group and its members: the live (soft) model the handlers of ``group_manager`` drive.
 
 Kafka ``ClassicGroup`` / ``ClassicGroupMember`` (old ``GroupMetadata`` / ``MemberMetadata``).
-Reference ``kafka_coordinator.md`` §1.1-1.2.
+Source: https://github.com/apache/kafka/blob/trunk/group-coordinator/src/main/java/org/apache/kafka/coordinator/group/classic/ClassicGroup.java
 
 What lives here is soft state in the sense of ``group_manager``'s rules: the current state,
 generation, protocol, leader and members as the rebalance protocol moves them, plus parked

@@ -1,8 +1,10 @@
 """Classic group membership: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, their timers, and the
 replay of GroupMetadata records.
 
-Kafka ``GroupMetadataManager`` (classic part) and the old ``GroupCoordinator``; reference
-``kafka_coordinator.md`` §1.3-1.6. Like Kafka's managers, this class has two kinds of methods:
+Kafka ``GroupMetadataManager`` (classic part) and the old ``GroupCoordinator``:
+https://github.com/apache/kafka/blob/trunk/group-coordinator/src/main/java/org/apache/kafka/coordinator/group/GroupMetadataManager.java
+https://github.com/apache/kafka/blob/3.9.0/core/src/main/scala/kafka/coordinator/group/GroupCoordinator.scala
+Like Kafka's managers, this class has two kinds of methods:
 1) request handlers and timer operations, which validate, move the live rebalance state and return
 records in a :class:`CoordinatorResult`; 2) ``replay_group_metadata``, which applies a record.
 

@@ -1,7 +1,9 @@
 """The five states of a classic group and which transitions are legal.
 
-Kafka ``ClassicGroupState`` / ``GroupMetadata.scala`` (reference ``kafka_coordinator.md`` §1.1). A
-new group starts Empty at generation 0. Every transition stamps the group's state timestamp, which
+Kafka ``ClassicGroupState`` and the old ``GroupMetadata.scala``:
+https://github.com/apache/kafka/blob/trunk/group-coordinator/src/main/java/org/apache/kafka/coordinator/group/classic/ClassicGroupState.java
+https://github.com/apache/kafka/blob/3.9.0/core/src/main/scala/kafka/coordinator/group/GroupMetadata.scala
+A new group starts Empty at generation 0. Every transition stamps the group's state timestamp, which
 an Empty group persists and offset expiry measures from (KIP-211).
 
 EMPTY — the group has no members (or only offsets: a "simple" group).

@@ -1,10 +1,12 @@
 """Committed offsets: OffsetCommit, OffsetFetch, OffsetDelete, expiry (KIP-211), and the replay of
 OffsetCommit records.
 
-Kafka ``OffsetMetadataManager``; reference ``kafka_coordinator.md`` §2. Like Kafka's managers, this
-class has two kinds of methods: 1) request handlers, which validate and return OffsetCommit records
-(tombstones to delete) in a :class:`CoordinatorResult`, or a response for reads; 2)
-``replay_offset_commit``, the only code that changes ``offsets``, also used to load a partition.
+Kafka ``OffsetMetadataManager``:
+https://github.com/apache/kafka/blob/trunk/group-coordinator/src/main/java/org/apache/kafka/coordinator/group/OffsetMetadataManager.java
+Like Kafka's managers, this class has two kinds of methods: 1) request handlers, which validate
+and return OffsetCommit records (tombstones to delete) in a :class:`CoordinatorResult`, or a
+response for reads; 2) ``replay_offset_commit``, the only code that changes ``offsets``, also used
+to load a partition.
 
 Rules:
 

@@ -2,9 +2,11 @@
 timers.
 
 Kafka ``GroupMetadataManager`` (``prepareRebalance``, ``completeClassicGroupJoin``, the heartbeat,
-join, sync and pending-member timeouts); reference ``kafka_coordinator.md`` §1.3-1.5. Everything
-here is soft state (see the rules in ``group_manager``): it moves live groups and parked responses
-and appends to the ``records`` list it is given; it never touches what the records say.
+join, sync and pending-member timeouts):
+https://github.com/apache/kafka/blob/trunk/group-coordinator/src/main/java/org/apache/kafka/coordinator/group/GroupMetadataManager.java
+Everything here is soft state (see the rules in ``group_manager``): it moves live groups and
+parked responses and appends to the ``records`` list it is given; it never touches what the
+records say.
 
 Timer keys: ``heartbeat-<group>-<member>`` (session), ``pending-<group>-<member>`` (a
 MEMBER_ID_REQUIRED member that has not come back), ``join-<group>`` (rebalance timeout or

@@ -2,7 +2,8 @@
 for partitions that are loading or not ours, and run the shard's handlers through the runtime.
 
 Routing is Kafka's: ``abs(java_hash(group_id)) % partitions of __consumer_offsets``. Answers for
-a partition that is not served (reference ``kafka_coordinator.md`` §3.5):
+a partition that is not served, as Kafka's coordinator answers while it loads or after it resigned
+(https://github.com/apache/kafka/blob/3.9.0/core/src/main/scala/kafka/coordinator/group/GroupCoordinator.scala):
 
 * loading: COORDINATOR_LOAD_IN_PROGRESS — except Heartbeat, answered NONE so the member keeps its
   session, and SyncGroup, answered REBALANCE_IN_PROGRESS so the member rejoins;

@@ -1,7 +1,10 @@
 """The group coordinator of one ``__consumer_offsets`` partition: request dispatch, record replay,
 loading, and the periodic offset expiry.
 
-Kafka ``GroupCoordinatorShard``; reference ``kafka_coordinator.md`` §3.5 and §4.1.
+Kafka ``GroupCoordinatorShard``:
+https://github.com/apache/kafka/blob/trunk/group-coordinator/src/main/java/org/apache/kafka/coordinator/group/GroupCoordinatorShard.java
+on the records-first runtime of KIP-848's "Group Coordinator" section
+(https://cwiki.apache.org/confluence/display/KAFKA/KIP-848%3A+The+Next+Generation+of+the+Consumer+Rebalance+Protocol).
 
 Theory of operation. The runtime creates a shard per partition it leads, replays the partition's
 log into it record by record with :meth:`GroupCoordinatorShard.replay` and then calls

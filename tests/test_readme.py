@@ -1,0 +1,275 @@
+"""The README's examples run as written, tried as a new user would: in a scratch copy of the
+repository, after the serving install alone (`make serve`, pyproject's `dependencies` and nothing
+from the test extras), against the server `make serve` started, from the copy's directory.
+
+Every ```sh and ```python block of the README is an example and carries a marker on the line
+before it: ``<!-- example -->`` (run it to the end, in README order, against the running
+server), ``<!-- example: long-running -->`` (a command that serves until Ctrl-C: wait for what it
+prints, then Ctrl-C it) or ``<!-- example: quick-start -->`` (the two commands; `make serve` is
+what the test itself runs). The only change to an example's text is the port: the server listens
+on localhost as by default, on a free port instead of 9092, and the cluster on free ports
+instead of 19092..
+
+Also checked without a server: the API table against ``SUPPORTED_VERSIONS``, the command-line
+synopsis against the CLI's subcommands, the relative links, and the README's length.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, free_port
+
+README = REPO / "README.md"
+FENCE = re.compile(r"(?:<!-- example(?P<kind>: [a-z-]+)? -->\n)?```(?P<lang>[a-z]*)\n(?P<body>.*?)```\n", re.S)
+
+
+@dataclass
+class Block:
+    lang: str
+    kind: str | None  # None: no marker; "run", "long-running", "quick-start"
+    body: str
+    line: int
+
+    def __str__(self) -> str:
+        return f"README.md line {self.line} ({self.lang}, {self.kind})"
+
+
+def blocks(text: str | None = None) -> list[Block]:
+    text = README.read_text() if text is None else text
+    found = []
+    for m in FENCE.finditer(text):
+        marker = m.group(0).startswith("<!--")
+        kind = (m.group("kind") or ": run")[2:] if marker else None
+        found.append(Block(m.group("lang"), kind, m.group("body"), text.count("\n", 0, m.start("body"))))
+    return found
+
+
+def examples(kind: str) -> list[Block]:
+    return [b for b in blocks() if b.kind == kind]
+
+
+# --- without a server ------------------------------------------------------------------------
+
+
+def test_every_sh_and_python_block_is_a_marked_example() -> None:
+    found = blocks()
+    unmarked = [str(b) for b in found if b.lang in ("sh", "python") and b.kind is None]
+    assert not unmarked, f"blocks a reader would run but the test would not: {unmarked}"
+    assert {b.kind for b in found if b.kind} == {"run", "long-running", "quick-start"}
+    assert [b.lang for b in examples("run")].count("python") >= 1
+
+
+def test_the_parser_sees_markers_and_unmarked_blocks() -> None:
+    text = "<!-- example -->\n```sh\na\n```\n\n```python\nb\n```\n<!-- example: long-running -->\n```sh\nc\n```\n"
+    assert [(b.lang, b.kind, b.body) for b in blocks(text)] == [
+        ("sh", "run", "a\n"), ("python", None, "b\n"), ("sh", "long-running", "c\n")]
+
+
+def test_quick_start_is_the_makefiles_two_commands() -> None:
+    (quick,) = examples("quick-start")
+    commands = [line.split("#")[0].strip() for line in quick.body.splitlines()]
+    assert commands == ["make serve", "make test"]
+    makefile = (REPO / "Makefile").read_text()
+    assert re.search(r"^serve: ", makefile, re.M) and re.search(r"^test: ", makefile, re.M)
+
+
+def test_api_table_is_what_the_server_advertises() -> None:
+    from protocol.apis import SUPPORTED_VERSIONS
+
+    section = README.read_text().split("## Supported APIs", 1)[1].split("\n## ", 1)[0]
+    documented: dict[int, tuple[int, int]] = {}
+    for row in re.findall(r"^\| (.+?) \| ([0-9–/ ]+) \|", section, re.M):
+        keys = [int(k) for k in re.findall(r"\((\d+)\)", row[0])]
+        ranges = [r.strip() for r in row[1].split("/")]
+        assert len(keys) == len(ranges), row
+        for key, versions in zip(keys, ranges, strict=True):
+            low, _, high = versions.partition("–")
+            documented[key] = (int(low), int(high or low))
+    advertised = {int(key): versions for key, versions in SUPPORTED_VERSIONS.items()}
+    assert documented == advertised
+
+
+def test_command_line_synopsis_names_every_subcommand() -> None:
+    from coordinator.cli import _parser
+
+    section = README.read_text().split("## Command line", 1)[1].split("\n## ", 1)[0]
+    synopsis = section.split("```\n", 2)[1]
+    documented = {line.split()[1] for line in synopsis.splitlines() if not line.startswith("groupcoord --")}
+    sub = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert documented == set(sub.choices)
+
+
+def test_relative_links_resolve() -> None:
+    for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", README.read_text()):
+        assert (REPO / target).exists(), target
+
+
+def test_readme_stays_a_guide() -> None:
+    assert len(README.read_text().splitlines()) <= 250
+
+
+# --- the examples, after the serving install, against `make serve` -----------------------------
+
+
+def _scratch_clone(root: Path) -> Path:
+    """What a fresh clone holds for serving: the Makefile, pyproject and the four packages."""
+    work = root / "repo"
+    work.mkdir()
+    for name in ("Makefile", "pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, work / name)
+    skip = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for package in ("protocol", "storage", "coordinator", "pipeline"):
+        shutil.copytree(REPO / package, work / package, ignore=skip)
+    return work
+
+
+def _env() -> dict[str, str]:
+    # Nothing of the test run's own interpreter leaks into the copy's (no PYTHONPATH to this
+    # checkout, no active virtualenv, no outer make).
+    drop = ("VIRTUAL_ENV", "PYTHONPATH", "MAKEFLAGS", "MAKELEVEL", "PYTHONHOME")
+    return {k: v for k, v in os.environ.items() if k not in drop}
+
+
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    work = _scratch_clone(tmp_path_factory.mktemp("readme"))
+    base_python = getattr(sys, "_base_executable", sys.executable)
+    res = subprocess.run(["make", "--no-print-directory", f"PYTHON={base_python}", "install-serve"], cwd=work,
+                         env=_env(), capture_output=True, text=True, timeout=240)
+    assert res.returncode == 0, res.stdout + res.stderr[-4000:]
+    return work
+
+
+def _port_up(port: int, host: str = "127.0.0.1") -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+def _stop(proc: subprocess.Popen[str], sig: int, timeout: float) -> int:
+    """Send ``sig`` to the process group the test started (as Ctrl-C does to a terminal's)."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, sig)
+        try:
+            return proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+    return int(proc.returncode)
+
+
+@pytest.fixture(scope="module")
+def serving(clone: Path) -> Iterator[int]:
+    """`make serve` in the copy, on a free port instead of 9092 (still on localhost, as by default)."""
+    port = free_port()
+    log = open(clone.parent / "make-serve.log", "w")
+    proc = subprocess.Popen(["make", "--no-print-directory", "serve", f"ARGS=--listen localhost:{port}"], cwd=clone,
+                            env=_env(), stdout=log, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    log.close()
+    try:
+        deadline = time.monotonic() + 30
+        while not _port_up(port, "localhost"):
+            assert proc.poll() is None, (clone.parent / "make-serve.log").read_text()
+            assert time.monotonic() < deadline, "make serve did not listen within 30 s"
+            time.sleep(0.1)
+        yield port
+    finally:
+        _stop(proc, signal.SIGTERM, 30)
+
+
+def _run(block: Block, clone: Path, port: int) -> subprocess.CompletedProcess[str]:
+    body = block.body.replace("localhost:9092", f"localhost:{port}")
+    if block.lang == "python":
+        # As the README says: saved as example.py and run with .venv/bin/python.
+        (clone / "example.py").write_text(body)
+        args = [".venv/bin/python", "example.py"]
+    else:
+        args = ["bash", "-e", "-u", "-c", body]
+    res = subprocess.run(args, cwd=clone, env=_env(), capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and "Traceback" not in res.stderr, f"{block} failed:\n{res.stdout}\n{res.stderr}"
+    assert res.stdout.strip(), f"{block} printed nothing:\n{res.stderr}"
+    return res
+
+
+@pytest.mark.slow
+@pytest.mark.clients
+@pytest.mark.timeout(600)
+def test_single_node_examples_run_as_written_after_make_serve(clone: Path, serving: int) -> None:
+    ran = [(block, _run(block, clone, serving)) for block in examples("run")]
+    out = {block.lang + ":" + block.body.split("\n", 1)[0]: res.stdout for block, res in ran}
+    # Beyond "it ran": what each example is there to show did happen.
+    kcat = next(text for head, text in out.items() if head.startswith("sh:kcat"))
+    assert "k1=hello @0" in kcat and "k2=world @1" in kcat, kcat
+    python = next(text for head, text in out.items() if head.startswith("python:"))
+    records = [line for line in python.splitlines() if re.fullmatch(r"\d \d+ b'user-\d' b'amount=\d'", line)]
+    assert len(records) == 10, python
+    committed = re.findall(r"^billing committed payments (\d) (\d+)$", python, re.M)
+    assert sorted(p for p, _ in committed) == ["0", "1", "2"], python
+    assert sum(int(offset) for _, offset in committed) == 10, python
+    dump = next(text for head, text in out.items() if "dump-log" in head)
+    assert "billing" in dump, dump
+
+
+def _free_ports(count: int) -> int:
+    """A base port with ``count`` consecutive bindable ports below the ephemeral range."""
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(20000, 32000 - count)
+        try:
+            for port in range(base, base + count):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return base
+    raise AssertionError("no free consecutive ports")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_cluster_example_starts_and_ctrl_c_stops_it(clone: Path) -> None:
+    (block,) = examples("long-running")
+    base = _free_ports(3)
+    body = block.body
+    for i in range(3):
+        body = body.replace(str(19092 + i), str(base + i))
+    command, _, comment = body.strip().partition("#")
+    expected = comment.split("bootstrap:", 1)[1].strip()
+    proc = subprocess.Popen(["bash", "-c", command], cwd=clone, env=_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        bootstrap = None
+        assert proc.stdout is not None
+        while bootstrap is None and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            assert line, f"{block} ended before printing its bootstrap:\n{proc.stderr.read() if proc.stderr else ''}"
+            if line.startswith("bootstrap: "):
+                bootstrap = line.split(":", 1)[1].strip()
+        assert bootstrap == expected
+        for address in bootstrap.split(","):
+            assert _port_up(int(address.rsplit(":", 1)[1])), address
+        assert _stop(proc, signal.SIGINT, 60) == 0
+    finally:
+        if proc.poll() is None:
+            _stop(proc, signal.SIGKILL, 10)
+    for i in range(3):
+        assert not _port_up(base + i)
