@@ -84,15 +84,16 @@ def test_incremental_alter_configs_changes_topic_overrides_live_and_persists_the
         assert got["retention.ms"] == ("5000", 1) and got["cleanup.policy"] == ("compact", 1)
         assert got["leader.replication.throttled.replicas"] == ("0:1", 1)
         # In force at once in the open log: a batch above a new max.message.bytes is refused.
+        # (With a key: the topic is compacted now.)
         from kafka import KafkaProducer
         from kafka.errors import MessageSizeTooLargeError
 
         producer = KafkaProducer(bootstrap_servers=f"{server.host}:{server.port}", retries=0)
         try:
-            producer.send("alt", b"x" * 3000).get(timeout=10)
+            producer.send("alt", b"x" * 3000, key=b"k").get(timeout=10)
             assert _alter(c, version, [(2, "alt", [("max.message.bytes", SET, "1000")])]) == [(0, None)]
             with pytest.raises(MessageSizeTooLargeError):
-                producer.send("alt", b"x" * 3000).get(timeout=10)
+                producer.send("alt", b"x" * 3000, key=b"k").get(timeout=10)
         finally:
             producer.close()
         # validate_only changes nothing; errors as Kafka answers them.
