@@ -1,5 +1,5 @@
 """DescribeConfigs (api key 32, v1–v4): the values in force for topics and for this broker;
-IncrementalAlterConfigs (api key 44, v0–v1): changing them.
+IncrementalAlterConfigs (api key 44, v0–v1) and AlterConfigs (api key 33, v0–v2): changing them.
 
 Admin clients ask for it when describing topics and brokers. A topic key reports its override, or
 the broker setting it derives from, or Kafka's default, each with the matching config source.
@@ -10,13 +10,19 @@ at runtime that mean something here: the replication throttles ``kafka-reassign-
 --throttle`` sets (KIP-73). Other broker keys are static: INVALID_REQUEST, as Kafka answers for a
 config it cannot update dynamically. On a single node the throttles are kept in memory and have
 no effect (nothing is replicated).
+
+AlterConfigs is the older, non-incremental form that librdkafka's ``alter_configs`` and older tools
+still send: the configs given for a resource replace all of its dynamic configs (a key left out is
+deleted), so a client reads, edits and writes back the whole set. It goes through the same checks
+as IncrementalAlterConfigs; only the way the new set is computed differs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
-from kafka.protocol.admin import DescribeConfigsResponse, IncrementalAlterConfigsResponse
+from kafka.protocol.admin import AlterConfigsResponse, DescribeConfigsResponse, IncrementalAlterConfigsResponse
 
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
@@ -197,21 +203,68 @@ class ConfigApis:
         validate_only = bool(request.validate_only)
         responses = []
         for resource in request.resources:
-            code, message = ErrorCode.NONE, None
-            try:
-                if resource.resource_type == RESOURCE_TOPIC:
-                    await self._alter_topic(resource.resource_name, resource.configs, validate_only)
-                elif resource.resource_type == RESOURCE_BROKER:
-                    await self._alter_broker(resource.resource_name, resource.configs, validate_only)
-                else:
-                    raise _Invalid(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource.resource_type}")
-            except _Invalid as exc:
-                code, message = exc.error_code, exc.message
-            except TopicError as exc:
-                code, message = exc.error_code, exc.message
+            ops = resource.configs
+
+            def change(current: dict[str, str], is_list: Callable[[str], bool]) -> dict[str, str]:
+                return self._apply_ops(current, ops, is_list)  # noqa: B023 (called before the next turn)
+
+            code, message = await self._alter(resource.resource_type, resource.resource_name,
+                                              [op.name for op in resource.configs], change, validate_only)
             responses.append(AlterResult(error_code=code, error_message=message, resource_type=resource.resource_type,
                                          resource_name=resource.resource_name))
         return IncrementalAlterConfigsResponse(version=ctx.api_version, throttle_time_ms=0, responses=responses)
+
+    # --- AlterConfigs (the non-incremental form) --------------------------------------------------
+
+    async def alter_configs(self, ctx: RequestContext, request: Any) -> Any:
+        """Each resource's dynamic configs become exactly the given set (module docstring).
+
+        A resource named twice in one request is refused both times with INVALID_REQUEST
+        "Duplicate resource.", as Kafka's controller refuses it (``ControllerApis`` legacy
+        AlterConfigs): which of the two sets to apply would be a guess. A key given twice keeps
+        its last value, and a null value leaves the key out (deleted), as Kafka reads the
+        request into a map.
+        """
+        validate_only = bool(request.validate_only)
+        seen: dict[tuple[int, str], int] = {}
+        for resource in request.resources:
+            key = (resource.resource_type, resource.resource_name)
+            seen[key] = seen.get(key, 0) + 1
+        responses = []
+        for resource in request.resources:
+            if seen[(resource.resource_type, resource.resource_name)] > 1:
+                code, message = ErrorCode.INVALID_REQUEST, "Duplicate resource."
+            else:
+                wanted: dict[str, str | None] = {c.name: c.value for c in resource.configs}
+                replacement = {k: v for k, v in wanted.items() if v is not None}
+
+                def change(current: dict[str, str], is_list: Callable[[str], bool]) -> dict[str, str]:
+                    return dict(replacement)  # noqa: B023 (called before the next turn)
+
+                code, message = await self._alter(resource.resource_type, resource.resource_name,
+                                                  list(wanted), change, validate_only)
+            responses.append(AlterConfigsResponse.AlterConfigsResourceResponse(
+                error_code=code, error_message=message, resource_type=resource.resource_type,
+                resource_name=resource.resource_name))
+        return AlterConfigsResponse(version=ctx.api_version, throttle_time_ms=0, responses=responses)
+
+    # --- shared by both forms ---------------------------------------------------------------------
+
+    async def _alter(self, resource_type: int, name: str, keys: list[str],
+                     change: Callable[[dict[str, str], Callable[[str], bool]], dict[str, str]],
+                     validate_only: bool) -> tuple[int, str | None]:
+        """Validate and apply one resource's change; (error code, message). ``change`` maps the
+        resource's current dynamic configs to the new ones; ``keys`` are the keys the request names."""
+        try:
+            if resource_type == RESOURCE_TOPIC:
+                await self._alter_topic(name, keys, change, validate_only)
+            elif resource_type == RESOURCE_BROKER:
+                await self._alter_broker(name, keys, change, validate_only)
+            else:
+                raise _Invalid(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}")
+        except (_Invalid, TopicError) as exc:
+            return exc.error_code, exc.message
+        return ErrorCode.NONE, None
 
     @staticmethod
     def _apply_ops(current: dict[str, str], ops: Any, is_list: Any) -> dict[str, str]:
@@ -245,34 +298,37 @@ class ConfigApis:
                 raise _Invalid(ErrorCode.INVALID_REQUEST, f"Unknown config operation {kind} for {name}")
         return new
 
-    async def _alter_topic(self, name: str, ops: Any, validate_only: bool) -> None:
+    async def _alter_topic(self, name: str, keys: list[str],
+                           change: Callable[[dict[str, str], Callable[[str], bool]], dict[str, str]],
+                           validate_only: bool) -> None:
         info = self.topics.registry.get(name)
         if info is None:
             raise _Invalid(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
-        new = self._apply_ops(info.configs, ops,
-                              lambda key: key in TOPIC_CONFIGS and TOPIC_CONFIGS[key].type == TYPE_LIST)
+        new = change(info.configs, lambda key: key in TOPIC_CONFIGS and TOPIC_CONFIGS[key].type == TYPE_LIST)
         for key, value in new.items():
             if info.configs.get(key) == value:
                 continue
             problem = topic_config_error(key, value)
             if problem is not None:
                 raise _Invalid(ErrorCode.INVALID_CONFIG, problem)
-        for op in ops:  # deleting an unknown key is also an error, as Kafka's validation says
-            if op.name not in TOPIC_CONFIGS:
-                raise _Invalid(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {op.name}")
+        for key in keys:  # deleting an unknown key is also an error, as Kafka's validation says
+            if key not in TOPIC_CONFIGS:
+                raise _Invalid(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {key}")
         if not validate_only and new != info.configs:
             await self.topics.alter_configs(name, new)
 
-    async def _alter_broker(self, name: str, ops: Any, validate_only: bool) -> None:
+    async def _alter_broker(self, name: str, keys: list[str],
+                            change: Callable[[dict[str, str], Callable[[str], bool]], dict[str, str]],
+                            validate_only: bool) -> None:
         if name not in ("", str(self.node.node_id)):
             raise _Invalid(ErrorCode.INVALID_REQUEST,
                            f"Unexpected broker id, expected {self.node.node_id} or empty string, but received {name}")
         entity = str(self.node.node_id) if name else DEFAULT_ENTITY
-        static = sorted(op.name for op in ops if op.name not in DYNAMIC_BROKER_KEYS)
+        static = sorted(key for key in keys if key not in DYNAMIC_BROKER_KEYS)
         if static:
             raise _Invalid(ErrorCode.INVALID_REQUEST, f"Cannot update these configs dynamically: {static}")
         current = self.dynamic.broker(entity)
-        new = self._apply_ops(current, ops, lambda key: False)
+        new = change(current, lambda key: False)
         for key, value in new.items():
             if current.get(key) != value and not (value.isdigit() and int(value) >= 1):
                 raise _Invalid(ErrorCode.INVALID_CONFIG, f"Invalid value {value} for configuration {key}: "
@@ -282,4 +338,5 @@ class ConfigApis:
 
     def handlers(self) -> dict[ApiKey, Any]:
         return {ApiKey.DESCRIBE_CONFIGS: self.describe_configs,
+                ApiKey.ALTER_CONFIGS: self.alter_configs,
                 ApiKey.INCREMENTAL_ALTER_CONFIGS: self.incremental_alter_configs}

@@ -5,7 +5,8 @@ topic without its configs. The controller then creates each partition's state (l
 and every node adopts the topic from its view.
 
 Placement is :func:`.assignment.assign_replicas` over the live brokers (rack-aware when they
-have racks). Creation answers once every partition has a live leader in this node's view, or
+have racks), or the one the request gave (``kafka-topics --replica-assignment``), which
+``topics/apis.py`` has checked as Kafka's controller checks it. Creation answers once every partition has a live leader in this node's view, or
 when the request's timeout runs out (Kafka's DelayedCreatePartitions), so a client that creates
 and then produces finds the leaders.
 """
@@ -49,13 +50,31 @@ class ZkTopicStore:
     def live_brokers(self) -> int:
         return len(self.view.brokers)
 
-    def create(self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str]) -> TopicInfo:
-        """Blocking (a worker thread). TopicError TOPIC_ALREADY_EXISTS if another node won."""
-        brokers = [Broker(b.broker_id, b.rack) for b in self.view.brokers.values()]
-        try:
-            placement = assign_replicas(brokers, num_partitions, replication_factor)
-        except AssignmentError as exc:
-            raise TopicError(exc.error_code, str(exc)) from None
+    def broker_ids(self) -> frozenset[int]:
+        """The registered (live) brokers: the ones a manual assignment may name."""
+        return frozenset(self.view.brokers)
+
+    def shutting_down(self) -> frozenset[int]:
+        return self.view.shutting_down
+
+    def replication_factor(self, name: str) -> int:
+        """Replicas of the topic's first partition (what CreatePartitions' assignments must match);
+        0 if the view does not have the topic."""
+        assignment = self.view.topics.get(name)
+        if assignment is None or not assignment.partitions:
+            return 0
+        return len(assignment.partitions[min(assignment.partitions)])
+
+    def create(self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str],
+               placement: dict[int, list[int]] | None = None) -> TopicInfo:
+        """Blocking (a worker thread). TopicError TOPIC_ALREADY_EXISTS if another node won.
+        ``placement`` (partition → replicas) is used as given; without it the brokers are chosen."""
+        if placement is None:
+            brokers = [Broker(b.broker_id, b.rack) for b in self.view.brokers.values()]
+            try:
+                placement = assign_replicas(brokers, num_partitions, replication_factor)
+            except AssignmentError as exc:
+                raise TopicError(exc.error_code, str(exc)) from None
         assignment = TopicAssignment(name, uuid.uuid4(), {p: tuple(r) for p, r in placement.items()})
         client = self.zk.client
         tx = client.transaction()
@@ -121,21 +140,28 @@ class ZkTopicStore:
             await asyncio.sleep(0.01)
         return True
 
-    def add_partitions(self, name: str, count: int) -> None:
+    def add_partitions(self, name: str, count: int, placement: dict[int, list[int]] | None = None) -> None:
         """Grow the topic's assignment to ``count`` partitions (a conditional write of its znode);
-        the controller then creates the new partitions' states."""
+        the controller then creates the new partitions' states. ``placement`` gives the new
+        partitions' replicas; without it the brokers are chosen."""
         client = self.zk.client
         data, stat = client.get(topic_path(name))
         current = decode_topic(topic_path(name), data)
         if current.adding or current.removing:  # Kafka refuses too: the new layout would race the move
             raise TopicError(ErrorCode.REASSIGNMENT_IN_PROGRESS, f"A partition reassignment of '{name}' is in progress.")
-        brokers = [Broker(b.broker_id, b.rack) for b in self.view.brokers.values()]
-        replication = len(current.partitions[0])
         old = len(current.partitions)
-        try:
-            placement = assign_replicas(brokers, count - old, replication, first_partition=old)
-        except AssignmentError as exc:
-            raise TopicError(exc.error_code, str(exc)) from None
+        if placement is None:
+            brokers = [Broker(b.broker_id, b.rack) for b in self.view.brokers.values()]
+            replication = len(current.partitions[0])
+            try:
+                placement = assign_replicas(brokers, count - old, replication, first_partition=old)
+            except AssignmentError as exc:
+                raise TopicError(exc.error_code, str(exc)) from None
+        elif sorted(placement) != list(range(old, count)):
+            # The topic grew (or shrank) since the request was checked against the view.
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"Topic '{name}' has {old} partitions now; the assignments were for "
+                             f"partitions {min(placement)} to {max(placement)}.")
         partitions = dict(current.partitions)
         partitions.update({p: tuple(r) for p, r in placement.items()})
         try:

@@ -1,4 +1,15 @@
-"""Handlers for CreateTopics, DeleteTopics and CreatePartitions, with Kafka's checks and errors."""
+"""Handlers for CreateTopics, DeleteTopics and CreatePartitions, with Kafka's checks and errors.
+
+A request may place the replicas itself (``replicas_assignments``, what ``kafka-topics
+--replica-assignment`` sends). On a single node every list must be just this broker. In cluster
+mode the lists are checked as Kafka's controller checks them (``ReplicationControlManager``,
+https://github.com/apache/kafka/blob/trunk/metadata/src/main/java/org/apache/kafka/controller/ReplicationControlManager.java):
+the partition count and replication factor must then be -1 (INVALID_REQUEST); each partition is
+assigned once, its list is not empty, names only registered brokers and none twice, is as long
+as the others (or, for new partitions, as the topic's first partition), and has a broker not in
+controlled shutdown; the partitions run 0..n-1 (all INVALID_REPLICA_ASSIGNMENT). The topic is
+then created with exactly that placement, the first broker of each list its preferred leader.
+"""
 
 from __future__ import annotations
 
@@ -48,17 +59,19 @@ class TopicApis:
             results = [self._create_result(version, t.name, ErrorCode.POLICY_VIOLATION, _TOO_LARGE)
                        for t in request.topics]
             return CreateTopicsResponse(version=version, throttle_time_ms=0, topics=results)
+        placements: dict[str, dict[int, list[int]]] = {}
         for topic in request.topics:
             if topic.name in duplicates:
                 results.append(self._create_result(version, topic.name, ErrorCode.INVALID_REQUEST,
                                                    "Duplicate topic name."))
                 continue
             try:
-                results.append(self._create_one(version, topic, request.validate_only if version >= 1 else False))
+                results.append(self._create_one(version, topic, request.validate_only if version >= 1 else False,
+                                                placements))
             except TopicError as exc:
                 results.append(self._create_result(version, topic.name, exc.error_code, exc.message))
         if self.topics.store is not None and not (version >= 1 and request.validate_only):
-            return self._create_in_cluster(version, request, results)
+            return self._create_in_cluster(version, request, results, placements)
         response = CreateTopicsResponse(version=version, throttle_time_ms=0, topics=results)
         return self._after_settled([r.name for r in results if r.error_code == ErrorCode.NONE], response)
 
@@ -76,9 +89,11 @@ class TopicApis:
 
         return settled()
 
-    async def _create_in_cluster(self, version: int, request: Any, results: list[Any]) -> Any:
-        """Cluster mode: the validated topics are written to ZooKeeper (off the event loop), and
-        the answer waits until each has a live leader per partition or the request times out."""
+    async def _create_in_cluster(self, version: int, request: Any, results: list[Any],
+                                 placements: dict[str, dict[int, list[int]]]) -> Any:
+        """Cluster mode: the validated topics are written to ZooKeeper (off the event loop), with
+        the request's placement where it gave one, and the answer waits until each has a live
+        leader per partition or the request times out."""
         store = self.topics.store
         assert store is not None
         created = []
@@ -88,7 +103,7 @@ class TopicApis:
             configs = {c.name: c.value for c in result.configs if c.value is not None}
             try:
                 info = await asyncio.to_thread(store.create, result.name, result.num_partitions,
-                                               result.replication_factor, configs)
+                                               result.replication_factor, configs, placements.get(result.name))
             except TopicError as exc:
                 result.error_code, result.error_message = exc.error_code, exc.message
                 result.num_partitions = result.replication_factor = -1
@@ -102,10 +117,16 @@ class TopicApis:
                 break  # Kafka answers NONE after its timeout too: the topic exists
         return CreateTopicsResponse(version=version, throttle_time_ms=0, topics=results)
 
-    def _create_one(self, version: int, topic: Any, validate_only: bool) -> Any:
+    def _create_one(self, version: int, topic: Any, validate_only: bool,
+                    placements: dict[str, dict[int, list[int]]]) -> Any:
         configs = {c.name: c.value for c in topic.configs}
         num_partitions, replication_factor = topic.num_partitions, topic.replication_factor
-        if topic.assignments:
+        if topic.assignments and self.topics.store is not None:
+            self.topics.registry.check_create(topic.name)  # Kafka names an existing topic first
+            placement = self._manual_placement(topic)
+            placements[topic.name] = placement
+            num_partitions, replication_factor = len(placement), len(placement[0])
+        elif topic.assignments:
             if num_partitions != -1 or replication_factor != -1:
                 raise TopicError(ErrorCode.INVALID_REQUEST,
                                  "Both numPartitions or replicationFactor and replicasAssignments were set. "
@@ -129,6 +150,58 @@ class TopicApis:
         return self._create_result(version, topic.name, ErrorCode.NONE, None, topic_id=topic_id,
                                    num_partitions=num_partitions, replication_factor=replication_factor,
                                    configs=configs)
+
+    def _manual_placement(self, topic: Any) -> dict[int, list[int]]:
+        """Cluster mode: CreateTopics' own assignment, checked as Kafka checks it (module docstring)."""
+        if topic.replication_factor != -1:
+            raise TopicError(ErrorCode.INVALID_REQUEST,
+                             "A manual partition assignment was specified, but replication factor was not set to -1.")
+        if topic.num_partitions != -1:
+            raise TopicError(ErrorCode.INVALID_REQUEST,
+                             "A manual partition assignment was specified, but numPartitions was not set to -1.")
+        placement: dict[int, list[int]] = {}
+        replication_factor = None
+        for a in topic.assignments:
+            if a.partition_index in placement:
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"Found multiple manual partition assignments for partition {a.partition_index}")
+            replicas = self._checked_replicas(a.partition_index, list(a.broker_ids), replication_factor)
+            replication_factor = len(replicas)
+            placement[a.partition_index] = replicas
+        if sorted(placement) != list(range(len(placement))):
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             "partitions should be a consecutive 0-based integer sequence")
+        return dict(sorted(placement.items()))
+
+    def _checked_replicas(self, partition: int, replicas: list[int], replication_factor: int | None) -> list[int]:
+        """One partition's replica list as Kafka's ``validateManualPartitionAssignment`` takes it:
+        brokers in ascending order, so an error names the lowest offender."""
+        store = self.topics.store
+        assert store is not None
+        if not replicas:
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             "The manual partition assignment includes an empty replica list.")
+        registered = store.broker_ids()
+        previous = None
+        for broker in sorted(replicas):
+            if broker not in registered:
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"The manual partition assignment includes broker {broker}, "
+                                 "but no such broker is registered.")
+            if broker == previous:
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"The manual partition assignment includes the broker {broker} more than once.")
+            previous = broker
+        if replication_factor is not None and len(replicas) != replication_factor:
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"The manual partition assignment includes a partition with {len(replicas)} replica(s), "
+                             f"but this is not consistent with previous partitions, which have "
+                             f"{replication_factor} replica(s).")
+        if set(replicas) <= store.shutting_down():
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"All brokers specified in the manual partition assignment for partition {partition} "
+                             "are fenced or in controlled shutdown.")
+        return replicas
 
     @staticmethod
     def _create_result(version: int, name: str, error: int, message: str | None, *, topic_id: Any = None,
@@ -228,15 +301,16 @@ class TopicApis:
                 name=t.name, error_code=ErrorCode.POLICY_VIOLATION, error_message=_TOO_LARGE)
                 for t in request.topics]
             return CreatePartitionsResponse(version=version, throttle_time_ms=0, results=results)
-        growing: list[tuple[Any, int]] = []
+        growing: list[tuple[str, int, dict[int, list[int]] | None]] = []
         error: int
         message: str | None
         for topic in request.topics:
             try:
                 if names.count(topic.name) > 1:
                     raise TopicError(ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
-                if self._add_partitions(topic, request.validate_only):
-                    growing.append((topic.name, topic.count))
+                grow, placement = self._add_partitions(topic, request.validate_only)
+                if grow:
+                    growing.append((topic.name, topic.count, placement))
                 error, message = ErrorCode.NONE, None
             except TopicError as exc:
                 error, message = exc.error_code, exc.message
@@ -248,24 +322,26 @@ class TopicApis:
         return self._after_settled([r.name for r in results if r.error_code == ErrorCode.NONE], response)
 
     async def _grow_in_cluster(self, version: int, timeout_ms: int, results: list[Any],
-                               growing: list[tuple[str, int]]) -> Any:
-        """Cluster mode: rewrite each topic's assignment in ZooKeeper, then wait for the new
-        partitions' leaders (or the timeout, as CreateTopics does)."""
+                               growing: list[tuple[str, int, dict[int, list[int]] | None]]) -> Any:
+        """Cluster mode: rewrite each topic's assignment in ZooKeeper (with the request's placement
+        of the new partitions where it gave one), then wait for the new partitions' leaders (or
+        the timeout, as CreateTopics does)."""
         store = self.topics.store
         assert store is not None
         by_name = {r.name: r for r in results}
         timeout_s = max(timeout_ms, 0) / 1000.0
-        for name, count in growing:
+        for name, count, placement in growing:
             try:
-                await asyncio.to_thread(store.add_partitions, name, count)
+                await asyncio.to_thread(store.add_partitions, name, count, placement)
             except TopicError as exc:
                 by_name[name].error_code, by_name[name].error_message = exc.error_code, exc.message
                 continue
             await store.wait_partitions(name, count, timeout_s)
         return CreatePartitionsResponse(version=version, throttle_time_ms=0, results=results)
 
-    def _add_partitions(self, topic: Any, validate_only: bool) -> bool:
-        """Validate; on a single node add the partitions. True if cluster mode must add them."""
+    def _add_partitions(self, topic: Any, validate_only: bool) -> tuple[bool, dict[int, list[int]] | None]:
+        """Validate; on a single node add the partitions. (True, the request's placement of the
+        new partitions or None) if cluster mode must add them."""
         info = self.topics.registry.get(topic.name)
         if info is None:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
@@ -278,7 +354,18 @@ class TopicApis:
         if topic.count > MAX_PARTITIONS:
             raise TopicError(ErrorCode.INVALID_PARTITIONS,
                              f"Number of partitions {topic.count} exceeds this server's limit of {MAX_PARTITIONS}.")
-        if topic.assignments is not None:
+        placement = None
+        store = self.topics.store
+        if topic.assignments is not None and store is not None:
+            additional = topic.count - current
+            if len(topic.assignments) != additional:
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"Attempted to add {additional} additional partition(s), but only "
+                                 f"{len(topic.assignments)} assignment(s) were specified.")
+            replication_factor = store.replication_factor(topic.name)
+            placement = {current + i: self._checked_replicas(current + i, list(a.broker_ids), replication_factor)
+                         for i, a in enumerate(topic.assignments)}
+        elif topic.assignments is not None:
             if len(topic.assignments) != topic.count - current:
                 raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                  f"Increasing the number of partitions by {topic.count - current} but "
@@ -289,11 +376,11 @@ class TopicApis:
                                      f"Replica assignment {list(a.broker_ids)} names brokers other than "
                                      f"the only broker, {self.node.node_id}.")
         if validate_only:
-            return False
-        if self.topics.store is not None:
-            return True
+            return False, None
+        if store is not None:
+            return True, placement
         self.topics.add_partitions(topic.name, topic.count)
-        return False
+        return False, None
 
     def handlers(self) -> dict[ApiKey, Any]:
         return {

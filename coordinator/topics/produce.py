@@ -4,7 +4,8 @@ Order of checks per partition, after Kafka's ``ReplicaManager.appendRecords`` an
 ``LogValidator``: the topic and partition exist and may be written by clients; the bytes are one
 whole magic-2 batch (Produce v3+ carries exactly one); its size is within ``max.message.bytes``;
 its CRC holds; it is not a control or transactional batch (no transaction coordinator runs here);
-its records decode and their offset deltas run 0..n-1; the idempotent producer's sequence fits.
+its records decode and their offset deltas run 0..n-1; on a compacted topic every record has a key;
+the idempotent producer's sequence fits.
 A refused partition gets its error and nothing is appended; the others proceed.
 
 The broker's own changes to an accepted batch: the base offset (not covered by the CRC), the
@@ -263,20 +264,40 @@ class ProduceApis:
                 r.offset_delta != i for i, r in enumerate(decoded)):
             raise _Refused(ErrorCode.INVALID_RECORD, "record offset deltas must run 0..count-1")
         config = plog.config
+        bad: list[tuple[int, str]] = []
+        if plog.log.options.cleanup_policy == "compact":
+            # Compaction keeps the last record per key, so a record without one cannot be kept or
+            # replaced: Kafka's LogValidator refuses it (INVALID_RECORD, naming each record). The
+            # records were decoded above, a compressed batch included, so only compacted topics
+            # pay for this loop.
+            refusal = f"Compacted topic cannot accept message without key in topic partition {plog.topic}-{plog.partition}"
+            bad = [(i, refusal) for i, record in enumerate(decoded) if record.key is None]
+        timestamp_refused = False
         if not config.log_append_time and (config.timestamp_before_max_ms < 2**63 - 1
                                            or config.timestamp_after_max_ms < 2**63 - 1):
             # KIP-937: CreateTime records too far from the append time are refused, naming them.
             now = int(time.time() * 1000)
-            bad = []
             for i, record in enumerate(decoded):
                 ts = record.timestamp(header)
                 if ts < now - config.timestamp_before_max_ms or ts > now + config.timestamp_after_max_ms:
-                    bad.append((i, f"Timestamp {ts} of message with offset {i} is out of range. The timestamp "
-                                   f"should be within [{now - config.timestamp_before_max_ms}, "
-                                   f"{now + config.timestamp_after_max_ms}]"))
-            if bad:
+                    timestamp_refused = True
+                    bad.append((i, (f"Timestamp {ts} of message with offset {i} is out of range. The timestamp "
+                                    f"should be within [{now - config.timestamp_before_max_ms}, "
+                                    f"{now + config.timestamp_after_max_ms}]")))
+        if bad:
+            # Kafka checks each record's key, then its timestamp, and reports every record error;
+            # a timestamp error makes the partition's error INVALID_TIMESTAMP, else it is
+            # INVALID_RECORD with the first three errors in the message
+            # (LogValidator.processRecordErrors, https://github.com/apache/kafka/blob/trunk/storage/
+            # src/main/java/org/apache/kafka/storage/internals/log/LogValidator.java).
+            bad.sort(key=lambda e: e[0])
+            if timestamp_refused:
                 raise _Refused(ErrorCode.INVALID_TIMESTAMP, "One or more records have been rejected due to invalid timestamp",
                                bad)
+            shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in bad[:3])
+            raise _Refused(ErrorCode.INVALID_RECORD,
+                           f"One or more records have been rejected due to {len(bad)} record errors in total, and "
+                           f"only showing the first three errors at most: [{shown}]", bad)
         target = plog.config.compression
         if target is not None and target != header.compression:
             # Kafka re-compresses when the topic names a codec other than the producer's.
