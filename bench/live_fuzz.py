@@ -633,7 +633,7 @@ def fuzz_worker(host: str, port: int, frames: int, connections: int, seed: int, 
     while time.monotonic() < deadline and any(c is not None and c.outstanding for c in conns):
         for key, _ in sel.select(0.05):
             on_readable(key.data)
-    for i, c in enumerate(conns):
+    for c in conns:
         if c is not None:
             sel.unregister(c.sock)
             c.sock.close()
@@ -889,7 +889,7 @@ def _ts(line: str) -> float | None:
         return None
     try:
         return datetime.datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S.%fZ").replace(
-            tzinfo=datetime.timezone.utc).timestamp()
+            tzinfo=datetime.UTC).timestamp()
     except ValueError:
         return None
 

@@ -10,9 +10,10 @@ Keys use Kafka's names where Kafka has the concept, so a Kafka operator's knowle
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 __all__ = ["ConfigError", "Config", "SETTINGS", "parse_properties", "load_config", "parse_host_port",
            "parse_zookeeper_connect"]
@@ -278,7 +279,7 @@ class Config(Mapping[str, Any]):
     def __getitem__(self, key: str) -> Any:
         return self._values[key]
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[str]:
         return iter(self._values)
 
     def __len__(self) -> int:

@@ -278,7 +278,8 @@ def key_version(data: bytes) -> int:
     """The record type of a key: 0/1 offset commit, 2 group metadata, others unknown here."""
     if len(data) < 2:
         raise MalformedRecordError("key shorter than its 2-byte version")
-    return _I16.unpack_from(data)[0]
+    version: int = _I16.unpack_from(data)[0]
+    return version
 
 
 def decode_offset_commit_key(data: bytes) -> tuple[str, str, int]:

@@ -48,9 +48,11 @@ the transaction markers of control batches.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any, Iterable, Iterator, NamedTuple, Sequence
+from mmap import mmap
+from typing import Any, NamedTuple, cast
 
 import crc32c as _crc32c
 
@@ -149,7 +151,12 @@ class BatchHeader(NamedTuple):
         return bool(self.attributes & TIMESTAMP_TYPE_MASK)
 
 
-def read_batch_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+#: What the batch-header readers read: bytes, a view, or a memory-mapped segment file (the pipeline's
+#: readers map whole segments); ``struct.unpack_from`` and ``len`` work on each.
+HeaderBuffer = bytes | bytearray | memoryview | mmap
+
+
+def read_batch_header(buf: HeaderBuffer, pos: int = 0) -> BatchHeader:
     """Parse the 61-byte header at ``pos``. Raises CorruptBatchError if it cannot be a v2 batch."""
     if len(buf) - pos < BATCH_HEADER_SIZE:
         raise CorruptBatchError("truncated batch header", pos)
@@ -180,7 +187,7 @@ def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> 
 
 
 def iter_batch_positions(
-    buf: bytes | bytearray | memoryview, start: int = 0, end: int | None = None
+    buf: HeaderBuffer, start: int = 0, end: int | None = None
 ) -> Iterator[tuple[int, BatchHeader]]:
     """Yield ``(position, header)`` for each complete batch from ``start``.
 
@@ -619,7 +626,8 @@ def build_batch(
     """
     items = list(items)
     if compression == Compression.NONE and not options and all(len(item) == 2 for item in items):
-        return _plain_batch(items, timestamp_ms, base_offset)
+        # Every item is a pair (checked just above), which mypy cannot see through ``all``.
+        return _plain_batch(cast("list[tuple[bytes | None, bytes | None]]", items), timestamp_ms, base_offset)
     records = []
     for i, item in enumerate(items):
         headers = tuple(item[2]) if len(item) == 3 else ()

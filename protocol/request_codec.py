@@ -35,8 +35,9 @@ from __future__ import annotations
 
 import io
 import struct
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from kafka.protocol.schemas.fields.array import ArrayField
 from kafka.protocol.schemas.fields.codecs.types import UnsignedVarInt32
@@ -162,17 +163,17 @@ _THEIR_STRUCT_ARRAY = StructArrayField.__dict__["emit_decode_from"]
 def _our_emitters() -> Iterator[None]:
     """Swap our emitters in while one decoder is generated: only code generation runs in this
     window, no decoding. protocol/ has no threads; the server compiles from its event loop."""
-    UnsignedVarInt32.emit_decode_from = classmethod(_emit_uvarint)  # type: ignore[method-assign,assignment]
-    StructField._emit_tagged_decode = _emit_tagged_decode  # type: ignore[method-assign]
+    UnsignedVarInt32.emit_decode_from = classmethod(_emit_uvarint)
+    StructField._emit_tagged_decode = _emit_tagged_decode
     # StructArrayField overrides emit_decode_from too: both are swapped, and both put back.
-    ArrayField.emit_decode_from = StructArrayField.emit_decode_from = _emit_array_decode  # type: ignore[method-assign]
+    ArrayField.emit_decode_from = StructArrayField.emit_decode_from = _emit_array_decode
     try:
         yield
     finally:
-        UnsignedVarInt32.emit_decode_from = _THEIR_VARINT  # type: ignore[method-assign]
-        StructField._emit_tagged_decode = _THEIR_TAGGED  # type: ignore[method-assign]
-        ArrayField.emit_decode_from = _THEIR_ARRAY  # type: ignore[method-assign]
-        StructArrayField.emit_decode_from = _THEIR_STRUCT_ARRAY  # type: ignore[method-assign]
+        UnsignedVarInt32.emit_decode_from = _THEIR_VARINT
+        StructField._emit_tagged_decode = _THEIR_TAGGED
+        ArrayField.emit_decode_from = _THEIR_ARRAY
+        StructArrayField.emit_decode_from = _THEIR_STRUCT_ARRAY
 
 
 def _compile(cls: Any, version: int) -> Callable[[Any, int], tuple[Any, int]]:
@@ -193,7 +194,8 @@ def _compile(cls: Any, version: int) -> Callable[[Any, int], tuple[Any, int]]:
             schema._data_class = saved
     ctx.emit("    ", "return obj, pos")
     exec(compile(ctx.source(), f"<codegen_decode:{schema.name}_v{version}:groupcoord>", "exec"), ctx.globs)
-    return ctx.globs["_decode"]
+    decode: Callable[[Any, int], tuple[Any, int]] = ctx.globs["_decode"]
+    return decode
 
 
 def body_decoder(cls: Any, version: int) -> Callable[[bytes | memoryview], Any]:

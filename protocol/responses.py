@@ -10,7 +10,8 @@ ApiVersions request above our maximum itself (KIP-511), before any handler sees 
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from kafka.protocol.metadata import ApiVersionsResponse
 

@@ -28,8 +28,9 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
-from typing import Any, Callable
+from typing import Any
 
 __all__ = ["IoWorker", "shared_worker", "SYNC_THREADS"]
 

@@ -12,8 +12,9 @@ import re
 import socket
 import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from kafka.protocol.metadata import (
@@ -93,7 +94,7 @@ def expect_closed_without_response(sock: socket.socket, timeout: float = CLOSE_T
             chunk = sock.recv(65536)
         except (ConnectionResetError, BrokenPipeError):
             break
-        except socket.timeout:
+        except TimeoutError:
             pytest.fail(f"server did not close the connection within {timeout}s")
         if not chunk:
             break

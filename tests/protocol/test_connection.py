@@ -10,6 +10,7 @@ The helpers at the top (``request_frame`` and friends) are imported by the other
 from __future__ import annotations
 
 import struct
+from itertools import pairwise
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -207,7 +208,7 @@ def test_pipelined_stream_any_split_yields_the_same_events(cuts: list[int]) -> N
     conn = ServerConnection()
     events: list[object] = []
     points = [0, *sorted(cuts), len(STREAM)]
-    for start, end in zip(points, points[1:]):
+    for start, end in pairwise(points):
         conn.receive_data(STREAM[start:end])
         events += drain(conn)
     assert events == EXPECTED
@@ -226,7 +227,7 @@ def test_mixed_stream_any_split_yields_the_same_events(cuts: list[int]) -> None:
     conn = ServerConnection()
     events: list[object] = []
     points = [0, *sorted(cuts), len(MIXED_STREAM)]
-    for start, end in zip(points, points[1:]):
+    for start, end in pairwise(points):
         conn.receive_data(MIXED_STREAM[start:end])
         if events and isinstance(events[-1], ProtocolViolation):
             assert conn.next_event() == events[-1]
@@ -574,7 +575,7 @@ def test_fuzz_mutated_valid_requests_never_raise(
 def test_fuzz_arbitrary_stream_any_split_never_raises(stream: bytes, cuts: list[int]) -> None:
     conn = ServerConnection(max_request_size=1 << 16)
     points = [0, *sorted(c for c in cuts if c <= len(stream)), len(stream)]
-    for start, end in zip(points, points[1:]):
+    for start, end in pairwise(points):
         conn.receive_data(stream[start:end])
         _drain_checked(conn)
 
