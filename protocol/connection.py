@@ -31,7 +31,7 @@ from typing import Any
 from .apis import SUPPORTED_VERSIONS, ApiKey, request_class, response_class
 from .events import NEED_DATA, ProtocolViolation, RequestReceived, UnsupportedApiVersions
 from .nullability import null_checker
-from .request_codec import MalformedRequest, body_decoder
+from .request_codec import MAX_TAGGED_FIELDS, MalformedRequest, body_decoder, too_many_tagged_fields
 
 __all__ = ["ServerConnection", "DEFAULT_MAX_REQUEST_SIZE", "encode_response"]
 
@@ -47,6 +47,8 @@ Event = RequestReceived | UnsupportedApiVersions | ProtocolViolation
 def _skip_tagged_fields(buf: memoryview, pos: int) -> int:
     """Skip a tagged-field section (KIP-482): count, then (tag, size, bytes) per field."""
     count, pos = _read_uvarint(buf, pos)
+    if count > MAX_TAGGED_FIELDS:  # the header's tagged fields are held to Kafka 4.4's limit too
+        raise too_many_tagged_fields(count)
     for _ in range(count):
         _tag, pos = _read_uvarint(buf, pos)
         size, pos = _read_uvarint(buf, pos)

@@ -24,6 +24,10 @@ position:
    Kafka's readers see a null, refused for a non-nullable field; ours refuses it outright, and,
    as Kafka's generated readers do, refuses a count larger than the bytes left ("Tried to allocate
    a collection of size ..."), so no count sizes work beyond what the body could hold.
+5. As Kafka 4.4's message readers do (apache/kafka docs/getting-started/upgrade.md, "Notable changes
+   in 4.4"), an array of more than ``MAX_ARRAY_ELEMENTS`` (1,000,000) elements or a tagged-field
+   section of more than ``MAX_TAGGED_FIELDS`` (10,000) fields is malformed, whatever the bytes
+   left: the count is refused as soon as it is read, before any element is.
 
 A decoder fails on garbage with whatever its reads raise: ``struct.error`` and ``IndexError`` past
 the end, ``ValueError`` (a bad UUID, ``UnicodeDecodeError``). Those are its "malformed" signals
@@ -45,10 +49,16 @@ from kafka.protocol.schemas.fields.codegen import CodegenContext
 from kafka.protocol.schemas.fields.struct import StructField
 from kafka.protocol.schemas.fields.struct_array import StructArrayField
 
-__all__ = ["MalformedRequest", "body_decoder", "CODEC_ERRORS"]
+__all__ = ["MalformedRequest", "body_decoder", "CODEC_ERRORS", "MAX_ARRAY_ELEMENTS", "MAX_TAGGED_FIELDS",
+           "too_many_tagged_fields"]
 
 #: What the generated decoders raise for malformed input (see the module docstring).
 CODEC_ERRORS = (struct.error, IndexError, ValueError)
+
+#: The most elements an array of a request may hold, and the most fields a tagged-field section
+#: may hold: Kafka 4.4's limits (rule 5 of the module docstring).
+MAX_ARRAY_ELEMENTS = 1_000_000
+MAX_TAGGED_FIELDS = 10_000
 
 
 class MalformedRequest(ValueError):
@@ -104,13 +114,28 @@ def _emit_array_decode(self: Any, ctx: Any, var_name: str, indent: str, version:
     ctx.emit(indent, f"    {var_name} = None")
     ctx.emit(indent, "else:")
     inner = indent + "    "
-    ctx.emit(inner, f"if {n} < -1 or {n} > len(data) - pos:")
-    ctx.emit(inner, f"    raise _MalformedRequest('array of %d items with %d bytes left' % ({n}, len(data) - pos))")
+    # One comparison more than the bytes-left check for Kafka 4.4's limit, the constant inlined.
+    ctx.emit(inner, f"if {n} > len(data) - pos or {n} < -1 or {n} > {MAX_ARRAY_ELEMENTS}:")
+    ctx.emit(inner, f"    raise _MalformedRequest(_array_count_error({n}, len(data) - pos))")
     ctx.emit(inner, f"{var_name} = []")
     item = ctx.next_var("item")
     ctx.emit(inner, f"for _ in range({n}):")
     self.array_of.emit_decode_from(ctx, item, inner + "    ", version=version, compact=compact, tagged=tagged)
     ctx.emit(inner, f"    {var_name}.append({item})")
+
+
+def _array_count_error(count: int, left: int) -> str:
+    """Why an array count is refused: Kafka 4.4's limit first, so that a count past it is refused
+    for that reason whether or not the body holds its elements."""
+    if count > MAX_ARRAY_ELEMENTS:
+        return f"array of {count} elements, more than the {MAX_ARRAY_ELEMENTS} a request may hold"
+    return f"array of {count} items with {left} bytes left"
+
+
+def too_many_tagged_fields(count: int) -> MalformedRequest:
+    """The error for a tagged-field section of ``count`` > ``MAX_TAGGED_FIELDS`` fields (rule 5); the
+    callers compare inline, so a section within the limit costs one comparison."""
+    return MalformedRequest(f"{count} tagged fields, more than the {MAX_TAGGED_FIELDS} a request may hold")
 
 
 def _uvarint(data: memoryview, pos: int) -> tuple[int, int]:
@@ -127,6 +152,8 @@ def _uvarint(data: memoryview, pos: int) -> tuple[int, int]:
 def _read_tagged_fields(tagged: Any, data: memoryview, pos: int, version: int) -> tuple[dict[str, Any], int]:
     """``{name or "_<tag>": value}`` of the section at ``pos``, and the position after it."""
     count, pos = _uvarint(data, pos)
+    if count > MAX_TAGGED_FIELDS:
+        raise too_many_tagged_fields(count)
     fields: dict[str, Any] = {}
     for _ in range(count):
         tag, pos = _uvarint(data, pos)
@@ -184,6 +211,7 @@ def _compile(cls: Any, version: int) -> Callable[[Any, int], tuple[Any, int]]:
     ctx = CodegenContext()
     ctx.globs["_read_tagged_fields"] = _read_tagged_fields
     ctx.globs["_MalformedRequest"] = MalformedRequest
+    ctx.globs["_array_count_error"] = _array_count_error
     ctx.lines.append("def _decode(data, pos):")
     with _our_emitters():
         # The top-level object is the api's primary class, as in kafka-python's ``decode``.

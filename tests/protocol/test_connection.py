@@ -297,6 +297,21 @@ def test_header_v2_non_empty_tagged_fields_are_skipped(tags: bytes) -> None:
     assert event.client_id == "cid"
 
 
+def test_header_v2_tagged_fields_past_kafkas_limit_are_a_violation() -> None:
+    """Kafka 4.4 refuses more than 10,000 tagged fields in any section, the header's included."""
+    request = ApiVersionsRequest[4](client_software_name="name", client_software_version="1")
+    at_limit = tagged_section([(100 + i, b"") for i in range(10_000)])
+    (event,) = feed_all(frame(request_header(18, 4, 5, "cid", flexible=True, header_tags=at_limit)
+                              + request.encode(version=4)))
+    assert isinstance(event, RequestReceived)
+    assert event.request == request
+    over = tagged_section([(100 + i, b"") for i in range(10_001)])
+    (event,) = feed_all(frame(request_header(18, 4, 5, "cid", flexible=True, header_tags=over)
+                              + request.encode(version=4)))
+    assert isinstance(event, ProtocolViolation)
+    assert "10001 tagged fields, more than the 10000" in event.reason
+
+
 def test_header_v2_client_id_is_not_compact() -> None:
     """Header v2 keeps the int16 client-id length; a compact (varint+1) length is misread."""
     request = ApiVersionsRequest[3](client_software_name="n", client_software_version="v")
