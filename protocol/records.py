@@ -57,7 +57,7 @@ from typing import Any, NamedTuple, cast
 import crc32c as _crc32c
 
 from protocol.compression import Compression, CompressionError, compress, decompress
-from protocol.varints import encode_uvarint
+from protocol.varints import VarintError, encode_uvarint, read_uvarint
 
 __all__ = [
     "BATCH_HEADER_SIZE",
@@ -271,23 +271,18 @@ _WIDTH_MASK = {5: (1 << 32) - 1, 10: (1 << 64) - 1}
 def _read_varint_slow(data: bytes, p: int, max_bytes: int) -> tuple[int, int]:
     """Zigzag varint of more than one byte at ``p``; returns ``(value, next position)``.
 
-    ``max_bytes`` is 5 for a varint (int32) and 10 for a varlong (int64): Kafka's ``ByteUtils``
-    refuses longer encodings, and so do we, so that garbage cannot build a huge integer. The last
-    byte may still carry bits beyond the type's width (5 x 7 = 35 > 32): Java's shifts drop them,
-    and so do we (``_WIDTH_MASK``), else an offset delta beyond int32 or a timestamp delta beyond
-    int64 would come out of here (found by tests/fuzz/fuzz_records.py).
+    ``max_bytes`` is 5 for a varint (int32) and 10 for a varlong (int64): protocol/varints.py's
+    reader refuses longer encodings, as Kafka's ``ByteUtils`` does. The last byte may still carry
+    bits beyond the type's width (5 x 7 = 35 > 32): Java's shifts drop them, and so do we
+    (``_WIDTH_MASK``), else an offset delta beyond int32 or a timestamp delta beyond int64 would
+    come out of here (found by tests/fuzz/fuzz_records.py).
     """
-    result = 0
-    shift = 0
-    for _ in range(max_bytes):
-        b = data[p]
-        p += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            result &= _WIDTH_MASK[max_bytes]
-            return (result >> 1) ^ -(result & 1), p
-        shift += 7
-    raise _Malformed(f"varint longer than {max_bytes} bytes")
+    try:
+        z, p = read_uvarint(data, p, max_bytes)
+    except VarintError as exc:
+        raise _Malformed(str(exc)) from None
+    z &= _WIDTH_MASK[max_bytes]
+    return (z >> 1) ^ -(z & 1), p
 
 
 def _read_headers(
