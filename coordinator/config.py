@@ -36,15 +36,23 @@ class Setting:
     check: Callable[[Any], bool] = lambda _v: True
 
 
-def _int(lo: int, hi: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
+@dataclass(frozen=True)
+class _IntRange:
+    """Parses an integer setting within ``lower_bound..upper_bound``; DescribeConfigs reads
+    ``upper_bound`` to call the setting INT or LONG."""
+
+    lower_bound: int
+    upper_bound: int
+
+    def __call__(self, text: str) -> int:
         value = int(text.strip().replace("_", ""))
-        if not lo <= value <= hi:
+        if not self.lower_bound <= value <= self.upper_bound:
             raise ValueError
         return value
 
-    parse.upper_bound = hi  # type: ignore[attr-defined]  # INT or LONG, for DescribeConfigs
-    return parse
+
+def _int(lo: int, hi: int) -> Callable[[str], int]:
+    return _IntRange(lo, hi)
 
 
 def _bool(text: str) -> bool:
