@@ -57,6 +57,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -359,7 +360,8 @@ def paced(bootstrap: str, topic: str, rate: int, seconds: float, size: int, pids
             if now >= due:
                 break
             producer.poll(min(0.001, due - now))
-        producer.produce(topic, value, partition=i % PARTITIONS, on_delivery=lambda e, m, t0=pc(): cb(e, m, t0))
+        sent = pc()
+        producer.produce(topic, value, partition=i % PARTITIONS, on_delivery=lambda e, m, t0=sent: cb(e, m, t0))
         producer.poll(0)
     remaining = producer.flush(60)
     server_cpu, client_cpu = cpu.done()
@@ -518,7 +520,7 @@ def one_failover(cluster: LocalCluster, zk: Zk, producer: ContinuousProducer, to
         stopped = time.monotonic() - t0
     # longest pause between consecutive acks around the event
     times = [t for t, _ in list(producer.acks) if t > t0 - 1]
-    gaps = [b - a for a, b in zip(times, times[1:])]
+    gaps = [b - a for a, b in pairwise(times)]
     result = {"hard": hard, "leader": leader, "successor": successor, "epoch": epoch,
               "first_ack_s": t_ack - t0, "zk_s": zk_seen - t0, "max_gap_s": max(gaps) if gaps else float("nan"),
               "stop_s": stopped, "rc": rc, "wall0": wall0, "wall_ack": wall0 + (t_ack - t0),

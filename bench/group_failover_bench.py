@@ -820,7 +820,7 @@ def storm(specs: list[Spec], server_pids: list[int], zk_pid: int | None,
             if p.is_alive():
                 p.terminate()
                 p.join(5)
-    per = [b - a for a, b in zip(per0, per1)]
+    per = [b - a for a, b in zip(per0, per1, strict=True)]
     lat = percentiles(merged.latencies_us)
     return {"requests": merged.requests, "seconds": seconds, "wall": wall, "rps": merged.requests / seconds,
             "server_cpu": sum(per), "per_node_cpu": per, "zk_cpu": zk1 - zk0, "client_cpu": merged.loader_cpu_s,

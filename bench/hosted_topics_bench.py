@@ -23,8 +23,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.wire_client import WireClient  # noqa: E402
 from kafka.protocol.admin import CreateTopicsRequest  # noqa: E402
+
+from tests.wire_client import WireClient  # noqa: E402
 
 CACHE = Path(os.environ.get("GROUPCOORD_CLIENTS_CACHE", Path.home() / ".cache" / "groupcoord-clients"))
 JARS = ("kafka-clients.jar", "slf4j-api.jar", "lz4-java.jar", "snappy-java.jar", "zstd-jni.jar")

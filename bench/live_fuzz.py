@@ -54,7 +54,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from protocol.varints import encode_uvarint  # noqa: E402  (after the path set-up above)
+from protocol.varints import encode_uvarint, read_uvarint  # noqa: E402  (after the path set-up above)
 
 GOLDEN = REPO / "tests" / "protocol" / "golden" / "client_request_frames.jsonl"
 
@@ -80,19 +80,6 @@ RSS_GROWTH_BOUND = 200 * 1024 * 1024
 def uvarint(n: int) -> bytes:
     """``n`` as an unsigned varint, cut to 32 bits as Kafka's readers take them."""
     return encode_uvarint(n & 0xFFFFFFFF)
-
-
-def read_uvarint(data: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(data) or shift > 28:
-            raise ValueError("bad varint")
-        b = data[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
 
 
 def request_header(api_key: int, version: int, correlation_id: int, client_id: str | None,
@@ -633,7 +620,7 @@ def fuzz_worker(host: str, port: int, frames: int, connections: int, seed: int, 
     while time.monotonic() < deadline and any(c is not None and c.outstanding for c in conns):
         for key, _ in sel.select(0.05):
             on_readable(key.data)
-    for i, c in enumerate(conns):
+    for c in conns:
         if c is not None:
             sel.unregister(c.sock)
             c.sock.close()
@@ -889,7 +876,7 @@ def _ts(line: str) -> float | None:
         return None
     try:
         return datetime.datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S.%fZ").replace(
-            tzinfo=datetime.timezone.utc).timestamp()
+            tzinfo=datetime.UTC).timestamp()
     except ValueError:
         return None
 

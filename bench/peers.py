@@ -91,7 +91,7 @@ class Server:
                     pass
                 self.versions = asyncio.run(api_versions(self.host, self.port))
                 return time.perf_counter() - self.started
-            except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError):
+            except (TimeoutError, OSError, asyncio.IncompleteReadError):
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"{self.name} not ready within {timeout} s; log: {self.log}") from None
                 time.sleep(0.05)

@@ -178,7 +178,7 @@ def main() -> int:
         print("|---|---|---|---|---|---|")
         print(f"| {rows:,} | {size / 2**20:.0f} MiB, {files} files | {rows / parse:,.0f} rows/s ({parse:.2f} s) "
               f"| {ref_rows / ref:,.0f} rows/s | {rows / median:,.0f} ({rows / best:,.0f}) rows/s, {median:.2f} s ({best:.2f} s); warm-up run {warm_up:.1f} s "
-              f"| {'%.1f s' % job if job is not None else 'not run (--full-job)'} |")
+              f"| {f'{job:.1f} s' if job is not None else 'not run (--full-job)'} |")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

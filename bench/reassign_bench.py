@@ -152,7 +152,7 @@ def main() -> int:
                 _throttle(cluster, rate, source, target)
             began = time.monotonic()
             _reassign(cluster, controller, target)
-            wait_for(lambda: not _moving(cluster, controller), 600, "the move to finish", 0.1)
+            wait_for(lambda c=controller: not _moving(cluster, c), 600, "the move to finish", 0.1)
             took = time.monotonic() - began
             if rate:
                 _throttle(cluster, None, source, target)

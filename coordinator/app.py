@@ -13,7 +13,7 @@ import logging
 import os
 import signal
 
-from protocol.apis import SUPPORTED_VERSIONS
+from protocol.apis import SUPPORTED_VERSIONS, ApiKey
 
 from . import gc_policy
 from .admin.cluster_apis import ClusterApis
@@ -22,10 +22,10 @@ from .admin.elect_leaders import ElectLeadersApis
 from .admin.reassignments import ReassignmentApis
 from .cluster.controller import Controller
 from .cluster.controller_election import ControllerElection
-from .cluster.producer_id_blocks import ProducerIdBlocks
-from .cluster.replica_fetcher import FetchSettings
 from .cluster.dynamic_configs import ZkConfigs
 from .cluster.liveness import StallGuard
+from .cluster.producer_id_blocks import ProducerIdBlocks
+from .cluster.replica_fetcher import FetchSettings
 from .cluster.replica_manager import NOT_A_REPLICA, ReplicaManager
 from .cluster.topic_store import ZkTopicStore
 from .cluster.view import ClusterView
@@ -40,16 +40,16 @@ from .group.config import GroupConfig
 from .group.service import GroupService
 from .group.shard import GroupCoordinatorShard
 from .runtime.runtime import CoordinatorRuntime
-from .server.server import KafkaServer
+from .server.server import Handler, KafkaServer
 from .topics.apis import TopicApis
 from .topics.fetch import FetchApis
-from .topics.replication_quota import ReplicationThrottle
 from .topics.log_dirs import LogDirApis
 from .topics.log_manager import LogManager
 from .topics.offset_apis import OffsetApis
 from .topics.produce import ProduceApis
 from .topics.producer_ids import ProducerIdApis, ProducerIdManager
 from .topics.registry import CONSUMER_OFFSETS, TopicRegistry
+from .topics.replication_quota import ReplicationThrottle
 from .topics.service import TopicService
 
 __all__ = ["App"]
@@ -131,8 +131,8 @@ class App:
         self._stop = asyncio.Event()
         self._signals = 0
 
-    def _build_handlers(self, node: NodeInfo) -> dict:  # type: ignore[type-arg]
-        handlers = {}
+    def _build_handlers(self, node: NodeInfo) -> dict[ApiKey, Handler]:
+        handlers: dict[ApiKey, Handler] = {}
         handlers.update(ClusterApis(node, self.topics, self.view).handlers())
         handlers.update(TopicApis(node, self.topics).handlers())
         handlers.update(ConfigApis(node, self.config, self.topics, self.dynamic_configs).handlers())

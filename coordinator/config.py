@@ -10,9 +10,10 @@ Keys use Kafka's names where Kafka has the concept, so a Kafka operator's knowle
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 __all__ = ["ConfigError", "Config", "SETTINGS", "parse_properties", "load_config", "parse_host_port",
            "parse_zookeeper_connect"]
@@ -35,15 +36,23 @@ class Setting:
     check: Callable[[Any], bool] = lambda _v: True
 
 
-def _int(lo: int, hi: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
+@dataclass(frozen=True)
+class _IntRange:
+    """Parses an integer setting within ``lower_bound..upper_bound``; DescribeConfigs reads
+    ``upper_bound`` to call the setting INT or LONG."""
+
+    lower_bound: int
+    upper_bound: int
+
+    def __call__(self, text: str) -> int:
         value = int(text.strip().replace("_", ""))
-        if not lo <= value <= hi:
+        if not self.lower_bound <= value <= self.upper_bound:
             raise ValueError
         return value
 
-    parse.upper_bound = hi  # type: ignore[attr-defined]  # INT or LONG, for DescribeConfigs
-    return parse
+
+def _int(lo: int, hi: int) -> Callable[[str], int]:
+    return _IntRange(lo, hi)
 
 
 def _bool(text: str) -> bool:
@@ -280,7 +289,7 @@ class Config(Mapping[str, Any]):
     def __getitem__(self, key: str) -> Any:
         return self._values[key]
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[str]:
         return iter(self._values)
 
     def __len__(self) -> int:

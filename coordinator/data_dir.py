@@ -10,8 +10,8 @@ import base64
 import fcntl
 import os
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from storage.files import atomic_write
 

@@ -54,10 +54,10 @@ from protocol.consumer_offsets import (
     deserialize,
 )
 from protocol.records import (
+    DELETE_HORIZON_MASK,
     BatchHeader,
     ControlRecordType,
     CorruptBatchError,
-    DELETE_HORIZON_MASK,
     Record,
     compute_crc,
     decode_control_record,

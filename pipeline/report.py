@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import datetime
 import html
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 __all__ = ["ReportData", "write_report", "group_lag_series", "render_html", "render_markdown"]
 
@@ -70,11 +71,11 @@ def group_lag_series(points: Iterable[tuple[str, str, int, int, int]]) -> dict[s
 
 
 def _time(ms: int) -> str:
-    return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _short_time(ms: int, span_ms: int) -> str:
-    t = datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc)
+    t = datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
     return t.strftime("%H:%M:%S" if span_ms < 86_400_000 else "%m-%d %H:%M")
 
 
@@ -118,7 +119,7 @@ def _line_chart(title: str, series: dict[str, list[tuple[int, int]]], y_label: s
     def sx(x: int) -> float:
         return left + (x - x0) / span * pw if x1 > x0 else left + pw / 2
 
-    def sy(y: int) -> float:
+    def sy(y: float) -> float:
         return top + ph - y / y_top * ph
 
     parts = [f"<h2>{_esc(title)}</h2>",

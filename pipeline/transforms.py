@@ -8,6 +8,7 @@ expired) removes the group, not its offsets: those get tombstones of their own.
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 from pyspark.sql import DataFrame, Window
@@ -104,7 +105,7 @@ def evaluate_window(entries: list[Any], current_lag: int | None, now_ms: int) ->
     if current_lag is None or current_lag <= 0 or any(e["lag"] == 0 for e in entries):
         return "OK"  # rule 1: caught up at some point of the window
     offsets = [e["offset"] for e in entries]
-    if any(b < a for a, b in zip(offsets, offsets[1:])):
+    if any(b < a for a, b in pairwise(offsets)):
         return "REWIND"
     first, last = entries[0]["ts"], entries[-1]["ts"]
     if now_ms - last > last - first:
@@ -112,7 +113,7 @@ def evaluate_window(entries: list[Any], current_lag: int | None, now_ms: int) ->
     if len(set(offsets)) == 1:
         return "STALL"
     lags = [e["lag"] for e in entries]
-    if len(lags) > 1 and all(b >= a for a, b in zip(lags, lags[1:])):
+    if len(lags) > 1 and all(b >= a for a, b in pairwise(lags)):
         return "WARN"
     return "OK"
 
@@ -126,7 +127,7 @@ def burrow_status(history_with_lag: DataFrame, lag_now: DataFrame, now_ms: int, 
                   F.col("commit_timestamp_ms").alias("ts"), F.col("log_offset").alias("pos"),
                   F.col("committed_offset").alias("offset"), F.col("lag_then").alias("lag")))).alias("window")))
 
-    def evaluate(window, lag):  # type: ignore[no-untyped-def]  # (hints would make Spark guess a pandas UDF)
+    def evaluate(window, lag):  # untyped on purpose: hints would make Spark guess a pandas UDF
         return evaluate_window([e.asDict() for e in window or []], lag, now_ms)
 
     evaluate = F.udf(evaluate, StringType())
@@ -184,7 +185,7 @@ def membership_changes(generations: DataFrame) -> DataFrame:
                     F.array_except("_prev", "member_ids").alias("left")))
 
 
-def _subscribed_topics(members):  # type: ignore[no-untyped-def]  # (hints would make Spark guess a pandas UDF)
+def _subscribed_topics(members):  # untyped on purpose: hints would make Spark guess a pandas UDF
     """The union of the members' ConsumerProtocolSubscription topics; None if any does not parse
     (the coordinator then treats the group as subscribed to everything)."""
     topics: set[str] = set()

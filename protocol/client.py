@@ -20,7 +20,7 @@ def encode_request(api_key: int, version: int, correlation_id: int, request: Any
     flexible = cls.flexible_version_q(version)
     cid = b"\xff\xff" if client_id is None else struct.pack(">h", len(client_id.encode())) + client_id.encode()
     header = struct.pack(">hhi", api_key, version, correlation_id) + cid + (b"\x00" if flexible else b"")
-    body = request.encode(version=version)
+    body: bytes = request.encode(version=version)
     return struct.pack(">i", len(header) + len(body)) + header + body
 
 
@@ -44,4 +44,4 @@ def decode_response(api_key: int, version: int, frame: bytes) -> tuple[int, Any]
 def _decode_exact(cls: Any, data: bytes, version: int) -> Any:
     from kafka.protocol.api_message import ApiMessage
 
-    return ApiMessage.decode.__func__(cls, data, version=version)  # type: ignore[attr-defined]
+    return ApiMessage.decode.__func__(cls, data, version=version)

@@ -23,6 +23,7 @@ compressed fetch and every recovery scan crawl.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from enum import IntEnum
 
 import cramjam
@@ -83,13 +84,14 @@ _FIRST_GUESS_RATIO = 8
 _BUFFER_TOO_SMALL = "failed to write whole buffer"
 
 
-def _bounded(module: object, data: bytes | bytearray | memoryview, limit: int) -> bytes:
-    """Decompress with ``module.decompress_into`` into a buffer that grows up to ``limit``."""
+def _bounded(decompress_into: Callable[[bytes | bytearray | memoryview, bytearray], int],
+             data: bytes | bytearray | memoryview, limit: int) -> bytes:
+    """Decompress with a cramjam codec's ``decompress_into`` into a buffer that grows up to ``limit``."""
     size = min(max(len(data) * _FIRST_GUESS_RATIO, 1 << 16), limit)
     while True:
         out = bytearray(size)
         try:
-            n = module.decompress_into(data, out)  # type: ignore[attr-defined]
+            n = decompress_into(data, out)
         except Exception as exc:
             if _BUFFER_TOO_SMALL not in str(exc):
                 raise
@@ -114,14 +116,14 @@ def decompress(codec: int, data: bytes | bytearray | memoryview, max_size: int =
         if codec == Compression.NONE:
             return bytes(data)
         if codec == Compression.GZIP:
-            return _bounded(cramjam.gzip, data, max_size)
+            return _bounded(cramjam.gzip.decompress_into, data, max_size)
         if codec == Compression.SNAPPY:
             return _snappy_decompress(bytes(data), max_size)
         if codec == Compression.LZ4:
-            return _bounded(cramjam.lz4, data, max_size)
+            return _bounded(cramjam.lz4.decompress_into, data, max_size)
         if codec == Compression.ZSTD:
             # cramjam decodes zstd as a stream, so frames without a content size are fine.
-            return _bounded(cramjam.zstd, data, max_size)
+            return _bounded(cramjam.zstd.decompress_into, data, max_size)
     except CompressionError:
         raise
     except Exception as exc:  # cramjam raises its own DecompressionError, and ValueError/OSError
@@ -142,7 +144,7 @@ def _snappy_decompress(data: bytes, max_size: int) -> bytes:
     if data.startswith(_XERIAL_MAGIC):
         return _xerial_decompress(data, max_size)
     if data.startswith(_FRAMED_SNAPPY_MAGIC):
-        return _bounded(cramjam.snappy, data, max_size)
+        return _bounded(cramjam.snappy.decompress_into, data, max_size)
     if cramjam.snappy.decompress_raw_len(data) > max_size:
         raise CompressionError(f"batch decompresses to more than {max_size} bytes")
     return bytes(cramjam.snappy.decompress_raw(data))

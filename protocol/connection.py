@@ -31,7 +31,8 @@ from typing import Any
 from .apis import SUPPORTED_VERSIONS, ApiKey, request_class, response_class
 from .events import NEED_DATA, ProtocolViolation, RequestReceived, UnsupportedApiVersions
 from .nullability import null_checker
-from .request_codec import MalformedRequest, body_decoder
+from .request_codec import MAX_TAGGED_FIELDS, MalformedRequest, body_decoder, too_many_tagged_fields
+from .varints import VarintError, read_uvarint
 
 __all__ = ["ServerConnection", "DEFAULT_MAX_REQUEST_SIZE", "encode_response"]
 
@@ -46,30 +47,19 @@ Event = RequestReceived | UnsupportedApiVersions | ProtocolViolation
 
 def _skip_tagged_fields(buf: memoryview, pos: int) -> int:
     """Skip a tagged-field section (KIP-482): count, then (tag, size, bytes) per field."""
-    count, pos = _read_uvarint(buf, pos)
-    for _ in range(count):
-        _tag, pos = _read_uvarint(buf, pos)
-        size, pos = _read_uvarint(buf, pos)
-        pos += size
-        if pos > len(buf):
-            raise MalformedRequest("tagged field runs past the end of the frame")
+    try:
+        count, pos = read_uvarint(buf, pos)
+        if count > MAX_TAGGED_FIELDS:  # the header's tagged fields are held to Kafka 4.4's limit too
+            raise too_many_tagged_fields(count)
+        for _ in range(count):
+            _tag, pos = read_uvarint(buf, pos)
+            size, pos = read_uvarint(buf, pos)
+            pos += size
+            if pos > len(buf):
+                raise MalformedRequest("tagged field runs past the end of the frame")
+    except VarintError as exc:
+        raise MalformedRequest(str(exc)) from None
     return pos
-
-
-def _read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
-    value = 0
-    shift = 0
-    while True:
-        if pos >= len(buf):
-            raise MalformedRequest("truncated varint")
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 28:
-            raise MalformedRequest("varint longer than 5 bytes")
 
 
 #: (api key, version) -> whether its response header is v1; filled on first use (hot path).

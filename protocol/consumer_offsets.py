@@ -34,6 +34,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from .varints import VarintError, encode_uvarint, read_uvarint
+
 __all__ = [
     "OFFSET_COMMIT_KEY_VERSION",
     "GROUP_METADATA_KEY_VERSION",
@@ -188,16 +190,11 @@ class _Reader:
         return self._fixed(_I64)
 
     def uvarint(self) -> int:
-        result = 0
-        for shift in range(0, 35, 7):
-            if self.pos >= len(self.data):
-                raise MalformedRecordError("truncated varint")
-            b = self.data[self.pos]
-            self.pos += 1
-            result |= (b & 0x7F) << shift
-            if b < 0x80:
-                return result
-        raise MalformedRecordError("unsigned varint longer than 5 bytes")
+        try:
+            value, self.pos = read_uvarint(self.data, self.pos)
+        except VarintError as exc:
+            raise MalformedRecordError(str(exc)) from None
+        return value
 
     def _length(self, wide: bool) -> int:
         """Length of a string (int16) or bytes/array (int32); compact forms in flexible versions."""
@@ -280,7 +277,8 @@ def key_version(data: bytes) -> int:
     """The record type of a key: 0/1 offset commit, 2 group metadata, others unknown here."""
     if len(data) < 2:
         raise MalformedRecordError("key shorter than its 2-byte version")
-    return _I16.unpack_from(data)[0]
+    version: int = _I16.unpack_from(data)[0]
+    return version
 
 
 def decode_offset_commit_key(data: bytes) -> tuple[str, str, int]:
@@ -400,10 +398,7 @@ class _Writer:
         self.out += _I64.pack(v)
 
     def uvarint(self, v: int) -> None:
-        while v >= 0x80:
-            self.out.append((v & 0x7F) | 0x80)
-            v >>= 7
-        self.out.append(v)
+        self.out += encode_uvarint(v)
 
     def _length(self, n: int, wide: bool) -> None:
         if self.flexible:

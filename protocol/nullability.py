@@ -10,7 +10,8 @@ once per api key and version.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["null_checker", "NullInNonNullableField"]
 

@@ -48,14 +48,16 @@ the transaction markers of control batches.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any, Iterable, Iterator, NamedTuple, Sequence
+from mmap import mmap
+from typing import Any, NamedTuple, cast
 
 import crc32c as _crc32c
 
 from protocol.compression import Compression, CompressionError, compress, decompress
-from protocol.varints import encode_uvarint
+from protocol.varints import VarintError, encode_uvarint, read_uvarint
 
 __all__ = [
     "BATCH_HEADER_SIZE",
@@ -149,7 +151,12 @@ class BatchHeader(NamedTuple):
         return bool(self.attributes & TIMESTAMP_TYPE_MASK)
 
 
-def read_batch_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+#: What the batch-header readers read: bytes, a view, or a memory-mapped segment file (the pipeline's
+#: readers map whole segments); ``struct.unpack_from`` and ``len`` work on each.
+HeaderBuffer = bytes | bytearray | memoryview | mmap
+
+
+def read_batch_header(buf: HeaderBuffer, pos: int = 0) -> BatchHeader:
     """Parse the 61-byte header at ``pos``. Raises CorruptBatchError if it cannot be a v2 batch."""
     if len(buf) - pos < BATCH_HEADER_SIZE:
         raise CorruptBatchError("truncated batch header", pos)
@@ -180,7 +187,7 @@ def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> 
 
 
 def iter_batch_positions(
-    buf: bytes | bytearray | memoryview, start: int = 0, end: int | None = None
+    buf: HeaderBuffer, start: int = 0, end: int | None = None
 ) -> Iterator[tuple[int, BatchHeader]]:
     """Yield ``(position, header)`` for each complete batch from ``start``.
 
@@ -264,23 +271,18 @@ _WIDTH_MASK = {5: (1 << 32) - 1, 10: (1 << 64) - 1}
 def _read_varint_slow(data: bytes, p: int, max_bytes: int) -> tuple[int, int]:
     """Zigzag varint of more than one byte at ``p``; returns ``(value, next position)``.
 
-    ``max_bytes`` is 5 for a varint (int32) and 10 for a varlong (int64): Kafka's ``ByteUtils``
-    refuses longer encodings, and so do we, so that garbage cannot build a huge integer. The last
-    byte may still carry bits beyond the type's width (5 x 7 = 35 > 32): Java's shifts drop them,
-    and so do we (``_WIDTH_MASK``), else an offset delta beyond int32 or a timestamp delta beyond
-    int64 would come out of here (found by tests/fuzz/fuzz_records.py).
+    ``max_bytes`` is 5 for a varint (int32) and 10 for a varlong (int64): protocol/varints.py's
+    reader refuses longer encodings, as Kafka's ``ByteUtils`` does. The last byte may still carry
+    bits beyond the type's width (5 x 7 = 35 > 32): Java's shifts drop them, and so do we
+    (``_WIDTH_MASK``), else an offset delta beyond int32 or a timestamp delta beyond int64 would
+    come out of here (found by tests/fuzz/fuzz_records.py).
     """
-    result = 0
-    shift = 0
-    for _ in range(max_bytes):
-        b = data[p]
-        p += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            result &= _WIDTH_MASK[max_bytes]
-            return (result >> 1) ^ -(result & 1), p
-        shift += 7
-    raise _Malformed(f"varint longer than {max_bytes} bytes")
+    try:
+        z, p = read_uvarint(data, p, max_bytes)
+    except VarintError as exc:
+        raise _Malformed(str(exc)) from None
+    z &= _WIDTH_MASK[max_bytes]
+    return (z >> 1) ^ -(z & 1), p
 
 
 def _read_headers(
@@ -619,7 +621,8 @@ def build_batch(
     """
     items = list(items)
     if compression == Compression.NONE and not options and all(len(item) == 2 for item in items):
-        return _plain_batch(items, timestamp_ms, base_offset)
+        # Every item is a pair (checked just above), which mypy cannot see through ``all``.
+        return _plain_batch(cast("list[tuple[bytes | None, bytes | None]]", items), timestamp_ms, base_offset)
     records = []
     for i, item in enumerate(items):
         headers = tuple(item[2]) if len(item) == 3 else ()

@@ -10,7 +10,8 @@ ApiVersions request above our maximum itself (KIP-511), before any handler sees 
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any, BinaryIO
 
 from kafka.protocol.metadata import ApiVersionsResponse
 
@@ -30,7 +31,7 @@ class FileRange:
 
     __slots__ = ("file", "position", "length", "release")
 
-    def __init__(self, file: Any, position: int, length: int, release: Callable[[], None] | None = None) -> None:
+    def __init__(self, file: BinaryIO, position: int, length: int, release: Callable[[], None] | None = None) -> None:
         self.file = file
         self.position = position
         self.length = length

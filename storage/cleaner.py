@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import functools
 import logging
 import os
 import time
@@ -317,8 +318,8 @@ async def clean_log(log: CleanerLog, *, force: bool = False) -> CleanResult | No
         replaced = 0
         for old in cleanable:
             new = await loop.run_in_executor(
-                None, lambda: _clean_segment(old, omap, now, log.options.delete_retention_ms, counts,
-                                             dirty=id(old) in dirty))
+                None, functools.partial(_clean_segment, old, omap, now, log.options.delete_retention_ms, counts,
+                                        dirty=id(old) in dirty))
             read += old.size
             if old not in log._segments or log.closed:
                 new.close()

@@ -48,8 +48,9 @@ import asyncio
 import logging
 import struct
 from collections import deque
+from collections.abc import Sequence
 from functools import partial
-from typing import NamedTuple, Sequence
+from typing import NamedTuple
 
 from crc32c import crc32c as _crc32c
 
@@ -102,10 +103,20 @@ class _Pending:
         self.replicated = replicated
 
 
+def _wake(waiter: asyncio.Future[None], _done: asyncio.Future[None]) -> None:
+    """Done callback of a round's future: resolve the session's waiter, unless already woken."""
+    if not waiter.done():
+        waiter.set_result(None)
+
+
 class _Round:
     """One group commit: the appends it covers and what to write where."""
 
     __slots__ = ("items", "writes", "sealed", "new_segments", "sync", "end_offset", "future", "epochs", "gap")
+
+    #: The round's write (and fsync) on the I/O worker: set when the round is handed to it, before
+    #: the round enters the in-flight queue, so every round ``_session`` or ``_commit`` sees has one.
+    future: asyncio.Future[None]
 
     def __init__(self, items: list[_Pending], writes: list[_Write]) -> None:
         self.items = items
@@ -114,7 +125,6 @@ class _Round:
         self.new_segments: list[LogSegment] = []
         self.sync = False
         self.end_offset = 0
-        self.future: asyncio.Future[None] | None = None
         #: ``(epoch, base offset)`` of batches that raise the leader epoch (rule 5), in order.
         self.epochs: list[tuple[int, int]] = []
         #: A replicated batch left an offset gap: checkpoint the recovery point past it.
@@ -260,7 +270,7 @@ class GroupCommitWriter:
                 # append, whichever comes first. (A bare future and a callback: asyncio.wait
                 # costs several times as much, and this runs for every round.)
                 waiter = loop.create_future()
-                head.future.add_done_callback(lambda _f, w=waiter: w.done() or w.set_result(None))
+                head.future.add_done_callback(partial(_wake, waiter))
                 if not (self._pending or self.log._exclusive_waiters):
                     self._wakeup = waiter
                 await waiter
@@ -367,7 +377,7 @@ class GroupCommitWriter:
 
     async def _commit(self, rnd: _Round) -> None:
         """Loop side, in round order: make the round visible, seal rolled segments, resolve."""
-        exc = rnd.future.exception() if rnd.future is not None else None
+        exc = rnd.future.exception()
         if exc is not None or self.log._failed is not None:
             if exc is not None and self.log._failed is None:
                 self.log._failed = exc

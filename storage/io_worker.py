@@ -28,31 +28,37 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
-from typing import Any, Callable
+from typing import Any, TypeVar, TypeVarTuple
 
 __all__ = ["IoWorker", "shared_worker", "SYNC_THREADS"]
 
 #: Most fsyncs in flight at once. Past a few dozen they only queue in the kernel.
 SYNC_THREADS = 16
 
+_T = TypeVar("_T")
+_Ts = TypeVarTuple("_Ts")
+
 
 class IoWorker:
     def __init__(self, name: str = "groupcoord-io") -> None:
+        # Jobs of every result type share the queue: their futures and functions are erased to Any here.
         self._jobs: deque[tuple[asyncio.AbstractEventLoop, asyncio.Future[Any], Callable[..., Any], tuple[Any, ...],
-                                Callable[[], Any] | None]] = deque()
+                                Callable[[], object] | None]] = deque()
         self._cv = threading.Condition(threading.Lock())
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._sync_pool: ThreadPoolExecutor | None = None
         self._name = name
         self._thread.start()
 
-    def run(self, fn: Callable[..., Any], *args: Any, then: Callable[[], Any] | None = None) -> asyncio.Future[Any]:
+    def run(self, fn: Callable[[*_Ts], _T], *args: *_Ts,
+            then: Callable[[], object] | None = None) -> asyncio.Future[_T]:
         """Run ``fn(*args)`` on the worker thread, and ``then()`` after the first steps of every
         job taken with it (unless ``fn`` raised); the future resolves on the calling loop with
         what ``fn`` returned, or the exception of either step."""
         loop = asyncio.get_running_loop()
-        fut: asyncio.Future[Any] = loop.create_future()
+        fut: asyncio.Future[_T] = loop.create_future()
         with self._cv:
             self._jobs.append((loop, fut, fn, args, then))
             if len(self._jobs) == 1:

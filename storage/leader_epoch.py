@@ -34,8 +34,9 @@ from __future__ import annotations
 import bisect
 import logging
 import threading
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable, NamedTuple
+from typing import NamedTuple
 
 from .errors import CorruptCheckpointError
 from .files import atomic_write

@@ -47,9 +47,9 @@ import logging
 import os
 import shutil
 import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import AsyncIterator, Callable
 
 from protocol.records import BatchHeader, decode_records
 

@@ -10,8 +10,9 @@ one place, which of the log's fields each may read or move. ``Log`` satisfies bo
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Protocol
 
 from .leader_epoch import LeaderEpochCache
 from .options import LogOptions

@@ -54,7 +54,7 @@ class OffsetIndex:
     def entries(self) -> list[tuple[int, int]]:
         """All entries as ``(absolute_offset, position)``, for tests and tools."""
         b = self.base_offset
-        return [(b + o, p) for o, p in zip(self._offsets, self._positions)]
+        return [(b + o, p) for o, p in zip(self._offsets, self._positions, strict=True)]
 
     def clear(self) -> None:
         del self._offsets[:]

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import struct
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 import crc32c as _crc32c
 

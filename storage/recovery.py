@@ -183,10 +183,10 @@ def load_segments(directory: Path, *, index_interval_bytes: int, now_ms: int) ->
             warn(f"{seg.path}: invalid data at byte {result.valid_bytes} ({result.reason}); truncated "
                  f"{result.truncated_bytes} bytes (about {result.dropped_batches} batch(es)) after "
                  f"{result.batches} valid batch(es)")
-            later = bases[i + 1 :]
-            if later:
+            after_cut = bases[i + 1 :]
+            if after_cut:
                 dropped = 0
-                for lb in later:
+                for lb in after_cut:
                     p = segment_path(directory, lb, LOG_SUFFIX)
                     try:
                         dropped += p.stat().st_size
@@ -195,7 +195,7 @@ def load_segments(directory: Path, *, index_interval_bytes: int, now_ms: int) ->
                     for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
                         _unlink(segment_path(directory, lb, suffix))
                 truncated_total += dropped
-                warn(f"{directory}: deleted {len(later)} segment(s) after the cut in {seg.path.name} "
+                warn(f"{directory}: deleted {len(after_cut)} segment(s) after the cut in {seg.path.name} "
                      f"({dropped} bytes), so the log stays a prefix")
             break
 

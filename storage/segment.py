@@ -38,9 +38,9 @@ from __future__ import annotations
 import logging
 import os
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from crc32c import crc32c as _crc32c
 
@@ -407,7 +407,7 @@ class LogSegment:
             self.first_batch_timestamp = first.max_timestamp
         scan = FileScan(self.fd, start, self.size, with_bytes=False)
         verified = start == 0
-        for pos, h, _b, _off in scan:
+        for _pos, h, _b, _off in scan:
             if not verified:
                 if h.base_offset + h.last_offset_delta != indexed:
                     return False  # the last entry names a batch that is not there (rule 5)
@@ -461,7 +461,7 @@ class LogSegment:
         self.max_timestamp, self.offset_of_max_timestamp = last_t if last_t else (-1, self.base_offset)
         if pos == 0:
             self.first_batch_timestamp = None
-        for p, h, _b, _off in FileScan(self.fd, start, self.size, with_bytes=False):
+        for _p, h, _b, _off in FileScan(self.fd, start, self.size, with_bytes=False):
             if h.max_timestamp > self.max_timestamp:
                 self.max_timestamp = h.max_timestamp
                 self.offset_of_max_timestamp = h.base_offset + h.last_offset_delta

@@ -49,7 +49,7 @@ class TimeIndex:
         return len(self._timestamps)
 
     def entries(self) -> list[tuple[int, int]]:
-        return list(zip(self._timestamps, self._offsets))
+        return list(zip(self._timestamps, self._offsets, strict=True))
 
     def clear(self) -> None:
         self._timestamps.clear()
@@ -102,7 +102,7 @@ class TimeIndex:
 
     def to_bytes(self) -> bytes:
         base = self.base_offset
-        return b"".join(_ENTRY.pack(t, o - base) for t, o in zip(self._timestamps, self._offsets))
+        return b"".join(_ENTRY.pack(t, o - base) for t, o in zip(self._timestamps, self._offsets, strict=True))
 
     def write(self, *, sync: bool) -> None:
         atomic_write(self.path, self.to_bytes(), sync=sync)

@@ -62,7 +62,7 @@ async def wait_serving(conn: Conn, versions: dict[ApiKey, int], groups: list[str
     while True:
         frames = [messages.fetch_frame(v, g, topic, 1) for g in pending]
         still = []
-        for g, f in zip(pending, frames):  # pipelined: send all, then read all
+        for f in frames:  # pipelined: send all, then read all
             conn.writer.write(f)
         for g in pending:
             size = int.from_bytes(await conn.reader.readexactly(4), "big", signed=True)
@@ -220,7 +220,7 @@ async def rebalance(host: str, port: int, versions: dict[ApiKey, int], members: 
         end = await asyncio.wait_for(asyncio.shield(finished), timeout)
         seconds: float | None = max(m.synced_at for m in ms) - start
         del end
-    except asyncio.TimeoutError:
+    except TimeoutError:
         seconds = None
     for t in tasks:
         t.cancel()
@@ -247,11 +247,11 @@ async def stable_group(host: str, port: int, versions: dict[ApiKey, int], member
         await ensure_coordinator(host, port, versions, [name])
         sem = asyncio.Semaphore(200)
 
-        async def connect() -> Conn:
+        async def connect(sem: asyncio.Semaphore) -> Conn:
             async with sem:
                 return await Conn(host, port).open(timeout=30)
 
-        conns = await asyncio.gather(*[connect() for _ in range(per)])
+        conns = await asyncio.gather(*[connect(sem) for _ in range(per)])
         ms = [Member(c, name) for c in conns]
         start = time.perf_counter()
 

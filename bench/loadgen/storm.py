@@ -216,7 +216,7 @@ class _Loader:
                     for k in range(due):
                         counts[(issued + k) % n] += 1
                     issued += due
-                    for conn, k in zip(conns, counts):
+                    for conn, k in zip(conns, counts, strict=True):
                         conn.send(k)
                 # Sleep until the next request is due, at least 1 ms: uvloop's timers have 1 ms
                 # resolution and a shorter sleep would spin.
@@ -229,7 +229,7 @@ class _Loader:
                 conn.drained.set_result(None)
         try:
             await asyncio.wait_for(asyncio.gather(*[c.drained for c in conns]), spec.drain_timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             left = sum(len(c.inflight) for c in conns)
             self.result.failures.append(f"{left} requests unanswered {spec.drain_timeout} s after the window")
         for conn in conns:

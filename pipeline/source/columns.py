@@ -46,7 +46,8 @@ from __future__ import annotations
 import functools
 import mmap
 import os
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pyarrow as pa
 

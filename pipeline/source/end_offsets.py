@@ -33,8 +33,9 @@ import csv
 import json
 import mmap
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator, NamedTuple
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 
@@ -143,8 +144,8 @@ def load_log_offsets(path: str | os.PathLike[str]) -> list[PartitionEnd]:
 
 def to_table(rows: list[PartitionEnd]) -> pa.Table:
     """The rows as a pyarrow Table (``ARROW_SCHEMA``)."""
-    columns = list(zip(*rows)) if rows else [(), (), (), ()]
-    return pa.Table.from_arrays([pa.array(list(c), type=f.type) for c, f in zip(columns, ARROW_SCHEMA)],
+    columns = list(zip(*rows, strict=True)) if rows else [(), (), (), ()]
+    return pa.Table.from_arrays([pa.array(list(c), type=f.type) for c, f in zip(columns, ARROW_SCHEMA, strict=True)],
                                 schema=ARROW_SCHEMA)
 
 

@@ -5,7 +5,8 @@ other batch or record handed to the reference rows of ``rows`` (see the ``column
 from __future__ import annotations
 
 import struct
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import crc32c as _crc32c
 import numpy as np
@@ -76,7 +77,8 @@ class FastParser:
             if not len(view):
                 return np.zeros(idx.shape, dtype=np.int64)
             idx = np.minimum(idx, len(view) - 1)
-        return view[idx].astype(np.int64)
+        values: np.ndarray = view[idx].astype(np.int64)
+        return values
 
     def _take(self, idx: np.ndarray) -> np.ndarray:
         return self._read("u1", idx)
@@ -304,7 +306,7 @@ class FastParser:
         # that are not plain, and single records of plain batches.
         work = [(b, -1) for b in np.flatnonzero(~plain).tolist()]
         if slow is not None:
-            work += zip(slow.rb.tolist(), range(len(slow.rb)))
+            work += zip(slow.rb.tolist(), range(len(slow.rb)), strict=True)
             work.sort()
         general: list[list[Any]] = []
         general_batch: list[int] = []  # chunk-local batch of each general row
@@ -386,6 +388,25 @@ class FastParser:
 
 class _Records:
     """Per-record numpy arrays of a chunk (positions and decoded fields), filtered together."""
+
+    # The fields the parser sets, step by step (every array has one element per record).
+    rb: np.ndarray  # the record's batch (chunk-local index)
+    s: np.ndarray  # where the record starts
+    ts_delta: np.ndarray
+    off_delta: np.ndarray
+    klen: np.ndarray
+    kp: np.ndarray
+    vlen: np.ndarray
+    vp: np.ndarray
+    kv: np.ndarray
+    mlen: np.ndarray
+    glen: np.ndarray
+    tlen: np.ndarray
+    tp: np.ndarray
+    vv: np.ndarray
+    v3: np.ndarray
+    v1: np.ndarray
+    tomb: np.ndarray
 
     def __init__(self, **arrays: np.ndarray) -> None:
         self.__dict__.update(arrays)

@@ -7,7 +7,8 @@ group-metadata reader the fast path uses for the rare GroupMetadata record.
 from __future__ import annotations
 
 import struct
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -31,6 +32,7 @@ from protocol.records import (
 )
 
 from .schema import CONTROL, CORRUPT, GROUP_METADATA, OFFSET_COMMIT, RAW_COLUMNS, UNKNOWN
+
 
 class SegmentContext:
     """What every row of one segment shares, and where its bytes are."""
@@ -159,8 +161,8 @@ def reference_rows(ctx: SegmentContext, batch_rows: int) -> Iterator[list[list[A
 
 
 def rows_to_batch(rows: Sequence[Sequence[Any]], schema: pa.Schema) -> pa.RecordBatch:
-    columns = list(zip(*rows)) if rows else [()] * _WIDTH
-    return pa.RecordBatch.from_arrays([pa.array(list(c), type=f.type) for c, f in zip(columns, schema)],
+    columns = list(zip(*rows, strict=True)) if rows else [()] * _WIDTH
+    return pa.RecordBatch.from_arrays([pa.array(list(c), type=f.type) for c, f in zip(columns, schema, strict=True)],
                                       schema=schema)
 
 

@@ -10,7 +10,6 @@ import sys
 import time
 from pathlib import Path
 
-
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 if str(BENCH) not in sys.path:
     sys.path.insert(0, str(BENCH))

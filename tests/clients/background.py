@@ -7,8 +7,7 @@ import os
 import subprocess
 import threading
 import time
-from pathlib import Path
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from tests.clients.tools import _which, compile_java, java_classpath
 

@@ -166,7 +166,7 @@ def run_kafka_python(bootstrap, topic, group, strategy, instance, session, stop,
                 continue
             if not batch:
                 continue
-            for tp, msgs in batch.items():
+            for msgs in batch.values():
                 for m in msgs:
                     out(f"R {m.partition} {m.offset}")
                     pending[m.partition] = m.offset + 1
@@ -227,7 +227,7 @@ async def _aiokafka(bootstrap, topic, group, strategy, instance, session, stop, 
             batch = await c.getmany(timeout_ms=200, max_records=max_poll)
             if not batch:
                 continue
-            for tp, msgs in batch.items():
+            for msgs in batch.values():
                 for m in msgs:
                     out(f"R {m.partition} {m.offset}")
                     pending[m.partition] = m.offset + 1

@@ -13,9 +13,9 @@ import signal
 import sys
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 from tests.clients import py_clients as pc
 from tests.clients.background import Background, start_java

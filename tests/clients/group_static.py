@@ -8,8 +8,18 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from tests.clients.group_scenario import (P, all_consumed, check_exactly_once, committed_offsets, ctx, produce,
-                                          start_member, uid, wait_stable, wait_until)
+from tests.clients.group_scenario import (
+    P,
+    all_consumed,
+    check_exactly_once,
+    committed_offsets,
+    ctx,
+    produce,
+    start_member,
+    uid,
+    wait_stable,
+    wait_until,
+)
 from tests.clients.records_io import create_topic
 
 STATIC_SESSION_MS = 10000

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 from tests.clients.records_io import Got, Rec
 
@@ -109,12 +109,12 @@ def kafka_python_consume(bootstrap: str, topic: str, partitions: int, total: int
         if offsets is None:
             c.seek_to_beginning(*tps)
         else:
-            for tp, o in zip(tps, offsets):
+            for tp, o in zip(tps, offsets, strict=True):
                 c.seek(tp, o)
         out: list[Got] = []
         deadline = time.monotonic() + timeout
         while len(out) < total and time.monotonic() < deadline:
-            for tp, msgs in c.poll(timeout_ms=500, max_records=1000).items():
+            for msgs in c.poll(timeout_ms=500, max_records=1000).values():
                 for m in msgs:
                     out.append(Got(m.partition, m.offset, m.timestamp, TT.get(m.timestamp_type, str(m.timestamp_type)),
                                    m.key, m.value, _headers(m.headers)))
@@ -155,13 +155,13 @@ async def _aio_consume(bootstrap: str, topic: str, partitions: int, total: int, 
         if offsets is None:
             await c.seek_to_beginning(*tps)
         else:
-            for tp, o in zip(tps, offsets):
+            for tp, o in zip(tps, offsets, strict=True):
                 c.seek(tp, o)
         out: list[Got] = []
         deadline = time.monotonic() + timeout
         while len(out) < total and time.monotonic() < deadline:
             batch = await c.getmany(timeout_ms=500, max_records=1000)
-            for tp, msgs in batch.items():
+            for msgs in batch.values():
                 for m in msgs:
                     out.append(Got(m.partition, m.offset, m.timestamp, TT.get(m.timestamp_type, str(m.timestamp_type)),
                                    m.key, m.value, _headers(m.headers)))

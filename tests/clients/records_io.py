@@ -16,9 +16,9 @@ Consumed record line printed by the programs::
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
 Headers = tuple[tuple[str, "bytes | None"], ...]
 
@@ -165,7 +165,7 @@ def assert_same(expected: Sequence[Rec], got: Sequence[Got], ctx: str = "", firs
         offsets = [g.offset for g in gots]
         assert offsets == list(range(first_offset, first_offset + len(recs))), \
             f"partition {p}: offsets {offsets[:20]}... (len {len(offsets)}), expected {first_offset}..{first_offset + len(recs) - 1}\n{ctx}"
-        for i, (e, g) in enumerate(zip(recs, gots)):
+        for i, (e, g) in enumerate(zip(recs, gots, strict=True)):
             assert g.rec() == e, f"partition {p} record #{i} (offset {g.offset}) differs:\n got {g}\n exp {e}\n{ctx}"
         assert {g.timestamp_type for g in gots} == {timestamp_type}, f"partition {p}: {ctx}"
 

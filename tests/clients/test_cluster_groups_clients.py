@@ -12,15 +12,25 @@ from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 from coordinator.cluster.local_cluster import LocalCluster
 from protocol.hashing import partition_for
-from tests.clients.group_scenario import (P, all_consumed, check_exactly_once, committed_offsets, ctx, produce,
-                                          start_member, uid, wait_stable, wait_until)
+from tests.clients.group_scenario import (
+    P,
+    all_consumed,
+    check_exactly_once,
+    committed_offsets,
+    ctx,
+    produce,
+    start_member,
+    uid,
+    wait_stable,
+    wait_until,
+)
 from tests.cluster.conftest import SESSION_MS, running_cluster
 from tests.cluster.test_replication import _create, _leader, _state, _zk
 

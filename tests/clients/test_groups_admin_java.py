@@ -11,8 +11,7 @@ import time
 
 import pytest
 
-from tests.clients.group_scenario import (P, all_consumed, ctx, produce, start_member, uid, wait_stable,
-                                          wait_until)
+from tests.clients.group_scenario import P, all_consumed, ctx, produce, start_member, uid, wait_stable, wait_until
 from tests.clients.records_io import create_topic
 from tests.clients.tools import NODE_ID, run_java
 

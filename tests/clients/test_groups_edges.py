@@ -10,8 +10,7 @@ import time
 
 import pytest
 
-from tests.clients.group_scenario import (P, all_consumed, ctx, produce, start_member, uid, wait_stable,
-                                          wait_until)
+from tests.clients.group_scenario import P, all_consumed, ctx, produce, start_member, uid, wait_stable, wait_until
 from tests.clients.records_io import create_topic
 
 pytestmark = [pytest.mark.clients, pytest.mark.timeout(120)]

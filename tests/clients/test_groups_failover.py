@@ -16,8 +16,17 @@ import time
 
 import pytest
 
-from tests.clients.group_scenario import (P, all_consumed, check_exactly_once, ctx, produce, start_member, uid,
-                                          wait_stable, wait_until)
+from tests.clients.group_scenario import (
+    P,
+    all_consumed,
+    check_exactly_once,
+    ctx,
+    produce,
+    start_member,
+    uid,
+    wait_stable,
+    wait_until,
+)
 from tests.clients.records_io import create_topic
 
 pytestmark = [pytest.mark.clients, pytest.mark.timeout(150)]

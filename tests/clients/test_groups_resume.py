@@ -8,8 +8,15 @@ from __future__ import annotations
 
 import pytest
 
-from tests.clients.group_scenario import (P, committed_offsets, ctx, produce, run_group_scenario,
-                                          start_member, wait_until)
+from tests.clients.group_scenario import (
+    P,
+    committed_offsets,
+    ctx,
+    produce,
+    run_group_scenario,
+    start_member,
+    wait_until,
+)
 from tests.clients.group_static import run_static_scenario
 
 pytestmark = [pytest.mark.clients, pytest.mark.timeout(180)]

@@ -273,7 +273,8 @@ def test_confluent_and_kafka_python_describe_configs(server) -> None:  # type: i
     bentries = admin.describe_configs([broker], request_timeout=10)[broker].result(timeout=15)
     assert bentries["num.partitions"].value == "1"
 
-    from kafka.admin import ConfigResource as KConfigResource, ConfigResourceType, KafkaAdminClient
+    from kafka.admin import ConfigResource as KConfigResource
+    from kafka.admin import ConfigResourceType, KafkaAdminClient
 
     ka = KafkaAdminClient(bootstrap_servers=server.bootstrap)
     try:

@@ -10,8 +10,7 @@ import pytest
 
 from tests.clients import py_clients as pc
 from tests.clients.background import start_java
-from tests.clients.records_io import (Rec, assert_same, create_topic, make_records, parse_acks, parse_got,
-                                      write_records)
+from tests.clients.records_io import Rec, assert_same, create_topic, make_records, parse_acks, parse_got, write_records
 from tests.clients.test_produce_consume_java import java_consume, java_produce
 from tests.clients.tools import unique_topic
 
@@ -132,7 +131,8 @@ def test_fetch_limits_smaller_than_a_batch(server, tmp_path) -> None:  # type: i
         c.close()
     assert_same(recs, got, server.log_text()[-3000:])
 
-    from confluent_kafka import Consumer, TopicPartition as CTP
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as CTP
     cc = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "unused", "enable.auto.commit": False,
                    "fetch.max.bytes": 1024, "max.partition.fetch.bytes": 512, "message.max.bytes": 1000,
                    "receive.message.max.bytes": 1_000_000})  # a client buffer limit
@@ -202,7 +202,8 @@ def test_read_committed_consumers(server, tmp_path) -> None:  # type: ignore[no-
     create_topic(server.bootstrap, topic, P)
     recs = make_records(N, P)
     java_produce(server.bootstrap, topic, write_records(tmp_path / "in.txt", recs), "zstd").check()
-    from confluent_kafka import Consumer, TopicPartition as CTP
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as CTP
 
     c = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "unused", "enable.auto.commit": False,
                   "isolation.level": "read_committed"})

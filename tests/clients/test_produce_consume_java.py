@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.clients.records_io import (assert_same, create_topic, make_records, parse_acks, parse_got,
-                                      write_records)
+from tests.clients.records_io import assert_same, create_topic, make_records, parse_acks, parse_got, write_records
 from tests.clients.tools import run_java, unique_topic
 
 pytestmark = [pytest.mark.clients, pytest.mark.timeout(90)]
@@ -81,7 +80,7 @@ def test_java_seek_with_leader_epoch(server, tmp_path) -> None:  # type: ignore[
     recs = make_records(300, 3)
     java_produce(server.bootstrap, topic, write_records(tmp_path / "in.txt", recs), "snappy").check()
     starts = [10, 50, 99]
-    for round_ in range(2):
+    for _round in range(2):
         res = run_java("ProduceConsume", ["consume", server.bootstrap, topic, "3", str(300 - sum(starts)), "15000",
                                           ",".join(map(str, starts)), "0"], sources=PC, timeout=45)
         ctx = res.describe()[-6000:] + "\n--- server log ---\n" + server.log_text()[-3000:]

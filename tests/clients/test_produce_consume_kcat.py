@@ -111,6 +111,6 @@ def test_kcat_query_offsets_for_times(server, tmp_path) -> None:  # type: ignore
     probes = {0: p0[5] + 1, 1: base}
     res = run_kcat(["-Q", "-b", server.bootstrap, "-t", f"{topic}:0:{probes[0]}", "-t", f"{topic}:1:{probes[1]}"])
     res.check()
-    assert f" [0] offset 6" in res.stdout and f" [1] offset 0" in res.stdout, res.describe()
+    assert " [0] offset 6" in res.stdout and " [1] offset 0" in res.stdout, res.describe()
     res = run_kcat(["-Q", "-b", server.bootstrap, "-t", f"{topic}:0:{base + 10_000_000}"]).check()
     assert " [0] offset -1" in res.stdout, res.describe()

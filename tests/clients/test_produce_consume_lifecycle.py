@@ -10,8 +10,7 @@ import time
 import pytest
 
 from tests.clients import py_clients as pc
-from tests.clients.records_io import (Rec, assert_same, create_topic, make_records, parse_acks, parse_got,
-                                      write_records)
+from tests.clients.records_io import Rec, assert_same, create_topic, make_records, parse_acks, parse_got, write_records
 from tests.clients.test_produce_consume_java import java_consume, java_produce
 from tests.clients.tools import run_java, unique_topic
 

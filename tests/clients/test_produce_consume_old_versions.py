@@ -33,7 +33,7 @@ def test_kafka_python_pinned_versions(shared_server, api_version) -> None:  # ty
     finally:
         p.close(5)
     for part in range(P):
-        assert [o for o, r in zip(offs, recs) if r.partition == part] == list(range(N // P))
+        assert [o for o, r in zip(offs, recs, strict=True) if r.partition == part] == list(range(N // P))
 
     c = KafkaConsumer(bootstrap_servers=bootstrap, api_version=api_version, group_id=None,
                       enable_auto_commit=False, auto_offset_reset="earliest")

@@ -90,7 +90,7 @@ def test_java_idempotent_producer_survives_sigkill(server_factory, events) -> No
     try:
         for n, event in enumerate(events):
             threshold = (n + 1) * COUNT // (len(events) + 2)
-            assert producer.wait_for(lambda ls: _acked(ls) >= threshold, 60), \
+            assert producer.wait_for(lambda ls, at_least=threshold: _acked(ls) >= at_least, 60), \
                 producer.describe() + server.log_text()[-3000:]
             at_event.append(_acked(producer.lines))
             if event == "kill":

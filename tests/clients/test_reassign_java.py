@@ -28,13 +28,22 @@ import pytest
 
 from coordinator.cluster.local_cluster import LocalCluster
 from protocol.hashing import partition_for
+from tests.clients.group_scenario import (
+    P,
+    all_consumed,
+    check_exactly_once,
+    ctx,
+    produce,
+    start_member,
+    uid,
+    wait_stable,
+    wait_until,
+)
+from tests.clients.test_groups_admin_java import describe, offsets
+from tests.clients.tools import run_java
 from tests.cluster.conftest import running_cluster, wait_for
 from tests.cluster.fault_tools import bad_log_lines
 from tests.cluster.test_replication import _create, _leader, _zk
-from tests.clients.group_scenario import (P, all_consumed, check_exactly_once, ctx, produce, start_member, uid,
-                                          wait_stable, wait_until)
-from tests.clients.test_groups_admin_java import describe, offsets
-from tests.clients.tools import run_java
 
 pytestmark = [pytest.mark.clients, pytest.mark.timeout(300)]
 
@@ -92,7 +101,7 @@ def test_kafka_reassign_partitions_with_a_throttle_through_the_java_admin_client
         _create(cluster, "events", 2, 3, {"min.insync.replicas": "2"})
         producer = KafkaProducer(bootstrap_servers=bs, acks="all", linger_ms=20, batch_size=256 * 1024)
         payload = b"x" * RECORD_BYTES
-        for i in range(RECORDS):
+        for _ in range(RECORDS):
             producer.send("big", payload)
         for i in range(3000):
             producer.send("events", b"%d" % i, partition=i % 2)

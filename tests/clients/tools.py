@@ -15,9 +15,10 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import pytest
 
@@ -87,7 +88,7 @@ class Result:
         return (f"$ {' '.join(self.args)}\n[{status}]\n--- stdout ---\n{self.stdout}"
                 f"\n--- stderr ---\n{self.stderr[-6000:]}")
 
-    def check(self) -> "Result":
+    def check(self) -> Result:
         """Fail the test (showing all output) unless the process exited 0 in time."""
         if self.timed_out or self.returncode != 0:
             pytest.fail(f"client run failed:\n{self.describe()}", pytrace=False)

@@ -12,10 +12,12 @@ import re
 import socket
 import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import pytest
+from kafka.protocol.admin import ListGroupsResponse
 from kafka.protocol.metadata import (
     ApiVersionsRequest,
     ApiVersionsResponse,
@@ -25,7 +27,8 @@ from kafka.protocol.metadata import (
 
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey
 from tests.conftest import ServerProcess
-from tests.protocol.test_connection import frame, request_frame, request_header
+from tests.protocol.test_connection import frame, request_frame, request_header, tagged_section
+from tests.protocol.test_request_codec import api_versions_v3_body, list_groups_v4_body
 from tests.protocol.test_roundtrip import reencode
 
 CLOSE_TIMEOUT = 5.0
@@ -93,7 +96,7 @@ def expect_closed_without_response(sock: socket.socket, timeout: float = CLOSE_T
             chunk = sock.recv(65536)
         except (ConnectionResetError, BrokenPipeError):
             break
-        except socket.timeout:
+        except TimeoutError:
             pytest.fail(f"server did not close the connection within {timeout}s")
         if not chunk:
             break
@@ -187,6 +190,26 @@ BAD_INPUTS = [
              _send(frame(struct.pack(">hhih", 18, 0, 1, 2) + b"\xff\xfe")),
              r"utf|unicode|malformed"),
     BadInput("malformed-header-truncated", _send(frame(b"\x00\x12\x00")), r"truncated|header"),
+    # Kafka 4.4's decoder limits: an array of more than 1,000,000 elements (here whole: a 1 MB
+    # ListGroups v4 whose states filter holds 1,000,001 empty strings; and the count alone), more
+    # than 10,000 tagged fields in a body or in the request header.
+    BadInput("array-over-a-million-elements",
+             _send(frame(request_header(ApiKey.LIST_GROUPS, 4, 1, "bad", flexible=True)
+                         + list_groups_v4_body(1_000_001))),
+             r"array of 1000001 elements, more than the 1000000"),
+    BadInput("array-count-over-a-million-without-elements",
+             _send(frame(request_header(ApiKey.LIST_GROUPS, 4, 1, "bad", flexible=True)
+                         + list_groups_v4_body(1_000_001, elements=0))),
+             r"array of 1000001 elements, more than the 1000000"),
+    BadInput("body-tagged-fields-over-ten-thousand",
+             _send(frame(request_header(ApiKey.API_VERSIONS, 3, 1, "bad", flexible=True)
+                         + api_versions_v3_body(10_001))),
+             r"10001 tagged fields, more than the 10000"),
+    BadInput("header-tagged-fields-over-ten-thousand",
+             _send(frame(request_header(ApiKey.API_VERSIONS, 3, 1, "bad", flexible=True,
+                                        header_tags=tagged_section([(100 + i, b"") for i in range(10_001)]))
+                         + api_versions_v3_body(0))),
+             r"10001 tagged fields, more than the 10000"),
 ]
 
 
@@ -254,6 +277,28 @@ def test_responses_before_a_violation_are_delivered(server: ServerProcess) -> No
         pytest.fail(f"connection closed after {ids} of [1, 2, 3]: {exc!r}")
     assert ids == [1, 2, 3]
     expect_closed_without_response(sock)
+    sock.close()
+    assert server.alive()
+
+
+def test_requests_at_kafkas_decoder_limits_are_served(server: ServerProcess) -> None:
+    """At exactly 1,000,000 array elements and 10,000 tagged fields a request is not refused."""
+    sock = connect(server)
+    sock.settimeout(60)  # a million elements take the server's decoder a while
+    sock.sendall(frame(request_header(ApiKey.LIST_GROUPS, 4, 7, "at-limit", flexible=True)
+                       + list_groups_v4_body(1_000_000)))
+    correlation_id, body = read_response(sock)
+    assert correlation_id == 7
+    assert body[0] == 0  # response header v1: no tagged fields
+    response = ListGroupsResponse.decode(body[1:], version=4)
+    assert response.error_code == 0
+    assert response.groups == []  # no group is in the state ""
+    sock.sendall(frame(request_header(ApiKey.API_VERSIONS, 3, 8, "at-limit", flexible=True,
+                                      header_tags=tagged_section([(100 + i, b"") for i in range(10_000)]))
+                       + api_versions_v3_body(10_000)))
+    correlation_id, body = read_response(sock)
+    assert correlation_id == 8
+    assert ApiVersionsResponse.decode(body, version=3).error_code == 0
     sock.close()
     assert server.alive()
 

@@ -30,8 +30,8 @@ async def test_a_few_lines_per_host_then_one_summary(caplog: Any) -> None:
     now[0] += 1.5
     close_log.closing("10.0.0.1:2000", "malformed request")  # a new window: the summary first
     summary = [r for r in caplog.records if r.getMessage().startswith("more connections closed")]
-    assert len(summary) == 1 and getattr(summary[0], "closed") == 1000 - LINES_PER_WINDOW
-    assert getattr(summary[0], "host") == "10.0.0.1"
+    assert len(summary) == 1 and summary[0].closed == 1000 - LINES_PER_WINDOW
+    assert summary[0].host == "10.0.0.1"
 
 
 @pytest.mark.asyncio
@@ -45,4 +45,4 @@ async def test_the_summary_comes_even_if_the_host_goes_quiet(caplog: Any, monkey
         close_log.closing(f"10.0.0.9:{port}", "bad")
     await asyncio.sleep(0.15)
     summary = [r for r in caplog.records if r.getMessage().startswith("more connections closed")]
-    assert len(summary) == 1 and getattr(summary[0], "closed") == 20 - LINES_PER_WINDOW
+    assert len(summary) == 1 and summary[0].closed == 20 - LINES_PER_WINDOW

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import os
-import socket
-import struct
 import threading
 import time
 
-import pytest
 from kafka.protocol.admin import CreateTopicsRequest
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
@@ -16,7 +13,7 @@ from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 from protocol.records import Compression, build_batch, decode_records, iter_batch_positions
-from tests.wire_client import WireClient, decode_response
+from tests.wire_client import WireClient
 
 CT = CreateTopicsRequest.CreatableTopic
 
@@ -228,12 +225,12 @@ def test_long_poll_wakes_on_append_and_costs_no_cpu_while_idle(server) -> None:
     for i in range(5):
         result: dict[str, float] = {}
 
-        def consume() -> None:
+        def consume(i: int, result: dict[str, float]) -> None:
             p = fetch(waiter, "poll", i, max_wait_ms=5000, min_bytes=1)
             result["at"] = time.monotonic()
             result["n"] = len(records_of(p.records))
 
-        t = threading.Thread(target=consume)
+        t = threading.Thread(target=consume, args=(i, result))
         t.start()
         time.sleep(0.3)
         with WireClient(server.host, server.port) as producer:

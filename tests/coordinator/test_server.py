@@ -229,8 +229,8 @@ async def test_shutdown_answers_requests_in_flight_and_reads_no_more() -> None:
 
 @pytest.mark.asyncio
 async def test_encoded_responses_send_file_ranges_in_order(tmp_path: Path) -> None:
-    from protocol.responses import EncodedResponse, FileRange
     from protocol.fetch_response import RecordsRef
+    from protocol.responses import EncodedResponse, FileRange
 
     payload = bytes(range(256)) * 4096  # 1 MiB
     path = tmp_path / "segment.log"

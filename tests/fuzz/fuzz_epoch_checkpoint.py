@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from itertools import pairwise
 from pathlib import Path
 
 from storage.errors import CorruptCheckpointError
@@ -74,7 +75,7 @@ def _check_lookups(cache: LeaderEpochCache, log_end: int) -> None:
 
 
 def _check_rule_1(entries: tuple[EpochEntry, ...], after: str) -> None:
-    for a, b in zip(entries, entries[1:]):
+    for a, b in pairwise(entries):
         if not (a.epoch < b.epoch and a.start_offset < b.start_offset):
             raise Finding(f"after {after} the entries {entries} break rule 1")
 

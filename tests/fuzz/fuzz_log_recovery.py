@@ -29,6 +29,7 @@ from __future__ import annotations
 import shutil
 import struct
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 from protocol.compression import Compression
@@ -184,7 +185,7 @@ def _mutate(ref: _Reference, data: bytes) -> list[bytearray]:
             at = batch.position + {MAGIC: 16, CRC: 17, LENGTH: 8}[kind]
             value = stream.take(1 if kind == MAGIC else 4)
             if kind == CRC:  # a mismatch for sure: flip bits of the stored CRC
-                value = bytes(a ^ (b | 1) for a, b in zip(f[at : at + 4], value))
+                value = bytes(a ^ (b | 1) for a, b in zip(f[at : at + 4], value, strict=False))
             if at + len(value) <= len(f):
                 f[at : at + len(value)] = value
         else:  # REPLACE: the rest of the input is the whole segment
@@ -248,7 +249,7 @@ def _check_log(log: Log, expected: list[_Batch], with_checkpoint: bool) -> tuple
         if i >= len(got) or got[i] != (b.base, b.last, b.epoch, b.data):
             raise Finding(f"recovery lost or changed the intact batch {b.base}..{b.last}: "
                           f"kept {[(g[0], g[1]) for g in got]}")
-    for a, b in zip(got, got[1:]):
+    for a, b in pairwise(got):
         if b[0] <= a[1]:
             raise Finding(f"recovered offsets do not increase: {a[:2]} then {b[:2]}")
     data_end = got[-1][1] + 1 if got else log.segments[0].base_offset

@@ -105,7 +105,7 @@ def _check_key(raw: bytes) -> None:
             fast = decode_offset_commit_key(raw)
         except OURS:
             return
-        raise Finding(f"decode_offset_commit_key accepted {fast!r}; decode_key raised {exc!r}")
+        raise Finding(f"decode_offset_commit_key accepted {fast!r}; decode_key raised {exc!r}") from None
     if isinstance(key, OffsetCommitKey):
         fast = decode_offset_commit_key(raw)
         if fast != (key.group, key.topic, key.partition):
@@ -129,7 +129,7 @@ def _check_offset_value(raw: bytes) -> None:
             fast = offset_commit_fields(raw)
         except OURS:
             return
-        raise Finding(f"offset_commit_fields accepted {fast!r}; the reader raised {exc!r}")
+        raise Finding(f"offset_commit_fields accepted {fast!r}; the reader raised {exc!r}") from None
     fields = (value.offset, value.leader_epoch, value.metadata, value.commit_timestamp, value.expire_timestamp)
     fast = offset_commit_fields(raw)
     if fast != fields:

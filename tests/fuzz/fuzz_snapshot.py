@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import logging
 import struct
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Callable
+from typing import Any
 
 import crc32c
 

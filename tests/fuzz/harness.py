@@ -25,10 +25,10 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
-from typing import Iterator
 
 FUZZ_DIR = Path(__file__).resolve().parent
 REGRESSIONS_DIR = FUZZ_DIR / "regressions"

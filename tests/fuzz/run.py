@@ -204,7 +204,7 @@ def run_harness(name: str, *, seconds: int | None, runs: int | None, jobs: int, 
         threads = [threading.Thread(target=pump, args=(job, proc)) for job, proc in enumerate(procs)]
         for thread in threads:
             thread.start()
-        for proc, thread in zip(procs, threads):
+        for proc, thread in zip(procs, threads, strict=True):
             result.exit_codes.append(proc.wait())
             thread.join()
         result.seconds = time.monotonic() - start

@@ -111,7 +111,7 @@ def _read_until_closed(sock: socket.socket) -> bytes:
             chunk = sock.recv(65536)
         except (ConnectionResetError, BrokenPipeError):
             return received
-        except socket.timeout:
+        except TimeoutError:
             break
         if not chunk:
             return received

@@ -10,7 +10,7 @@ fuzzer has run, so a decoder regression that needs no search to find fails here 
 from __future__ import annotations
 
 import struct
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 

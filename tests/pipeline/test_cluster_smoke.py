@@ -16,7 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from protocol.consumer_offsets import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue, serialize
+from protocol.consumer_offsets import (
+    GroupMetadataKey,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    serialize,
+)
 from protocol.records import build_batch
 from storage.log import Log
 from storage.options import offsets_topic_options

@@ -9,8 +9,6 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from coordinator.group.config import GroupConfig
 from pipeline import transforms as T
 from protocol.consumer_offsets import OffsetCommitKey, serialize

@@ -10,6 +10,7 @@ The helpers at the top (``request_frame`` and friends) are imported by the other
 from __future__ import annotations
 
 import struct
+from itertools import pairwise
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -207,7 +208,7 @@ def test_pipelined_stream_any_split_yields_the_same_events(cuts: list[int]) -> N
     conn = ServerConnection()
     events: list[object] = []
     points = [0, *sorted(cuts), len(STREAM)]
-    for start, end in zip(points, points[1:]):
+    for start, end in pairwise(points):
         conn.receive_data(STREAM[start:end])
         events += drain(conn)
     assert events == EXPECTED
@@ -226,7 +227,7 @@ def test_mixed_stream_any_split_yields_the_same_events(cuts: list[int]) -> None:
     conn = ServerConnection()
     events: list[object] = []
     points = [0, *sorted(cuts), len(MIXED_STREAM)]
-    for start, end in zip(points, points[1:]):
+    for start, end in pairwise(points):
         conn.receive_data(MIXED_STREAM[start:end])
         if events and isinstance(events[-1], ProtocolViolation):
             assert conn.next_event() == events[-1]
@@ -294,6 +295,21 @@ def test_header_v2_non_empty_tagged_fields_are_skipped(tags: bytes) -> None:
     assert isinstance(event, RequestReceived)
     assert event.request == request
     assert event.client_id == "cid"
+
+
+def test_header_v2_tagged_fields_past_kafkas_limit_are_a_violation() -> None:
+    """Kafka 4.4 refuses more than 10,000 tagged fields in any section, the header's included."""
+    request = ApiVersionsRequest[4](client_software_name="name", client_software_version="1")
+    at_limit = tagged_section([(100 + i, b"") for i in range(10_000)])
+    (event,) = feed_all(frame(request_header(18, 4, 5, "cid", flexible=True, header_tags=at_limit)
+                              + request.encode(version=4)))
+    assert isinstance(event, RequestReceived)
+    assert event.request == request
+    over = tagged_section([(100 + i, b"") for i in range(10_001)])
+    (event,) = feed_all(frame(request_header(18, 4, 5, "cid", flexible=True, header_tags=over)
+                              + request.encode(version=4)))
+    assert isinstance(event, ProtocolViolation)
+    assert "10001 tagged fields, more than the 10000" in event.reason
 
 
 def test_header_v2_client_id_is_not_compact() -> None:
@@ -574,7 +590,7 @@ def test_fuzz_mutated_valid_requests_never_raise(
 def test_fuzz_arbitrary_stream_any_split_never_raises(stream: bytes, cuts: list[int]) -> None:
     conn = ServerConnection(max_request_size=1 << 16)
     points = [0, *sorted(c for c in cuts if c <= len(stream)), len(stream)]
-    for start, end in zip(points, points[1:]):
+    for start, end in pairwise(points):
         conn.receive_data(stream[start:end])
         _drain_checked(conn)
 

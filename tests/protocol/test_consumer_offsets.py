@@ -19,10 +19,10 @@ from protocol.consumer_offsets import (
     decode_offset_commit_key,
     decode_offset_commit_value,
     deserialize,
-    key_version,
-    offset_commit_fields,
     encode_key,
     encode_value,
+    key_version,
+    offset_commit_fields,
     serialize,
 )
 
@@ -34,7 +34,7 @@ def h(*parts: str) -> bytes:
 def s16(text: str) -> str:
     """A non-flexible string as hex: int16 length + UTF-8."""
     raw = text.encode()
-    return "%04x" % len(raw) + raw.hex()
+    return f"{len(raw):04x}" + raw.hex()
 
 
 def compact(text: str) -> str:
@@ -129,7 +129,7 @@ def _group_golden(version: int) -> bytes:
 
     def byt(b: str) -> str:  # bytes field
         n = len(b) // 2
-        return ("%02x" % (n + 1) if flexible else "%08x" % n) + b
+        return (f"{n + 1:02x}" if flexible else f"{n:08x}") + b
 
     member = [st_("m1")]
     if version >= 3:
@@ -140,7 +140,7 @@ def _group_golden(version: int) -> bytes:
     member += ["00002710", byt("0102"), byt("03")]  # session timeout 10000
     if flexible:
         member.append("00")
-    parts = ["%04x" % version, st_("consumer"), "00000007", st_("range"), st_("m1")]
+    parts = [f"{version:04x}", st_("consumer"), "00000007", st_("range"), st_("m1")]
     if version >= 2:
         parts.append("0000018bcfe56800")  # currentStateTimestamp 1700000000000
     parts.append("02" if flexible else "00000001")  # one member

@@ -11,7 +11,13 @@ from kafka.protocol.consumer import FetchResponse
 
 from protocol.errors import ErrorCode
 from protocol.fetch_response import (
-    FIRST_FLEXIBLE, MAX_VERSION, MIN_VERSION, FetchPartitionData, FetchTopicData, RecordsRef, encode_fetch_response,
+    FIRST_FLEXIBLE,
+    MAX_VERSION,
+    MIN_VERSION,
+    FetchPartitionData,
+    FetchTopicData,
+    RecordsRef,
+    encode_fetch_response,
 )
 from tests.wire_client import decode_response
 
@@ -45,7 +51,7 @@ def test_matches_the_general_decoder(version: int, data: list[FetchTopicData], s
     if version >= 7:
         assert resp.session_id == session
     assert len(resp.responses) == len(data)
-    for got, want in zip(resp.responses, data):
+    for got, want in zip(resp.responses, data, strict=True):
         if version >= 13:
             assert got.topic_id == want.topic_id
         else:

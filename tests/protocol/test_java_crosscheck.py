@@ -15,8 +15,8 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -219,7 +219,7 @@ def test_kafka_reads_our_segment_as_we_do(segment_check: list[str], tmp_path: Pa
     java_lines = done.stdout.decode("utf-8").splitlines()
     ours = _python_lines(data)
     assert len(ours) > 12000  # the big batches are in
-    for i, (theirs, mine) in enumerate(zip(java_lines, ours)):
+    for i, (theirs, mine) in enumerate(zip(java_lines, ours, strict=False)):
         assert theirs == mine, f"line {i} differs"
     assert len(java_lines) == len(ours)
 

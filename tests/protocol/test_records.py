@@ -9,14 +9,13 @@ from __future__ import annotations
 import gzip
 import struct
 
+import cramjam
 import pytest
 import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record._crc32c import crc as reference_crc32c
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
-
-import cramjam
 
 from protocol.compression import Compression, CompressionError, compress, decompress
 from protocol.records import (
@@ -82,7 +81,7 @@ GOLDEN_RECORD_OBJECTS = [
 
 def test_golden_crc_matches_an_independent_crc32c() -> None:
     golden = _golden()
-    assert "%08x" % reference_crc32c(golden[21:]) == GOLDEN_CRC
+    assert f"{reference_crc32c(golden[21:]):08x}" == GOLDEN_CRC
     assert batch_crc_ok(golden)
 
 

@@ -98,6 +98,59 @@ def test_array_lengths_below_minus_one_or_beyond_the_body_are_refused() -> None:
     assert decode(group + struct.pack(">i", -1)).topics is None  # null: the null check refuses it
     # kafka-python's decoder reads -5 as an empty array; Kafka sees a null.
     assert request_class(ApiKey.OFFSET_DELETE).decode(group + struct.pack(">i", -5), version=0).topics == []
-    for count in (-5, -(2**31), 3, 2**31 - 1):
+    for count in (-5, -(2**31), 3):
         with pytest.raises(MalformedRequest, match="items with"):
             decode(group + struct.pack(">i", count) + b"\x00\x00")
+    with pytest.raises(MalformedRequest, match="more than the 1000000"):  # Kafka 4.4's limit first
+        decode(group + struct.pack(">i", 2**31 - 1) + b"\x00\x00")
+
+
+# --- Kafka 4.4's limits: 1,000,000 array elements, 10,000 tagged fields -----------------------
+
+
+def list_groups_v4_body(count: int, elements: int | None = None) -> bytes:
+    """ListGroups v4: StatesFilter, a compact array of compact strings, holding ``count`` empty
+    strings (one byte each), or only ``elements`` of them after a count of ``count``."""
+    present = count if elements is None else elements
+    return _uvarint(count + 1) + b"\x01" * present + b"\x00"
+
+
+def api_versions_v3_body(tags: int, fields: int | None = None) -> bytes:
+    """ApiVersions v3 with a tagged-field section of ``tags`` unknown empty fields (tags 100...), or
+    only ``fields`` of them after a count of ``tags``."""
+    present = tags if fields is None else fields
+    section = _uvarint(tags) + b"".join(_uvarint(100 + i) + b"\x00" for i in range(present))
+    return b"\x05name\x021" + section
+
+
+def test_array_of_more_than_a_million_elements_is_refused() -> None:
+    decode = body_decoder(request_class(ApiKey.LIST_GROUPS), 4)
+    with pytest.raises(MalformedRequest, match="array of 1000001 elements, more than the 1000000"):
+        decode(list_groups_v4_body(1_000_001))
+    # The count alone is refused before any element is read, bytes left or not.
+    with pytest.raises(MalformedRequest, match="array of 1000001 elements, more than the 1000000"):
+        decode(list_groups_v4_body(1_000_001, elements=0))
+    with pytest.raises(MalformedRequest, match="more than the 1000000"):  # an int32 count too
+        body_decoder(request_class(ApiKey.OFFSET_DELETE), 0)(b"\x00\x01g" + struct.pack(">i", 1_000_001))
+
+
+def test_array_of_exactly_a_million_elements_is_read() -> None:
+    decode = body_decoder(request_class(ApiKey.LIST_GROUPS), 4)
+    assert decode(list_groups_v4_body(1_000_000)).states_filter == [""] * 1_000_000
+    # Without its elements it is refused, for the bytes it lacks, not for the limit.
+    with pytest.raises(MalformedRequest, match="array of 1000000 items with 1 bytes left"):
+        decode(list_groups_v4_body(1_000_000, elements=0))
+
+
+def test_more_than_ten_thousand_tagged_fields_are_refused() -> None:
+    decode = body_decoder(request_class(ApiKey.API_VERSIONS), 3)
+    with pytest.raises(MalformedRequest, match="10001 tagged fields, more than the 10000"):
+        decode(api_versions_v3_body(10_001))
+    with pytest.raises(MalformedRequest, match="10001 tagged fields, more than the 10000"):
+        decode(api_versions_v3_body(10_001, fields=0))
+
+
+def test_exactly_ten_thousand_tagged_fields_are_read() -> None:
+    message = body_decoder(request_class(ApiKey.API_VERSIONS), 3)(api_versions_v3_body(10_000))
+    assert message.client_software_name == "name"
+    assert len(message.unknown_tags) == 10_000

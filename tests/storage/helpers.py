@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from protocol.records import BatchHeader, build_batch, decode_records, iter_batch_positions
-
 from storage import Log
 
 

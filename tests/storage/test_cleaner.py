@@ -11,8 +11,15 @@ import pytest
 from protocol.records import ControlRecordType, control_record, decode_records, encode_batch
 from storage import Log, LogOptions, dirty_ratio
 from storage.cleaner import _build_offset_map, _clean_segment, _Counts
-from storage.files import (CLEANED_SUFFIX, CLEANER_OFFSET_FILE, LOG_SUFFIX, SWAP_SUFFIX, read_checkpoint, segment_path,
-                           write_checkpoint)
+from storage.files import (
+    CLEANED_SUFFIX,
+    CLEANER_OFFSET_FILE,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    read_checkpoint,
+    segment_path,
+    write_checkpoint,
+)
 
 from .helpers import all_batches, all_records, batch
 

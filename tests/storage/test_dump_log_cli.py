@@ -9,7 +9,12 @@ from pathlib import Path
 import pytest
 
 from protocol.consumer_offsets import (
-    GroupMetadataKey, GroupMetadataValue, MemberMetadata, OffsetCommitKey, OffsetCommitValue, serialize,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    serialize,
 )
 from protocol.records import build_batch
 from storage.log import Log

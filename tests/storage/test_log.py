@@ -4,6 +4,7 @@ group commit and exclusive operations under load."""
 from __future__ import annotations
 
 import asyncio
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -95,7 +96,7 @@ async def test_roll_by_size_and_lookup_across_segments(tmp_path: Path) -> None:
     segs = log.segments
     assert len(segs) > 5
     assert all(s.size <= 1000 for s in segs)
-    for a, b in zip(segs, segs[1:]):
+    for a, b in pairwise(segs):
         assert a.next_offset == b.base_offset
     for off in (0, 13, 57, 99):
         data = log.read(off, 1)
@@ -137,7 +138,7 @@ async def test_explicit_roll_and_offset_for_timestamp(tmp_path: Path) -> None:
 @pytest.mark.asyncio
 async def test_truncate_to(tmp_path: Path) -> None:
     log = Log.open(tmp_path, "t", 0, SMALL)
-    for i in range(50):
+    for _ in range(50):
         await log.append(batch((b"a", b"x"), (b"b", b"y")))  # offsets 2i, 2i+1
     assert await log.truncate_to(61) == 60  # the batch 60-61 holds 61: removed whole
     assert log.log_end_offset == 60

@@ -14,8 +14,8 @@ import asyncio
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
@@ -85,7 +85,7 @@ class LogMachine(RuleBasedStateMachine):
 
         expected_next = self.log.log_end_offset
         results = self.run(go())
-        for batches, res in zip(appends, results):
+        for batches, res in zip(appends, results, strict=True):
             assert res.base_offset == expected_next  # appends land at the end, in queue order
             off = res.base_offset
             for recs in batches:

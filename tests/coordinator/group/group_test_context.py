@@ -12,7 +12,8 @@ from __future__ import annotations
 import heapq
 import itertools
 import struct
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from kafka.protocol.admin import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
 from kafka.protocol.consumer import (

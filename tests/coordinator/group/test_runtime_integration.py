@@ -13,8 +13,8 @@ from kafka.protocol.consumer import JoinGroupRequest, OffsetCommitRequest, SyncG
 from coordinator.config import load_config
 from coordinator.group.config import GroupConfig
 from coordinator.group.shard import GroupCoordinatorShard
-from coordinator.topics.log_manager import LogManager
 from coordinator.runtime.runtime import CoordinatorRuntime
+from coordinator.topics.log_manager import LogManager
 from coordinator.topics.registry import TopicRegistry
 
 from .group_test_context import protocols
