@@ -165,7 +165,7 @@ class App:
         node = NodeInfo(self.data_dir.node_id, adv_host, adv_port, self.data_dir.cluster_id)
         if self.zookeeper is not None:
             self._build_cluster(node)
-        self.server.handlers = self._build_handlers(node)
+        self.server.set_handlers(self._build_handlers(node))
         if self.zookeeper is not None:
             # Registered before serving: a node whose broker.id another live node holds never
             # answers a client (ClusterError, exit 1).

@@ -231,6 +231,8 @@ class ConfigApis:
             key = (resource.resource_type, resource.resource_name)
             seen[key] = seen.get(key, 0) + 1
         responses = []
+        code: int
+        message: str | None
         for resource in request.resources:
             if seen[(resource.resource_type, resource.resource_name)] > 1:
                 code, message = ErrorCode.INVALID_REQUEST, "Duplicate resource."

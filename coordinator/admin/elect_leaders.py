@@ -44,7 +44,7 @@ class ElectLeadersApis:
             return self._in_cluster(version, wanted, election_type == UNCLEAN)
         if wanted is None:
             wanted = [(i.name, p) for i in self.topics.registry.all() for p in range(i.num_partitions)]
-        outcome = {}
+        outcome: dict[tuple[str, int], int] = {}
         for name, p in wanted:
             info = self.topics.registry.get(name)
             known = info is not None and 0 <= p < info.num_partitions

@@ -23,7 +23,7 @@ def host_of(peer: str) -> str:
 
 
 class CloseLog:
-    def __init__(self, log: logging.Logger, clock: "object" = time.monotonic) -> None:
+    def __init__(self, log: logging.Logger, clock: object = time.monotonic) -> None:
         self.log = log
         self.clock = clock
         #: host -> [window start, lines logged in it, closings not logged]

@@ -26,7 +26,8 @@ import logging
 import os
 import time
 from collections import deque
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from protocol.apis import ApiKey
 from protocol.connection import ServerConnection, encode_response
@@ -121,7 +122,7 @@ class _Connection(asyncio.Protocol):
                 f"max.connections ({self.server.max_connections}) reached"
             log.warning("refusing connection", extra={"peer": self.peer, "reason": reason})
             self.closed = True
-            transport.abort()
+            transport.abort()  # type: ignore[attr-defined]  # every stream transport has abort()
             return
         self.server.connections.add(self)
         log.debug("connection opened", extra={"peer": self.peer})
@@ -332,7 +333,8 @@ class KafkaServer:
 
     def __init__(self, handlers: dict[ApiKey, Handler], *, max_request_size: int, max_connections: int,
                  idle_timeout_ms: int) -> None:
-        self.handlers = handlers
+        self.handlers: dict[int, Handler] = {}
+        self.set_handlers(handlers)
         self.close_log = CloseLog(log)
         self.max_request_size = max_request_size
         self.max_connections = max_connections
@@ -365,6 +367,11 @@ class KafkaServer:
                 if conn.idle and now - conn.last_activity > self.idle_timeout:
                     conn.close(f"idle for more than {int(self.idle_timeout * 1000)} ms (connections.max.idle.ms)")
 
+
+    def set_handlers(self, handlers: dict[ApiKey, Handler]) -> None:
+        """Serve with ``handlers`` from now on. Keyed by plain int: a request carries its api key
+        as an int, looked up once per request."""
+        self.handlers = {int(k): h for k, h in handlers.items()}
     def stop_accepting(self) -> None:
         """Take no new connections and no new requests; those in flight are still answered."""
         self.stopping = True
@@ -379,7 +386,7 @@ class KafkaServer:
         if self._reaper is not None:
             self._reaper.cancel()
         deadline = time.monotonic() + grace
-        told = time.monotonic() + 1.0
+        told: float | None = time.monotonic() + 1.0
         while any(not c.idle for c in self.connections) and time.monotonic() < deadline:
             if told is not None and time.monotonic() >= told:
                 told = None  # once: name what a slow shutdown waits for

@@ -8,8 +8,9 @@ engine's options. A topic key without an override takes its broker synonym's val
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from .replication_quota import throttled_replicas_error
 

@@ -238,7 +238,7 @@ class LogManager:
             plog.add_data_waiter(fut)
         try:
             await asyncio.wait_for(fut, timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         finally:
             for plog in logs:

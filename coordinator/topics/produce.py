@@ -29,7 +29,8 @@ import inspect
 import logging
 import struct
 import time
-from typing import Any, Awaitable
+from collections.abc import Awaitable
+from typing import Any
 
 from kafka.protocol.producer import ProduceResponse
 
@@ -185,7 +186,7 @@ class ProduceApis:
         except NotLeader:
             _fail(result, ErrorCode.NOT_LEADER_OR_FOLLOWER, "leadership moved before the ISR had the batch")
             return
-        except asyncio.TimeoutError:
+        except TimeoutError:
             _fail(result, ErrorCode.REQUEST_TIMED_OUT, "the ISR did not have the batch within the request timeout")
             return
         if len(replication.isr) < plog.config.min_insync_replicas:

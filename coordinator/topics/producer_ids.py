@@ -18,8 +18,9 @@ another's, answered as a duplicate and never written.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from kafka.protocol.producer import InitProducerIdResponse
 

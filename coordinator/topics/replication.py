@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 __all__ = ["Replication", "FollowerProgress", "NotLeader"]
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import collections
 import functools
 import time
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 __all__ = ["ReplicationQuota", "ReplicationThrottle", "parse_throttled_replicas", "throttled_replicas_error", "UNLIMITED"]
 
