@@ -46,12 +46,12 @@ from typing import Any, Callable
 from protocol.consumer_offsets import GroupMetadataKey, GroupMetadataValue
 from protocol.errors import ErrorCode
 
+from ..runtime.contract import Clock, CoordinatorResult, Record, ResponseHandle, Timer
 from .classic_group import ClassicGroup, ClassicGroupMember, ParkedResponse
 from .config import GroupConfig
 from .group_state import GroupState
 from .rebalance import Rebalancer, heartbeat_key, join_key, pending_key, sync_key
 from .responses import heartbeat_response, join_error, join_response, leave_response, sync_response
-from .timing import Clock, CoordinatorResult, Record, ResponseHandle, Timer
 
 __all__ = ["GroupManager"]
 

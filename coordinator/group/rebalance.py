@@ -25,11 +25,11 @@ from typing import Any
 from protocol.consumer_offsets import GroupMetadataKey
 from protocol.errors import ErrorCode
 
+from ..runtime.contract import EMPTY_RESULT, Clock, CoordinatorResult, Record, Timer
 from .classic_group import ClassicGroup, ClassicGroupMember, ParkedResponse
 from .config import GroupConfig
 from .group_state import GroupState
 from .responses import JoinMember, join_error, join_response, sync_response
-from .timing import EMPTY_RESULT, Clock, CoordinatorResult, Record, Timer
 
 __all__ = ["Rebalancer", "heartbeat_key", "pending_key", "join_key", "sync_key"]
 

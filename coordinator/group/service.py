@@ -29,7 +29,7 @@ from protocol.hot_responses import CommitPartition, CommitTopic, FetchGroup, Off
 
 from .. import gc_policy
 from ..context import RequestContext
-from ..runtime.runtime import CoordinatorRuntime, NotActiveError, PartitionState, unanswered
+from ..runtime.runtime import CoordinatorRuntime, NotActiveError, CoordinatorState, unanswered
 from .responses import heartbeat_response, join_error, leave_response, sync_response
 
 __all__ = ["GroupService"]
@@ -100,7 +100,7 @@ class GroupService:
         ``onElection``; the leader epoch is the coordinator epoch): load it, answering
         COORDINATOR_LOAD_IN_PROGRESS meanwhile."""
         task = self._loads.get(partition)
-        if self.runtime.state(partition) is PartitionState.ACTIVE or (task is not None and not task.done()):
+        if self.runtime.state(partition) is CoordinatorState.ACTIVE or (task is not None and not task.done()):
             # Still (or already becoming) the coordinator: a newer epoch of our own leadership
             # (the controller bumps it when it drops a dead replica from the ISR) changes nothing
             # the groups hold. Kafka skips the load the same way (the partition is already
@@ -120,7 +120,7 @@ class GroupService:
             task.cancel()
         # A standby already following stays (``standby`` keeps it); one whose replica is going
         # away (reassigned off this node: ``standby=False``) goes before its log is deleted.
-        if not standby or self.runtime.state(partition) is not PartitionState.STANDBY:
+        if not standby or self.runtime.state(partition) is not CoordinatorState.STANDBY:
             self.runtime.unload(partition)
         if standby:
             self.runtime.standby(partition)
@@ -165,9 +165,9 @@ class GroupService:
         if partition is None:
             return E.NOT_COORDINATOR
         state = self.runtime.state(partition)
-        if state is PartitionState.ACTIVE:
+        if state is CoordinatorState.ACTIVE:
             return E.NONE
-        if state is PartitionState.LOADING:
+        if state is CoordinatorState.LOADING:
             return E.COORDINATOR_LOAD_IN_PROGRESS
         return E.NOT_COORDINATOR
 
@@ -388,12 +388,12 @@ class GroupService:
         error = E.NONE
         for p in range(self.offsets_partitions() or 0):
             state = self.runtime.state(p)
-            if state is PartitionState.ACTIVE:
+            if state is CoordinatorState.ACTIVE:
                 try:
                     listed += (await self.runtime.read(p, lambda s: s.list_groups(request, v))).groups
                 except NotActiveError:
                     continue
-            elif state is PartitionState.LOADING:
+            elif state is CoordinatorState.LOADING:
                 error = E.COORDINATOR_LOAD_IN_PROGRESS
         if error:
             return ListGroupsResponse(version=v, throttle_time_ms=0, error_code=int(error), groups=[])

@@ -46,11 +46,11 @@ from protocol.consumer_offsets import (
 )
 from protocol.errors import ErrorCode
 
+from ..runtime.contract import Clock, CoordinatorResult, Record, ResponseHandle, Timer
 from .config import GroupConfig
 from .group_manager import GroupManager
 from .group_state import GroupState
 from .offset_manager import OffsetManager
-from .timing import Clock, CoordinatorResult, Record, ResponseHandle, Timer
 
 __all__ = ["GroupCoordinatorShard", "EXPIRE_TIMER_KEY"]
 

@@ -78,7 +78,7 @@ from storage.errors import LogClosedError
 from ..topics.log_manager import LogManager, PartitionLog
 from .snapshot import SnapshotEncoder, SnapshotError, read_snapshot, remove_snapshot, write_snapshot
 
-__all__ = ["CoordinatorRuntime", "PartitionState", "NotActiveError", "NotEnoughReplicas", "CommitTimedOut",
+__all__ = ["CoordinatorRuntime", "CoordinatorState", "NotActiveError", "NotEnoughReplicas", "CommitTimedOut",
            "SystemClock", "AsyncioTimer", "Shard"]
 
 log = logging.getLogger("groupcoord.runtime")
@@ -100,7 +100,7 @@ class Shard(Protocol):
     def snapshot_records(self) -> Iterable[tuple[bytes, bytes]]: ...
 
 
-class PartitionState(enum.Enum):
+class CoordinatorState(enum.Enum):
     LOADING = "loading"
     ACTIVE = "active"
     FAILED = "failed"
@@ -112,7 +112,7 @@ class PartitionState(enum.Enum):
 class NotActiveError(Exception):
     """The partition is not serving: ``state`` says why (None: not hosted here)."""
 
-    def __init__(self, partition: int, state: PartitionState | None) -> None:
+    def __init__(self, partition: int, state: CoordinatorState | None) -> None:
         super().__init__(f"partition {partition} is {state.value if state else 'not owned'}")
         self.partition = partition
         self.state = state
@@ -205,7 +205,7 @@ class _Context:
 
     def __init__(self, partition: int, plog: PartitionLog) -> None:
         self.partition = partition
-        self.state = PartitionState.LOADING
+        self.state = CoordinatorState.LOADING
         self.shard: Any = None
         self.plog = plog
         self.timer: AsyncioTimer | None = None
@@ -271,10 +271,10 @@ class CoordinatorRuntime:
 
     # --- state --------------------------------------------------------------------------------
 
-    def state(self, partition: int) -> PartitionState | None:
+    def state(self, partition: int) -> CoordinatorState | None:
         ctx = self._contexts.get(partition)
         if ctx is None:
-            return PartitionState.LOADING if partition in self._queued else None
+            return CoordinatorState.LOADING if partition in self._queued else None
         return ctx.state
 
     def queue_loading(self, partitions: Iterable[int]) -> None:
@@ -287,7 +287,7 @@ class CoordinatorRuntime:
 
     def _active(self, partition: int) -> _Context:
         ctx = self._contexts.get(partition)
-        if ctx is None or ctx.state is not PartitionState.ACTIVE:
+        if ctx is None or ctx.state is not CoordinatorState.ACTIVE:
             raise NotActiveError(partition, ctx.state if ctx else None)
         if not ctx.plog.is_leader:
             # Cluster mode: leadership gone or suspended (a stall, cluster/liveness.py) before
@@ -305,13 +305,13 @@ class CoordinatorRuntime:
             raise KeyError(f"{self.topic}-{partition} is not hosted here")
         old = self._contexts.get(partition)
         started = time.monotonic()
-        if old is not None and old.state is PartitionState.STANDBY and old.plog is plog and old.rebuilding:
+        if old is not None and old.state is CoordinatorState.STANDBY and old.plog is plog and old.rebuilding:
             # A standby still rebuilding (a node restarted a moment ago) is nearer the end than a
             # fresh load would be: let it finish (answers meanwhile: COORDINATOR_LOAD_IN_PROGRESS).
-            while old.rebuilding and self._contexts.get(partition) is old and old.state is PartitionState.STANDBY:
+            while old.rebuilding and self._contexts.get(partition) is old and old.state is CoordinatorState.STANDBY:
                 await asyncio.sleep(0.01)
             old = self._contexts.get(partition)
-        if (old is not None and old.state is PartitionState.STANDBY and old.plog is plog and not old.rebuilding
+        if (old is not None and old.state is CoordinatorState.STANDBY and old.plog is plog and not old.rebuilding
                 and old.truncations == getattr(plog, "truncations", 0)):
             # Rule 6: take over the standby state; only the tail is left to replay.
             ctx = old
@@ -319,7 +319,7 @@ class CoordinatorRuntime:
             if ctx.follow is not None:
                 ctx.follow.cancel()
                 ctx.follow = None
-            ctx.state = PartitionState.LOADING
+            ctx.state = CoordinatorState.LOADING
             start: int | None = ctx.replayed_to
         else:
             if old is not None:
@@ -344,13 +344,13 @@ class CoordinatorRuntime:
                 ctx.in_op = False
         except Exception:
             log.exception("loading failed", extra={"partition": f"{self.topic}-{partition}"})
-            ctx.state = PartitionState.FAILED
+            ctx.state = CoordinatorState.FAILED
             return
         if self._contexts.get(partition) is not ctx:
             ctx.timer.cancel_all()
             return  # unloaded while loading (cluster mode: leadership moved on)
         ctx.last_written = plog.log_end_offset
-        ctx.state = PartitionState.ACTIVE
+        ctx.state = CoordinatorState.ACTIVE
         self.load_seconds[partition] = time.monotonic() - started
         log.info("coordinator partition loaded", extra={
             "partition": f"{self.topic}-{partition}", "seconds": round(self.load_seconds[partition], 4),
@@ -505,7 +505,7 @@ class CoordinatorRuntime:
     def _maybe_snapshot(self, ctx: _Context) -> None:
         # A standby snapshots too (issue 14): a follower restarted, or taking over after a
         # restart, replays from its own recent snapshot rather than from the log start.
-        if ctx.snapshotting is None and ctx.state in (PartitionState.ACTIVE, PartitionState.STANDBY) \
+        if ctx.snapshotting is None and ctx.state in (CoordinatorState.ACTIVE, CoordinatorState.STANDBY) \
                 and ctx.since_snapshot >= max(self.snapshot_min_records, ctx.snapshot_records):
             ctx.snapshotting = asyncio.ensure_future(self._snapshot(ctx))
 
@@ -516,7 +516,7 @@ class CoordinatorRuntime:
         retry = 0.0
         state = ctx.state
         try:
-            offset = ctx.replayed_to if state is PartitionState.STANDBY else ctx.last_written
+            offset = ctx.replayed_to if state is CoordinatorState.STANDBY else ctx.last_written
             encoder = SnapshotEncoder(offset, self.clock.now_ms())
             # A copy of the records, taken in one step so it is the state at ``offset``; the
             # encoding after it pauses between batches so serving goes on.
@@ -529,7 +529,7 @@ class CoordinatorRuntime:
                 await asyncio.sleep(0)
             data = encoder.finish()
             del records
-            if state is PartitionState.ACTIVE:
+            if state is CoordinatorState.ACTIVE:
                 await ctx.plog.wait_committed(offset)  # never claim what the log (the ISR) does not hold yet
             if ctx.state is not state or self._contexts.get(ctx.partition) is not ctx:
                 return
@@ -547,7 +547,7 @@ class CoordinatorRuntime:
         """Rule 5: renew the snapshot on disk when half its trusted life has passed (after a
         failed attempt, not sooner than ``min_delay`` seconds: a broken disk is not hammered)."""
         ctx.stop_refresh()
-        if ctx.snapshot_ms is None or ctx.state is not PartitionState.ACTIVE or self._contexts.get(ctx.partition) is not ctx:
+        if ctx.snapshot_ms is None or ctx.state is not CoordinatorState.ACTIVE or self._contexts.get(ctx.partition) is not ctx:
             return
         due_ms = ctx.snapshot_ms + ctx.plog.log.options.delete_retention_ms // 2
         delay = max((due_ms - self.clock.now_ms()) / 1000, min_delay)
@@ -555,7 +555,7 @@ class CoordinatorRuntime:
 
     def _refresh(self, ctx: _Context) -> None:
         ctx.refresh = None
-        if ctx.state is PartitionState.ACTIVE and ctx.snapshotting is None and self._contexts.get(ctx.partition) is ctx:
+        if ctx.state is CoordinatorState.ACTIVE and ctx.snapshotting is None and self._contexts.get(ctx.partition) is ctx:
             log.info("renewing the snapshot before delete.retention.ms passes",
                      extra={"partition": f"{self.topic}-{ctx.partition}"})
             ctx.snapshotting = asyncio.ensure_future(self._snapshot(ctx))
@@ -573,8 +573,8 @@ class CoordinatorRuntime:
         for ctx in list(self._contexts.values()):
             if ctx.snapshotting is not None:
                 continue
-            if (ctx.state is PartitionState.ACTIVE and ctx.since_snapshot > 0) or (
-                    ctx.state is PartitionState.STANDBY and not ctx.rebuilding
+            if (ctx.state is CoordinatorState.ACTIVE and ctx.since_snapshot > 0) or (
+                    ctx.state is CoordinatorState.STANDBY and not ctx.rebuilding
                     and ctx.since_snapshot >= self.snapshot_min_records):
                 ctx.snapshotting = asyncio.ensure_future(self._snapshot(ctx))
         pending = [ctx.snapshotting for ctx in self._contexts.values() if ctx.snapshotting is not None]
@@ -661,7 +661,7 @@ class CoordinatorRuntime:
         if ctx.pending is not pending:
             return  # flushed early, or dropped
         ctx.pending = None
-        if self._contexts.get(ctx.partition) is not ctx or ctx.state is not PartitionState.ACTIVE:
+        if self._contexts.get(ctx.partition) is not ctx or ctx.state is not CoordinatorState.ACTIVE:
             return  # no longer served here: the answers waiting on these records failed already
         plog = ctx.plog
         where = {"partition": f"{self.topic}-{ctx.partition}"}
@@ -703,8 +703,8 @@ class CoordinatorRuntime:
         self._fail(ctx)
 
     def _fail(self, ctx: _Context) -> None:
-        if ctx.state is PartitionState.ACTIVE:
-            ctx.state = PartitionState.FAILED
+        if ctx.state is CoordinatorState.ACTIVE:
+            ctx.state = CoordinatorState.FAILED
             ctx.stop_refresh()
             if ctx.timer is not None:
                 ctx.timer.cancel_all()
@@ -727,7 +727,7 @@ class CoordinatorRuntime:
                 # node no longer leads (KAFKA-20634): the client retries at the new coordinator.
                 fut.set_exception(NotActiveError(ctx.partition, ctx.state))
                 return
-            if ctx.state is PartitionState.FAILED or self._contexts.get(ctx.partition) is not ctx:
+            if ctx.state is CoordinatorState.FAILED or self._contexts.get(ctx.partition) is not ctx:
                 fut.set_exception(NotActiveError(ctx.partition, ctx.state))
                 return
             if on_appended is not None:
@@ -753,7 +753,7 @@ class CoordinatorRuntime:
                 fut.add_done_callback(lambda _f: timer.cancel())
 
     def _release_completions(self, ctx: _Context) -> None:
-        if not ctx.completions or ctx.state is PartitionState.LOADING:
+        if not ctx.completions or ctx.state is CoordinatorState.LOADING:
             return
         pending, ctx.completions = ctx.completions, []
         for fut, value in pending:
@@ -768,11 +768,11 @@ class CoordinatorRuntime:
             return
         old = self._contexts.get(partition)
         if old is not None:
-            if old.state is PartitionState.STANDBY and old.plog is plog:
+            if old.state is CoordinatorState.STANDBY and old.plog is plog:
                 return
             self.unload(partition)
         ctx = _Context(partition, plog)
-        ctx.state = PartitionState.STANDBY
+        ctx.state = CoordinatorState.STANDBY
         self._contexts[partition] = ctx
         self._set_warming(ctx, True)
         ctx.follow = asyncio.ensure_future(self._follow_log(ctx))
@@ -805,7 +805,7 @@ class CoordinatorRuntime:
         where = {"partition": f"{self.topic}-{ctx.partition}"}
         try:
             await self._fresh_standby(ctx)
-            while self._contexts.get(ctx.partition) is ctx and ctx.state is PartitionState.STANDBY:
+            while self._contexts.get(ctx.partition) is ctx and ctx.state is CoordinatorState.STANDBY:
                 truncations = getattr(plog, "truncations", 0)
                 if ctx.truncations != truncations:
                     # Only a cut below what was replayed invalidates the state (an unclean
@@ -853,12 +853,12 @@ class CoordinatorRuntime:
             # The replica is going away (reassigned off this node, or the node is stopping) and
             # its unload has not reached us yet: nothing is wrong, and nothing is left to follow.
             log.info("standby stopped: its log was closed", extra=where)
-            if self._contexts.get(ctx.partition) is ctx and ctx.state is PartitionState.STANDBY:
+            if self._contexts.get(ctx.partition) is ctx and ctx.state is CoordinatorState.STANDBY:
                 del self._contexts[ctx.partition]
                 self._set_warming(ctx, False)
         except Exception:
             log.exception("standby replay failed; taking over will load the partition from its log", extra=where)
-            if self._contexts.get(ctx.partition) is ctx and ctx.state is PartitionState.STANDBY:
+            if self._contexts.get(ctx.partition) is ctx and ctx.state is CoordinatorState.STANDBY:
                 del self._contexts[ctx.partition]
                 self._set_warming(ctx, False)
 
@@ -882,7 +882,7 @@ class CoordinatorRuntime:
             return
         self._halt(ctx)
         ctx.pending = None  # never written (rule 7): the answers waiting on it fail below
-        ctx.state = PartitionState.FAILED if ctx.state is PartitionState.FAILED else PartitionState.LOADING
+        ctx.state = CoordinatorState.FAILED if ctx.state is CoordinatorState.FAILED else CoordinatorState.LOADING
         waiting, ctx.waiting = ctx.waiting, set()
         for fut in waiting:
             if not fut.done():
@@ -898,7 +898,7 @@ class CoordinatorRuntime:
         for ctx in list(self._contexts.values()):
             self._halt(ctx)
             unloaded = getattr(ctx.shard, "on_unloaded", None)
-            if ctx.state is PartitionState.ACTIVE and unloaded is not None:
+            if ctx.state is CoordinatorState.ACTIVE and unloaded is not None:
                 ctx.in_op = True
                 try:
                     unloaded()
@@ -907,9 +907,9 @@ class CoordinatorRuntime:
                 self._release_completions(ctx)
             if ctx.pending is not None:
                 self._flush(ctx, ctx.pending)  # what on_unloaded wrote goes to the log before it closes
-            ctx.state = PartitionState.FAILED if ctx.state is PartitionState.FAILED else PartitionState.LOADING
+            ctx.state = CoordinatorState.FAILED if ctx.state is CoordinatorState.FAILED else CoordinatorState.LOADING
         self._contexts.clear()
         self._queued.clear()
 
     def active_partitions(self) -> list[int]:
-        return [p for p, ctx in self._contexts.items() if ctx.state is PartitionState.ACTIVE]
+        return [p for p, ctx in self._contexts.items() if ctx.state is CoordinatorState.ACTIVE]

@@ -18,7 +18,7 @@ import pytest
 
 from coordinator.config import load_config
 from coordinator.topics.log_manager import LogManager
-from coordinator.runtime.runtime import CoordinatorRuntime, NotActiveError, PartitionState, SystemClock
+from coordinator.runtime.runtime import CoordinatorRuntime, NotActiveError, CoordinatorState, SystemClock
 from coordinator.runtime.snapshot import SNAPSHOT_FILE, encode_snapshot, read_snapshot
 from coordinator.topics.registry import TopicRegistry
 from protocol.consumer_offsets import OffsetCommitKey, OffsetCommitValue, deserialize, serialize
@@ -209,7 +209,7 @@ async def test_a_batch_whose_leadership_went_before_its_flush_is_not_written() -
     plog.replication = SimpleNamespace(is_leader=False)  # type: ignore[assignment]
     await asyncio.sleep(0)
     assert plog.batches == []
-    assert runtime.state(0) is PartitionState.FAILED  # its shard holds a record the log lacks
+    assert runtime.state(0) is CoordinatorState.FAILED  # its shard holds a record the log lacks
     with pytest.raises(NotActiveError):
         await answer
 
@@ -258,7 +258,7 @@ async def test_a_failed_append_fails_the_partition_and_its_waiting_answers() -> 
     plog.fail_next = True
     plog.make_durable()
     await asyncio.sleep(0.01)
-    assert runtime.state(0) is PartitionState.FAILED
+    assert runtime.state(0) is CoordinatorState.FAILED
     with pytest.raises(NotActiveError):
         runtime.write(0, lambda s: s.commit("g", 2))
     with pytest.raises(NotActiveError):
@@ -391,7 +391,7 @@ async def test_loading_replays_a_real_log_and_refuses_work_meanwhile(tmp_path: P
     runtime = CoordinatorRuntime(logs, TOPIC, CounterShard)
     loading = asyncio.ensure_future(runtime.load(0))
     await asyncio.sleep(0)
-    assert runtime.state(0) is PartitionState.LOADING
+    assert runtime.state(0) is CoordinatorState.LOADING
     with pytest.raises(NotActiveError):
         runtime.write(0, lambda s: s.commit("x", 1))
     await loading

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from coordinator.config import load_config
-from coordinator.runtime.runtime import CoordinatorRuntime, PartitionState
+from coordinator.runtime.runtime import CoordinatorRuntime, CoordinatorState
 from coordinator.runtime.snapshot import read_snapshot
 from coordinator.topics.log_manager import LogManager
 from coordinator.topics.registry import TopicRegistry
@@ -86,7 +86,7 @@ async def test_a_standby_replays_committed_records_snapshots_and_takes_over_with
     await _replicate(leader_logs, plog, 1200)
     standby = CoordinatorRuntime(logs, TOPIC, CounterShard, snapshot_min_records=1000)
     standby.standby(0)
-    assert standby.state(0) is PartitionState.STANDBY
+    assert standby.state(0) is CoordinatorState.STANDBY
     await _until(lambda: _shard(standby).replayed == 1200, "the committed records replayed")
     # Records above the high watermark are not replayed: they could still be truncated.
     assert _shard(standby).offsets == {(f"g{i % 50}", "t", 0): i for i in range(1150, 1200)}
@@ -109,7 +109,7 @@ async def test_a_standby_replays_committed_records_snapshots_and_takes_over_with
     # Taking over replays only the tail from the high watermark to the log end.
     plog.replication.become_leader(1, (1, 2), (1, 2), 1)
     await standby.load(0)
-    assert standby.state(0) is PartitionState.ACTIVE
+    assert standby.state(0) is CoordinatorState.ACTIVE
     assert _shard(standby).replayed == 1510
     loaded = [r for r in caplog.records if r.getMessage() == "coordinator partition loaded"]
     assert loaded and getattr(loaded[-1], "from_standby") is True and getattr(loaded[-1], "from_offset") == 1500
@@ -210,9 +210,9 @@ async def test_a_replica_reassigned_away_drops_its_standby_and_a_closed_log_ends
     runtime = CoordinatorRuntime(logs, TOPIC, CounterShard)
     service = GroupService(runtime, lambda: 1)
     service.resign(0, standby=True)
-    assert runtime.state(0) is PartitionState.STANDBY
+    assert runtime.state(0) is CoordinatorState.STANDBY
     service.resign(0, standby=True)  # a new epoch, still a follower: the same standby goes on
-    assert runtime.state(0) is PartitionState.STANDBY
+    assert runtime.state(0) is CoordinatorState.STANDBY
     service.resign(0, standby=False)  # reassigned away
     assert runtime.state(0) is None
 

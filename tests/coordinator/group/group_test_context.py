@@ -27,7 +27,7 @@ from kafka.protocol.consumer import (
 
 from coordinator.group.config import GroupConfig
 from coordinator.group.shard import GroupCoordinatorShard
-from coordinator.group.timing import CoordinatorResult, Record, ResponseFuture
+from coordinator.runtime.contract import CoordinatorResult, Record, ResponseFuture
 from protocol.consumer_offsets import GroupMetadataKey, OffsetCommitKey, serialize
 
 Protocols = list[tuple[str, bytes]]
