@@ -24,8 +24,9 @@ Pure: no asyncio, no I/O, so the rules that import it stay pure (tests/test_laye
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Generic, Iterable, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 __all__ = ["Clock", "Timer", "ResponseHandle", "ResponseFuture", "CoordinatorResult", "Record", "EMPTY_RESULT",
            "CoordinatorShard", "RecordSerde", "ResponseT"]

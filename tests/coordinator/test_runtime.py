@@ -18,7 +18,10 @@ import pytest
 
 from coordinator.config import load_config
 from coordinator.topics.log_manager import LogManager
-from coordinator.runtime.runtime import CoordinatorRuntime, NotActiveError, CoordinatorState, SystemClock
+from coordinator.group.coordinator_type import OFFSETS_SERDE
+from coordinator.runtime.coordinator_types import CoordinatorType
+from coordinator.runtime.runtime import CoordinatorRuntime, CoordinatorState, NotActiveError
+from coordinator.runtime.timers import SystemClock
 from coordinator.runtime.snapshot import SNAPSHOT_FILE, encode_snapshot, read_snapshot
 from coordinator.topics.registry import TopicRegistry
 from protocol.consumer_offsets import OffsetCommitKey, OffsetCommitValue, deserialize, serialize
@@ -67,10 +70,16 @@ class CounterShard:
         return Result([(OffsetCommitKey(group, "t", 0), OffsetCommitValue(offset))], response=("ok", previous))
 
 
+#: The counter shard as a coordinator type of the runtime, on the offsets topic and its records.
+COUNTERS = CoordinatorType(TOPIC, CounterShard, OFFSETS_SERDE)
+
+
 class ManualLog:
     """A partition log whose appends become durable only when the test says so."""
 
     leader_epoch = 0
+    truncations = 0  # never truncated
+    truncation_offsets: list[int] = []
     replication = None  # a single node
     is_leader = True
 
@@ -139,7 +148,7 @@ class OneLog:
 
 
 async def _active_runtime(plog: ManualLog) -> CoordinatorRuntime:
-    runtime = CoordinatorRuntime(OneLog(plog), TOPIC, CounterShard)  # type: ignore[arg-type]
+    runtime = CoordinatorRuntime(OneLog(plog), COUNTERS)  # type: ignore[arg-type]
     await runtime.load(0)
     return runtime
 
@@ -169,12 +178,12 @@ async def test_writes_of_one_event_loop_round_share_one_batch() -> None:
 
 @pytest.mark.asyncio
 async def test_a_batch_is_flushed_early_at_its_size_cap_and_never_splits_an_operation(monkeypatch: Any) -> None:
-    from coordinator.runtime import runtime as runtime_module
+    from coordinator.runtime import writes as writes_module
 
     plog = ManualLog()
     runtime = await _active_runtime(plog)
     one = sum(len(k) + len(v or b"") for k, v in [serialize(OffsetCommitKey("g0", "t", 0), OffsetCommitValue(0))])
-    monkeypatch.setattr(runtime_module, "APPEND_BATCH_MAX_BYTES", 2 * one)
+    monkeypatch.setattr(writes_module, "APPEND_BATCH_MAX_BYTES", 2 * one)
 
     def two(shard: Any, i: int) -> Any:  # one operation, two records
         a, b = shard.commit(f"g{i}", i), shard.commit(f"h{i}", i)
@@ -303,11 +312,10 @@ async def test_a_parked_join_answer_failed_by_an_unload_is_still_retrieved() -> 
 
     from coordinator.group.config import GroupConfig
     from coordinator.group.service import GroupService
-    from coordinator.group.shard import GroupCoordinatorShard
+    from coordinator.group.coordinator_type import group_coordinator_type
 
     plog = ManualLog()
-    runtime = CoordinatorRuntime(OneLog(plog), TOPIC,  # type: ignore[arg-type]
-                                 lambda p, timer, clock: GroupCoordinatorShard(GroupConfig(), clock, timer))
+    runtime = CoordinatorRuntime(OneLog(plog), group_coordinator_type(GroupConfig()))  # type: ignore[arg-type]
     await runtime.load(0)
     service = GroupService(runtime, lambda: 1)
     loop = asyncio.get_running_loop()
@@ -372,7 +380,7 @@ async def test_loading_replays_a_real_log_and_refuses_work_meanwhile(tmp_path: P
     await logs.open_all()
     info = registry.create(TOPIC, 2, {"cleanup.policy": "compact"})
     logs.topic_created(info)
-    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard)
+    runtime = CoordinatorRuntime(logs, COUNTERS)
     for p in (0, 1):
         await runtime.load(p)
     answers = [runtime.write(0, lambda s, i=i: s.commit(f"g{i % 50}", i)) for i in range(5000)]
@@ -388,7 +396,7 @@ async def test_loading_replays_a_real_log_and_refuses_work_meanwhile(tmp_path: P
 
     logs = LogManager(tmp_path, TopicRegistry(tmp_path), config)
     await logs.open_all()
-    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard)
+    runtime = CoordinatorRuntime(logs, COUNTERS)
     loading = asyncio.ensure_future(runtime.load(0))
     await asyncio.sleep(0)
     assert runtime.state(0) is CoordinatorState.LOADING
@@ -428,7 +436,7 @@ async def _commits(runtime: CoordinatorRuntime, start: int, count: int, batch: i
 @pytest.mark.asyncio
 async def test_a_snapshot_and_the_log_tail_rebuild_the_state(tmp_path: Path) -> None:
     logs, _ = await _open_logs(tmp_path)
-    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard, snapshot_min_records=1000)
+    runtime = CoordinatorRuntime(logs, COUNTERS, snapshot_min_records=1000)
     await runtime.load(0)
     await _commits(runtime, 0, 1500)  # passes 1,000: one snapshot, taken in the background
     await asyncio.sleep(0.2)
@@ -438,7 +446,7 @@ async def test_a_snapshot_and_the_log_tail_rebuild_the_state(tmp_path: Path) -> 
     await logs.close_all()
 
     logs, _ = await _open_logs(tmp_path)
-    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard, snapshot_min_records=1000)
+    runtime = CoordinatorRuntime(logs, COUNTERS, snapshot_min_records=1000)
     await runtime.load(0)
     shard = runtime.shard(0)
     assert shard.replayed == 50 + 1530 - snapshot.offset  # the snapshot's records, then the tail only
@@ -449,13 +457,13 @@ async def test_a_snapshot_and_the_log_tail_rebuild_the_state(tmp_path: Path) -> 
 @pytest.mark.asyncio
 async def test_shutdown_snapshots_so_a_restart_replays_no_log(tmp_path: Path) -> None:
     logs, _ = await _open_logs(tmp_path)
-    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard)
+    runtime = CoordinatorRuntime(logs, COUNTERS)
     await runtime.load(0)
     await _commits(runtime, 0, 300)
     await runtime.snapshot_all()
     await logs.close_all()
     logs, _ = await _open_logs(tmp_path)
-    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard)
+    runtime = CoordinatorRuntime(logs, COUNTERS)
     await runtime.load(0)
     assert runtime.shard(0).replayed == 50
     assert runtime.shard(0).offsets == {(f"g{i % 50}", "t", 0): i for i in range(250, 300)}
@@ -465,13 +473,13 @@ async def test_shutdown_snapshots_so_a_restart_replays_no_log(tmp_path: Path) ->
 async def _reload_with_snapshot(tmp_path: Path, snapshot: bytes, caplog: Any, **topic_configs: str) -> CounterShard:
     """Commit 0..99 (offsets g0..g49 -> 50..99), plant ``snapshot``, reload."""
     logs, _ = await _open_logs(tmp_path, **topic_configs)
-    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard)
+    runtime = CoordinatorRuntime(logs, COUNTERS)
     await runtime.load(0)
     await _commits(runtime, 0, 100)
     await logs.close_all()
     (tmp_path / f"{TOPIC}-0" / SNAPSHOT_FILE).write_bytes(snapshot)
     logs, _ = await _open_logs(tmp_path, **topic_configs)
-    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard)
+    runtime = CoordinatorRuntime(logs, COUNTERS)
     await runtime.load(0)
     shard = runtime.shard(0)
     await logs.close_all()
@@ -525,7 +533,7 @@ async def test_an_idle_partition_renews_its_snapshot_before_it_stops_being_trust
     # delete.retention.ms = 600: a snapshot is trusted for 600 ms and renewed after 300 ms.
     clock = StepClock(SystemClock().now_ms())
     logs, _ = await _open_logs(tmp_path, **{"delete.retention.ms": "600"})
-    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard, clock)
+    runtime = CoordinatorRuntime(logs, COUNTERS, clock=clock)
     await runtime.load(0)
     await _commits(runtime, 0, 100)
     await runtime.snapshot_all()
@@ -545,7 +553,7 @@ async def test_an_idle_partition_renews_its_snapshot_before_it_stops_being_trust
     # the renewed snapshot is used and no log is replayed.
     clock.ms += 400
     logs, _ = await _open_logs(tmp_path, **{"delete.retention.ms": "600"})
-    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard, clock)
+    runtime = CoordinatorRuntime(logs, COUNTERS, clock=clock)
     await runtime.load(0)
     assert runtime.shard(0).replayed == 50
     assert runtime.shard(0).offsets == {(f"g{i % 50}", "t", 0): i for i in range(50, 100)}
@@ -557,14 +565,14 @@ async def test_an_idle_partition_renews_its_snapshot_before_it_stops_being_trust
 async def test_a_snapshot_loaded_past_its_half_life_is_renewed_at_once(tmp_path: Path) -> None:
     clock = StepClock(SystemClock().now_ms())
     logs, _ = await _open_logs(tmp_path, **{"delete.retention.ms": "1000"})
-    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard, clock)
+    runtime = CoordinatorRuntime(logs, COUNTERS, clock=clock)
     await runtime.load(0)
     await _commits(runtime, 0, 100)
     runtime.unload_all()
     await logs.close_all()
     (tmp_path / f"{TOPIC}-0" / SNAPSHOT_FILE).write_bytes(_fake_snapshot(100, clock.ms - 700))
     logs, _ = await _open_logs(tmp_path, **{"delete.retention.ms": "1000"})
-    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard, clock)
+    runtime = CoordinatorRuntime(logs, COUNTERS, clock=clock)
     await runtime.load(0)
     assert runtime.shard(0).offsets == {("g0", "t", 0): 123456}  # trusted: 700 ms old of 1,000
     await asyncio.sleep(0.1)

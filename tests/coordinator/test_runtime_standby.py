@@ -17,7 +17,7 @@ from coordinator.runtime.runtime import CoordinatorRuntime, CoordinatorState
 from coordinator.runtime.snapshot import read_snapshot
 from coordinator.topics.log_manager import LogManager
 from coordinator.topics.registry import TopicRegistry
-from tests.coordinator.test_runtime import TOPIC, CounterShard, _commits
+from tests.coordinator.test_runtime import COUNTERS, TOPIC, _commits
 
 pytestmark = pytest.mark.asyncio
 
@@ -31,7 +31,7 @@ async def _leader(tmp_path: Path) -> tuple[LogManager, CoordinatorRuntime, Any]:
     await logs.open_all()
     info = registry.create(TOPIC, 1, {"cleanup.policy": "compact"})
     logs.topic_created(info)
-    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard)
+    runtime = CoordinatorRuntime(logs, COUNTERS)
     await runtime.load(0)
     return logs, runtime, info
 
@@ -60,7 +60,7 @@ async def _replicate(leader_logs: LogManager, plog: Any, high_watermark: int) ->
 
 def _shard(runtime: CoordinatorRuntime) -> Any:
     """The standby's shard (``shard()`` serves active partitions only)."""
-    ctx = runtime._contexts.get(0)
+    ctx = runtime._partitions.get(0)
     return None if ctx is None else ctx.shard
 
 
@@ -84,7 +84,7 @@ async def test_a_standby_replays_committed_records_snapshots_and_takes_over_with
     await _commits(leader, 0, 1500, batch=1)
     logs, plog = await _follower(tmp_path, info)
     await _replicate(leader_logs, plog, 1200)
-    standby = CoordinatorRuntime(logs, TOPIC, CounterShard, snapshot_min_records=1000)
+    standby = CoordinatorRuntime(logs, COUNTERS, snapshot_min_records=1000)
     standby.standby(0)
     assert standby.state(0) is CoordinatorState.STANDBY
     await _until(lambda: _shard(standby).replayed == 1200, "the committed records replayed")
@@ -117,7 +117,7 @@ async def test_a_standby_replays_committed_records_snapshots_and_takes_over_with
 
     # Restarted as a follower, it starts from its own snapshot, not from the log start.
     logs, plog = await _follower(tmp_path, info)
-    standby = CoordinatorRuntime(logs, TOPIC, CounterShard, snapshot_min_records=1000)
+    standby = CoordinatorRuntime(logs, COUNTERS, snapshot_min_records=1000)
     plog.replication.set_follower_high_watermark(1510)
     standby.standby(0)
     await _until(lambda: _shard(standby).offsets.get(("g9", "t", 0)) == 1509, "caught up after the restart")
@@ -136,7 +136,7 @@ async def test_a_standby_is_warming_until_it_first_reaches_the_high_watermark(tm
     await _commits(leader, 0, 3000, batch=1)
     logs, plog = await _follower(tmp_path, info)
     await _replicate(leader_logs, plog, 2000)
-    standby = CoordinatorRuntime(logs, TOPIC, CounterShard, snapshot_min_records=100_000)
+    standby = CoordinatorRuntime(logs, COUNTERS, snapshot_min_records=100_000)
     heard: list[tuple[int, bool]] = []
     standby.standby_listeners.append(lambda p, warming: heard.append((p, warming)))
     standby.standby(0)
@@ -169,14 +169,14 @@ async def test_a_standby_yields_between_slices_and_a_takeover_mid_batch_loses_an
     """A standby replays a few hundred records between yields to the event loop (a node
     rebuilding a large one must go on fetching for the ISR); taken over between two slices of
     one batch, the new leader replays exactly the records the standby had not."""
-    import coordinator.runtime.runtime as runtime_module
+    import coordinator.runtime.loader as loader_module
 
-    monkeypatch.setattr(runtime_module, "STANDBY_SLICE_RECORDS", 7)
+    monkeypatch.setattr(loader_module, "STANDBY_SLICE_RECORDS", 7)
     leader_logs, leader, info = await _leader(tmp_path)
     await _commits(leader, 0, 400)  # one batch of 400 records
     logs, plog = await _follower(tmp_path, info)
     await _replicate(leader_logs, plog, 400)
-    standby = CoordinatorRuntime(logs, TOPIC, CounterShard, snapshot_min_records=100_000)
+    standby = CoordinatorRuntime(logs, COUNTERS, snapshot_min_records=100_000)
     standby.standby(0)
     rounds = 0
     while getattr(_shard(standby), "replayed", 0) < 100:
@@ -207,7 +207,7 @@ async def test_a_replica_reassigned_away_drops_its_standby_and_a_closed_log_ends
     await _commits(leader, 0, 100)
     logs, plog = await _follower(tmp_path, info)
     await _replicate(leader_logs, plog, 100)
-    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard)
+    runtime = CoordinatorRuntime(logs, COUNTERS)
     service = GroupService(runtime, lambda: 1)
     service.resign(0, standby=True)
     assert runtime.state(0) is CoordinatorState.STANDBY
@@ -240,7 +240,7 @@ async def test_a_leader_reassigned_away_with_a_batch_not_yet_written_fails_it_qu
     logs, plog = await _follower(tmp_path, info)
     # Broker 2 leads with broker 3 in the ISR, which never fetches: the batch stays below the HW.
     plog.replication.become_leader(1, (2, 3), (2, 3), 1)
-    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard)
+    runtime = CoordinatorRuntime(logs, COUNTERS)
     await runtime.load(0)
     answer = runtime.write(0, lambda s: s.commit("g", 1))
     await asyncio.sleep(0)  # the batch is given to the log; its write has not started
@@ -269,12 +269,12 @@ async def test_a_timer_write_failed_by_an_unload_is_not_an_unretrieved_exception
     _leader_logs, _leader_runtime, info = await _leader(tmp_path)
     logs, plog = await _follower(tmp_path, info)
     plog.replication.become_leader(1, (2, 3), (2, 3), 1)  # broker 3 never fetches: the write waits
-    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard)
+    runtime = CoordinatorRuntime(logs, COUNTERS)
     await runtime.load(0)
     shard = _shard(runtime)
     shard.timer.schedule("expire", 0, lambda: shard.commit("g", 1))
     await asyncio.sleep(0.05)
-    waiting = runtime._contexts[0].waiting
+    waiting = runtime._partitions[0].writes.waiting
     assert len(waiting) == 1  # the timer's write waits for broker 3
     written = weakref.ref(next(iter(waiting)))
     del waiting
@@ -298,14 +298,14 @@ async def test_a_stopping_node_snapshots_its_standbys_so_a_restart_replays_a_sho
     since its last snapshot."""
     leader_logs, leader, info = await _leader(tmp_path)
     logs, plog = await _follower(tmp_path, info)
-    standby = CoordinatorRuntime(logs, TOPIC, CounterShard, snapshot_min_records=100)
+    standby = CoordinatorRuntime(logs, COUNTERS, snapshot_min_records=100)
     standby.standby(0)
 
     async def commit_distinct(start: int, count: int) -> None:  # one key each: the state grows
         await asyncio.gather(*(leader.write(0, lambda s, i=i: s.commit(f"g{i}", i)) for i in range(start, start + count)))
         await _replicate(leader_logs, plog, start + count)
         await _until(lambda: _shard(standby).replayed == start + count, f"{start + count} replayed")
-        await _until(lambda: standby._contexts[0].snapshotting is None, "its snapshot written")
+        await _until(lambda: standby._partitions[0].snapshots.snapshotting is None, "its snapshot written")
 
     await commit_distinct(0, 1000)
     amortized = read_snapshot(plog.log.directory)
@@ -322,9 +322,9 @@ async def test_a_stopping_node_snapshots_its_standbys_so_a_restart_replays_a_sho
     # Restarted, it starts from that snapshot: nothing left to replay from the log.
     logs, plog = await _follower(tmp_path, info)
     plog.replication.set_follower_high_watermark(end)
-    restarted = CoordinatorRuntime(logs, TOPIC, CounterShard, snapshot_min_records=100)
+    restarted = CoordinatorRuntime(logs, COUNTERS, snapshot_min_records=100)
     restarted.standby(0)
-    await _until(lambda: restarted._contexts[0].replayed_to == end, "caught up after the restart")
+    await _until(lambda: restarted._partitions[0].standby.replayed_to == end, "caught up after the restart")
     assert _shard(restarted).replayed == end  # the snapshot's records, no log record
     await logs.close_all()
     await leader_logs.close_all()

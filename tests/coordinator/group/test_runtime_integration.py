@@ -12,7 +12,7 @@ from kafka.protocol.consumer import JoinGroupRequest, OffsetCommitRequest, SyncG
 
 from coordinator.config import load_config
 from coordinator.group.config import GroupConfig
-from coordinator.group.shard import GroupCoordinatorShard
+from coordinator.group.coordinator_type import group_coordinator_type
 from coordinator.topics.log_manager import LogManager
 from coordinator.runtime.runtime import CoordinatorRuntime
 from coordinator.topics.registry import TopicRegistry
@@ -23,8 +23,7 @@ TOPIC = "__consumer_offsets"
 CONFIG = GroupConfig(initial_rebalance_delay_ms=0)
 
 
-def factory(partition: int, timer: Any, clock: Any) -> GroupCoordinatorShard:
-    return GroupCoordinatorShard(CONFIG, clock, timer)
+GROUPS = group_coordinator_type(CONFIG)
 
 
 def join_request(member_id: str) -> Any:
@@ -47,7 +46,7 @@ async def test_join_sync_commit_and_reload_through_the_runtime(tmp_path: Path) -
     logs = LogManager(tmp_path, registry, config)
     await logs.open_all()
     logs.topic_created(registry.create(TOPIC, 1, {"cleanup.policy": "compact"}))
-    runtime = CoordinatorRuntime(logs, TOPIC, factory)
+    runtime = CoordinatorRuntime(logs, GROUPS)
     await runtime.load(0)
 
     first = await (await join(runtime, ""))
@@ -81,7 +80,7 @@ async def test_join_sync_commit_and_reload_through_the_runtime(tmp_path: Path) -
 
     logs = LogManager(tmp_path, TopicRegistry(tmp_path), config)
     await logs.open_all()
-    runtime = CoordinatorRuntime(logs, TOPIC, factory)
+    runtime = CoordinatorRuntime(logs, GROUPS)
     await runtime.load(0)
     shard = runtime.shard(0)
     assert shard.hard_state() == before
