@@ -87,7 +87,7 @@ from .loader import Loader
 from .partition import Partition, PartitionTable, ShardT
 from .snapshot_schedule import SnapshotSchedule
 from .standby import HotStandby
-from .timers import CoordinatorTimer, SystemClock, TimerFactory, asyncio_timers
+from .timers import CoordinatorTimer, SystemClock, TimerFactory, asyncio_timers, sleep_ms
 from .writes import WritePath, unanswered
 
 __all__ = ["CoordinatorRuntime", "CoordinatorState", "NotActiveError", "NotEnoughReplicas", "CommitTimedOut",
@@ -98,7 +98,7 @@ log = logging.getLogger("groupcoord.runtime")
 R = TypeVar("R")
 
 #: How often a load waiting for a standby still rebuilding looks again.
-_REBUILD_POLL_S = 0.01
+_REBUILD_POLL_MS = 10
 
 
 class CoordinatorRuntime(Generic[ShardT]):
@@ -204,7 +204,7 @@ class CoordinatorRuntime(Generic[ShardT]):
             # fresh load would be: let it finish (answers meanwhile: COORDINATOR_LOAD_IN_PROGRESS).
             while (old.standby.rebuilding and self._table.is_current(old)
                    and old.state is CoordinatorState.STANDBY):
-                await asyncio.sleep(_REBUILD_POLL_S)
+                await sleep_ms(self._table.timers, _REBUILD_POLL_MS)
             old = self._partitions.get(partition)
         start: int | None
         if old is not None and old.plog is plog and self._standby.can_take_over(old):

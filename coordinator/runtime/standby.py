@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from functools import partial
 from typing import Generic
 
 from storage.errors import LogClosedError
@@ -24,6 +25,7 @@ from .errors import CoordinatorState
 from .loader import LOAD_READ_BYTES, Loader
 from .partition import Partition, PartitionTable, ShardT
 from .snapshot_schedule import SnapshotSchedule
+from .timers import sleep_ms, wake
 
 __all__ = ["HotStandby"]
 
@@ -31,8 +33,8 @@ log = logging.getLogger("groupcoord.runtime")
 
 #: How long a standby with nothing to read waits before it reads again (the log said it grew, but
 #: the read found nothing yet), and the longest it waits for the log to grow before it looks again.
-_EMPTY_READ_PAUSE_S = 0.05
-_DATA_WAIT_S = 1.0
+_EMPTY_READ_PAUSE_MS = 50
+_DATA_WAIT_MS = 1000
 
 
 class HotStandby(Generic[ShardT]):
@@ -113,7 +115,7 @@ class HotStandby(Generic[ShardT]):
                 if standby.replayed_to < end:
                     data = plog.log.read(standby.replayed_to, LOAD_READ_BYTES)
                     if not data:
-                        await asyncio.sleep(_EMPTY_READ_PAUSE_S)
+                        await sleep_ms(self._table.timers, _EMPTY_READ_PAUSE_MS)
                         continue
                     done = 0
 
@@ -129,14 +131,14 @@ class HotStandby(Generic[ShardT]):
                                                       sliced=True, progress=progress)
                     self._snapshots.maybe_snapshot(part)
                     continue
-                fut: asyncio.Future[None] = loop.create_future()
-                plog.add_data_waiter(fut)
+                grew: asyncio.Future[None] = loop.create_future()
+                plog.add_data_waiter(grew)
+                timeout = self._table.timers(_DATA_WAIT_MS, partial(wake, grew))
                 try:
-                    await asyncio.wait_for(fut, _DATA_WAIT_S)
-                except TimeoutError:
-                    pass
+                    await grew
                 finally:
-                    plog.remove_data_waiter(fut)
+                    timeout.cancel()
+                    plog.remove_data_waiter(grew)
         except asyncio.CancelledError:
             raise
         except LogClosedError:

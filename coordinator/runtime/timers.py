@@ -2,7 +2,8 @@
 
 Every timer the runtime starts goes through one injected :class:`TimerFactory`: the shards' keyed
 timers (session expiry, rebalance delays), the wait of an answer for the ISR
-(``offsets.commit.timeout.ms``) and the renewal of a snapshot. The default runs them on the asyncio
+(``offsets.commit.timeout.ms``), the renewal of a snapshot, and the pauses of a hot standby and of a
+load waiting for one (:func:`sleep_ms`). The default runs them on the asyncio
 event loop; a test hands in a factory driven by a stepping clock, and so runs every timer without
 sleeping (Kafka's coordinator-common tests do the same with ``MockTimer`` and ``MockTime``).
 """
@@ -18,7 +19,7 @@ from typing import Protocol
 from .contract import CoordinatorResult
 from .errors import NotActiveError
 
-__all__ = ["SystemClock", "TimerHandle", "TimerFactory", "asyncio_timers", "CoordinatorTimer"]
+__all__ = ["SystemClock", "TimerHandle", "TimerFactory", "asyncio_timers", "CoordinatorTimer", "sleep_ms", "wake"]
 
 log = logging.getLogger("groupcoord.runtime")
 
@@ -85,3 +86,19 @@ class CoordinatorTimer:
             return  # the partition was unloaded or failed; its timers die with it
         except Exception:
             log.exception("timer operation failed", extra={"timer": key, "partition": self._partition})
+
+
+async def sleep_ms(timers: TimerFactory, delay_ms: float) -> None:
+    """``asyncio.sleep`` on the injected timers, so a stepping clock drives it too."""
+    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    handle = timers(delay_ms, lambda: wake(done))
+    try:
+        await done
+    finally:
+        handle.cancel()
+
+
+def wake(fut: asyncio.Future[None]) -> None:
+    """Resolve ``fut`` unless something else did first."""
+    if not fut.done():
+        fut.set_result(None)

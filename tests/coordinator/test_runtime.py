@@ -1,7 +1,8 @@
 """The coordinator runtime: write-then-respond, read-your-writes, loading by replay, timers, failure.
 
 Ordering rules are checked with a partition log whose durability the test releases by hand (the
-one fault we cannot cause on demand with a real disk); loading and restarts use real logs.
+one fault we cannot cause on demand with a real disk); loading and restarts use real logs. Timers
+run on a stepping clock (``stepping_clock.py``): no test sleeps for one.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from protocol.consumer_offsets import OffsetCommitKey, OffsetCommitValue, deseri
 from protocol.records import build_batch
 from storage.options import LogOptions
 from storage.producer_state import ProducerStateManager
+from tests.coordinator.stepping_clock import SteppingClock
 
 TOPIC = "__consumer_offsets"
 
@@ -147,10 +149,17 @@ class OneLog:
         return self.plog
 
 
-async def _active_runtime(plog: ManualLog) -> CoordinatorRuntime:
-    runtime = CoordinatorRuntime(OneLog(plog), COUNTERS)  # type: ignore[arg-type]
+async def _active_runtime(plog: ManualLog, clock: SteppingClock | None = None) -> CoordinatorRuntime:
+    clock = clock or SteppingClock()
+    runtime = CoordinatorRuntime(OneLog(plog), COUNTERS, clock=clock, timers=clock.timers)  # type: ignore[arg-type]
     await runtime.load(0)
     return runtime
+
+
+async def _rounds(count: int = 3) -> None:
+    """Let the event loop run ``count`` rounds (callbacks queued by the last ones included)."""
+    for _ in range(count):
+        await asyncio.sleep(0)
 
 
 @pytest.mark.asyncio
@@ -230,7 +239,7 @@ async def test_responses_wait_for_durability_but_state_moves_on_at_once() -> Non
     first = runtime.write(0, lambda s: s.commit("g", 5))
     second = runtime.write(0, lambda s: s.commit("g", 7))
     read = runtime.read(0, lambda s: s.offsets.get(("g", "t", 0)))
-    await asyncio.sleep(0.01)
+    await _rounds()
     assert not first.done() and not second.done() and not read.done()
     assert runtime.shard(0).offsets[("g", "t", 0)] == 7  # replayed when queued
     plog.make_durable()
@@ -252,7 +261,7 @@ async def test_on_appended_and_parked_responses_wait_for_the_completing_write() 
                       on_appended=lambda: calls.append("appended"))
 
     direct = runtime.write(0, complete)
-    await asyncio.sleep(0.01)
+    await _rounds()
     assert not parked.done() and not direct.done() and calls == []
     plog.make_durable()
     assert await direct == "direct" and await parked == "parked answer" and calls == ["appended"]
@@ -266,7 +275,7 @@ async def test_a_failed_append_fails_the_partition_and_its_waiting_answers() -> 
     await asyncio.sleep(0)  # the batch goes to the log at the end of this round (runtime rule 7)
     plog.fail_next = True
     plog.make_durable()
-    await asyncio.sleep(0.01)
+    await _rounds()
     assert runtime.state(0) is CoordinatorState.FAILED
     with pytest.raises(NotActiveError):
         runtime.write(0, lambda s: s.commit("g", 2))
@@ -315,7 +324,9 @@ async def test_a_parked_join_answer_failed_by_an_unload_is_still_retrieved() -> 
     from coordinator.group.coordinator_type import group_coordinator_type
 
     plog = ManualLog()
-    runtime = CoordinatorRuntime(OneLog(plog), group_coordinator_type(GroupConfig()))  # type: ignore[arg-type]
+    clock = SteppingClock()
+    runtime = CoordinatorRuntime(OneLog(plog), group_coordinator_type(GroupConfig()),  # type: ignore[arg-type]
+                                 clock=clock, timers=clock.timers)
     await runtime.load(0)
     service = GroupService(runtime, lambda: 1)
     loop = asyncio.get_running_loop()
@@ -330,7 +341,7 @@ async def test_a_parked_join_answer_failed_by_an_unload_is_still_retrieved() -> 
             protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")])
         ctx = SimpleNamespace(api_version=9, client_id="c", peer="127.0.0.1:1")
         join = asyncio.ensure_future(service.join_group(ctx, request))  # type: ignore[arg-type]
-        await asyncio.sleep(0.01)
+        await _rounds(5)
         assert not join.done()
         runtime.unload(0)
         assert (await join).error_code == 16  # NOT_COORDINATOR
@@ -361,15 +372,22 @@ def _simple_commit(group: str) -> Any:
 @pytest.mark.asyncio
 async def test_timers_run_as_writes_and_replace_by_key() -> None:
     plog = ManualLog()
-    runtime = await _active_runtime(plog)
+    clock = SteppingClock()
+    runtime = await _active_runtime(plog, clock)
     shard = runtime.shard(0)
     shard.timer.schedule("k", 50, lambda: shard.commit("timer", 1))
     shard.timer.schedule("k", 10, lambda: shard.commit("timer", 2))
     shard.timer.schedule("other", 10, lambda: shard.commit("timer2", 3))
     shard.timer.cancel("other")
-    await asyncio.sleep(0.1)
-    assert shard.offsets == {("timer", "t", 0): 2}
+    clock.advance(9)
+    assert shard.offsets == {} and shard.timer.is_scheduled("k")
+    clock.advance(1)
+    assert shard.offsets == {("timer", "t", 0): 2}  # replayed when the timer's write ran
     assert not shard.timer.is_scheduled("k")
+    clock.advance(100)
+    assert shard.offsets == {("timer", "t", 0): 2}  # the replaced and the cancelled never fire
+    await _rounds()
+    assert plog.batches == [(0, 1)]
 
 
 @pytest.mark.asyncio
@@ -422,6 +440,13 @@ async def _open_logs(tmp_path: Path, **topic_configs: str) -> tuple[LogManager, 
     return logs, config
 
 
+async def _snapshot_written(runtime: CoordinatorRuntime, partition: int = 0) -> None:
+    """Wait for the partition's snapshot under way, if any (it runs in the background)."""
+    snapshotting = runtime._partitions[partition].snapshots.snapshotting
+    if snapshotting is not None:
+        await snapshotting
+
+
 async def _commits(runtime: CoordinatorRuntime, start: int, count: int, batch: int | None = None) -> None:
     """``count`` commits, all in one round of the event loop (one batch, runtime rule 7), or
     ``batch`` per round."""
@@ -439,7 +464,7 @@ async def test_a_snapshot_and_the_log_tail_rebuild_the_state(tmp_path: Path) -> 
     runtime = CoordinatorRuntime(logs, COUNTERS, snapshot_min_records=1000)
     await runtime.load(0)
     await _commits(runtime, 0, 1500)  # passes 1,000: one snapshot, taken in the background
-    await asyncio.sleep(0.2)
+    await _snapshot_written(runtime)
     snapshot = read_snapshot(tmp_path / f"{TOPIC}-0")
     assert snapshot is not None and snapshot.records == 50 and 1000 <= snapshot.offset <= 1500
     await _commits(runtime, 1500, 30)  # the tail after it
@@ -518,42 +543,33 @@ async def test_a_trusted_snapshot_stands_for_the_log_before_it(tmp_path: Path, c
     assert shard.replayed == 1 and shard.offsets == {("g0", "t", 0): 123456}
 
 
-class StepClock:
-    """Wall time the test moves by hand; timers still run on the event loop."""
-
-    def __init__(self, now_ms: int) -> None:
-        self.ms = now_ms
-
-    def now_ms(self) -> int:
-        return self.ms
-
-
 @pytest.mark.asyncio
 async def test_an_idle_partition_renews_its_snapshot_before_it_stops_being_trusted(tmp_path: Path) -> None:
     # delete.retention.ms = 600: a snapshot is trusted for 600 ms and renewed after 300 ms.
-    clock = StepClock(SystemClock().now_ms())
+    clock = SteppingClock(SystemClock().now_ms())
     logs, _ = await _open_logs(tmp_path, **{"delete.retention.ms": "600"})
-    runtime = CoordinatorRuntime(logs, COUNTERS, clock=clock)
+    runtime = CoordinatorRuntime(logs, COUNTERS, clock=clock, timers=clock.timers)
     await runtime.load(0)
     await _commits(runtime, 0, 100)
     await runtime.snapshot_all()
     first = read_snapshot(tmp_path / f"{TOPIC}-0")
     assert first is not None and first.captured_ms == clock.ms
-    clock.ms += 100
-    await asyncio.sleep(0.1)
-    assert read_snapshot(tmp_path / f"{TOPIC}-0") == first  # not due yet
-    clock.ms += 250  # past the half-life by the clock; the timer fires ~300 ms after the snapshot
-    await asyncio.sleep(0.35)
+    clock.advance(299)
+    assert runtime._partitions[0].snapshots.snapshotting is None  # not due yet
+    assert read_snapshot(tmp_path / f"{TOPIC}-0") == first
+    clock.advance(51)  # past the half-life: the renewal timer fired at 300 ms
+    await _snapshot_written(runtime)
     renewed = read_snapshot(tmp_path / f"{TOPIC}-0")
     assert renewed is not None and renewed.captured_ms == clock.ms
     assert (renewed.offset, renewed.records) == (first.offset, first.records)  # same state, newer time
+    runtime.unload_all()
     await logs.close_all()
 
     # Loaded later, well past the first snapshot's trusted life but within the renewed one's:
     # the renewed snapshot is used and no log is replayed.
-    clock.ms += 400
+    clock.advance(400)
     logs, _ = await _open_logs(tmp_path, **{"delete.retention.ms": "600"})
-    runtime = CoordinatorRuntime(logs, COUNTERS, clock=clock)
+    runtime = CoordinatorRuntime(logs, COUNTERS, clock=clock, timers=clock.timers)
     await runtime.load(0)
     assert runtime.shard(0).replayed == 50
     assert runtime.shard(0).offsets == {(f"g{i % 50}", "t", 0): i for i in range(50, 100)}
@@ -563,19 +579,20 @@ async def test_an_idle_partition_renews_its_snapshot_before_it_stops_being_trust
 
 @pytest.mark.asyncio
 async def test_a_snapshot_loaded_past_its_half_life_is_renewed_at_once(tmp_path: Path) -> None:
-    clock = StepClock(SystemClock().now_ms())
+    clock = SteppingClock(SystemClock().now_ms())
     logs, _ = await _open_logs(tmp_path, **{"delete.retention.ms": "1000"})
-    runtime = CoordinatorRuntime(logs, COUNTERS, clock=clock)
+    runtime = CoordinatorRuntime(logs, COUNTERS, clock=clock, timers=clock.timers)
     await runtime.load(0)
     await _commits(runtime, 0, 100)
     runtime.unload_all()
     await logs.close_all()
     (tmp_path / f"{TOPIC}-0" / SNAPSHOT_FILE).write_bytes(_fake_snapshot(100, clock.ms - 700))
     logs, _ = await _open_logs(tmp_path, **{"delete.retention.ms": "1000"})
-    runtime = CoordinatorRuntime(logs, COUNTERS, clock=clock)
+    runtime = CoordinatorRuntime(logs, COUNTERS, clock=clock, timers=clock.timers)
     await runtime.load(0)
     assert runtime.shard(0).offsets == {("g0", "t", 0): 123456}  # trusted: 700 ms old of 1,000
-    await asyncio.sleep(0.1)
+    clock.advance(0)  # the renewal is due at once
+    await _snapshot_written(runtime)
     renewed = read_snapshot(tmp_path / f"{TOPIC}-0")
     assert renewed is not None and renewed.captured_ms == clock.ms and renewed.offset == 100
     runtime.unload_all()

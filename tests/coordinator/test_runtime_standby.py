@@ -1,12 +1,17 @@
 """The hot standby (runtime rule 6, issue 14) on real logs: a follower's runtime replays the
 replicated offsets log as it grows — committed records only, below the high watermark — snapshots
 what it holds like a leader does, keeps its state across a truncation that stays above it, takes
-over replaying only the tail, and after a restart starts from its own snapshot."""
+over replaying only the tail, and after a restart starts from its own snapshot.
+
+No test sleeps: the runtime's timers run on a stepping clock where a test needs them, and waiting
+for the standby's background replay (and the file work it does in threads) yields to the event
+loop until the condition holds."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +20,11 @@ import pytest
 from coordinator.config import load_config
 from coordinator.runtime.runtime import CoordinatorRuntime, CoordinatorState
 from coordinator.runtime.snapshot import read_snapshot
+from coordinator.runtime.timers import SystemClock
 from coordinator.topics.log_manager import LogManager
 from coordinator.topics.registry import TopicRegistry
-from tests.coordinator.test_runtime import COUNTERS, TOPIC, _commits
+from tests.coordinator.stepping_clock import SteppingClock
+from tests.coordinator.test_runtime import COUNTERS, TOPIC, _commits, _rounds
 
 pytestmark = pytest.mark.asyncio
 
@@ -65,13 +72,15 @@ def _shard(runtime: CoordinatorRuntime) -> Any:
 
 
 async def _until(condition: Any, what: str) -> None:
-    for _ in range(500):
+    """Yield to the event loop until ``condition()`` holds (5 s at most)."""
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline:
         try:
             if condition():
                 return
         except AttributeError:  # the shard is not there yet
             pass
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0)
     raise AssertionError(f"not within 5 s: {what}")
 
 
@@ -84,7 +93,8 @@ async def test_a_standby_replays_committed_records_snapshots_and_takes_over_with
     await _commits(leader, 0, 1500, batch=1)
     logs, plog = await _follower(tmp_path, info)
     await _replicate(leader_logs, plog, 1200)
-    standby = CoordinatorRuntime(logs, COUNTERS, snapshot_min_records=1000)
+    clock = SteppingClock(SystemClock().now_ms())
+    standby = CoordinatorRuntime(logs, COUNTERS, clock=clock, timers=clock.timers, snapshot_min_records=1000)
     standby.standby(0)
     assert standby.state(0) is CoordinatorState.STANDBY
     await _until(lambda: _shard(standby).replayed == 1200, "the committed records replayed")
@@ -102,7 +112,8 @@ async def test_a_standby_replays_committed_records_snapshots_and_takes_over_with
     await _replicate(leader_logs, plog, 1500)
     caplog.clear()
     await plog.truncate_to(1510)
-    await asyncio.sleep(0.1)
+    clock.advance(1000)  # the standby's wait for the log to grow ends: it looks again
+    await _until(lambda: standby._partitions[0].standby.truncations == plog.truncations, "the cut seen")
     assert _shard(standby).replayed == 1500
     assert not [r for r in caplog.records if "standby state rebuilt" in r.getMessage()]
 
@@ -250,7 +261,7 @@ async def test_a_leader_reassigned_away_with_a_batch_not_yet_written_fails_it_qu
     await logs.remove_partition(TOPIC, 0)  # then the replica's log goes
     with pytest.raises(NotActiveError):
         await answer
-    await asyncio.sleep(0.05)
+    await _rounds(10)  # the batch's write fails and its callbacks run
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], \
         [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     await logs.close_all()
@@ -269,11 +280,13 @@ async def test_a_timer_write_failed_by_an_unload_is_not_an_unretrieved_exception
     _leader_logs, _leader_runtime, info = await _leader(tmp_path)
     logs, plog = await _follower(tmp_path, info)
     plog.replication.become_leader(1, (2, 3), (2, 3), 1)  # broker 3 never fetches: the write waits
-    runtime = CoordinatorRuntime(logs, COUNTERS)
+    clock = SteppingClock(SystemClock().now_ms())
+    runtime = CoordinatorRuntime(logs, COUNTERS, clock=clock, timers=clock.timers)
     await runtime.load(0)
     shard = _shard(runtime)
     shard.timer.schedule("expire", 0, lambda: shard.commit("g", 1))
-    await asyncio.sleep(0.05)
+    clock.advance(0)
+    await _rounds()
     waiting = runtime._partitions[0].writes.waiting
     assert len(waiting) == 1  # the timer's write waits for broker 3
     written = weakref.ref(next(iter(waiting)))
@@ -281,7 +294,7 @@ async def test_a_timer_write_failed_by_an_unload_is_not_an_unretrieved_exception
 
     runtime.unload(0)  # leadership moved: the write fails (NOT_COORDINATOR for a client)
     plog.replication.become_follower(3, 2, (2, 3), (2, 3), 2)  # its wait for the ISR fails too
-    await asyncio.sleep(0.05)
+    await _rounds(10)
     gc.collect()
     assert written() is None  # gone, and with it any complaint about its outcome
     await logs.close_all()
@@ -305,6 +318,7 @@ async def test_a_stopping_node_snapshots_its_standbys_so_a_restart_replays_a_sho
         await asyncio.gather(*(leader.write(0, lambda s, i=i: s.commit(f"g{i}", i)) for i in range(start, start + count)))
         await _replicate(leader_logs, plog, start + count)
         await _until(lambda: _shard(standby).replayed == start + count, f"{start + count} replayed")
+        await _rounds()  # the replay's last slice ends, and a snapshot due starts
         await _until(lambda: standby._partitions[0].snapshots.snapshotting is None, "its snapshot written")
 
     await commit_distinct(0, 1000)

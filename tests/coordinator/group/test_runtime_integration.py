@@ -16,6 +16,7 @@ from coordinator.group.coordinator_type import group_coordinator_type
 from coordinator.topics.log_manager import LogManager
 from coordinator.runtime.runtime import CoordinatorRuntime
 from coordinator.topics.registry import TopicRegistry
+from tests.coordinator.stepping_clock import SteppingClock
 
 from .group_test_context import protocols
 
@@ -46,12 +47,16 @@ async def test_join_sync_commit_and_reload_through_the_runtime(tmp_path: Path) -
     logs = LogManager(tmp_path, registry, config)
     await logs.open_all()
     logs.topic_created(registry.create(TOPIC, 1, {"cleanup.policy": "compact"}))
-    runtime = CoordinatorRuntime(logs, GROUPS)
+    clock = SteppingClock()
+    runtime = CoordinatorRuntime(logs, GROUPS, clock=clock, timers=clock.timers)
     await runtime.load(0)
 
     first = await (await join(runtime, ""))
     assert first.error_code == 79
-    joined = await asyncio.wait_for(await join(runtime, first.member_id), 5)
+    parked = await join(runtime, first.member_id)
+    assert not parked.done()  # waiting for the rebalance delay, a timer
+    clock.advance(0)  # initial.rebalance.delay.ms = 0: the join completes at once
+    joined = await asyncio.wait_for(parked, 5)
     assert joined.error_code == 0 and joined.leader == first.member_id
 
     handle, sync_future = runtime.response_future(0)
@@ -80,7 +85,7 @@ async def test_join_sync_commit_and_reload_through_the_runtime(tmp_path: Path) -
 
     logs = LogManager(tmp_path, TopicRegistry(tmp_path), config)
     await logs.open_all()
-    runtime = CoordinatorRuntime(logs, GROUPS)
+    runtime = CoordinatorRuntime(logs, GROUPS, clock=clock, timers=clock.timers)
     await runtime.load(0)
     shard = runtime.shard(0)
     assert shard.hard_state() == before
