@@ -149,7 +149,8 @@ class GroupManager(Rebalancer):
             # retrying after a timeout cannot leave phantom members behind.
             group.pending_members.add(new_member_id)
             self.timer.schedule(pending_key(group.group_id, new_member_id), session_ms,
-                                lambda: self._expire_pending_member(group.group_id, new_member_id))
+                                lambda: self._expire_pending_member(group.group_id, new_member_id),
+                                name="expire-pending-member")
             parked.future.set_result(join_error(parked.api_version, E.MEMBER_ID_REQUIRED, new_member_id))
             return CoordinatorResult(records)
         member = ClassicGroupMember(new_member_id, instance_id, client_id, client_host, rebalance_ms, session_ms,

@@ -132,7 +132,7 @@ class GroupService:
     def topic_deleted(self, info: Any) -> None:
         # The committed offsets of a deleted topic go at once, in every group of every partition.
         for p in self.runtime.active_partitions():
-            unanswered(self.runtime.write(p, lambda s: s.on_topics_deleted({info.name})))
+            unanswered(self.runtime.write(p, "on-partitions-deleted", lambda s: s.on_topics_deleted({info.name})))
 
     def partitions_added(self, info: Any, old_count: int) -> None:
         pass
@@ -171,8 +171,8 @@ class GroupService:
             return E.COORDINATOR_LOAD_IN_PROGRESS
         return E.NOT_COORDINATOR
 
-    async def _write(self, partition: int, op: Callable[[Any], Any]) -> Any:
-        return await self.runtime.write(partition, op)
+    async def _write(self, partition: int, name: str, op: Callable[[Any], Any]) -> Any:
+        return await self.runtime.write(partition, name, op)
 
     @staticmethod
     def _or_not_coordinator(answer: asyncio.Future[Any], fallback: Callable[[], Any],
@@ -211,7 +211,8 @@ class GroupService:
         assert p is not None
         handle, parked = self.runtime.response_future(p)
         try:
-            await self._write(p, lambda s: s.join_group(request, v, ctx.client_id or "", _client_host(ctx.peer), handle))
+            await self._write(p, "classic-group-join",
+                              lambda s: s.join_group(request, v, ctx.client_id or "", _client_host(ctx.peer), handle))
             return await parked
         except NotActiveError:
             return join_error(v, E.NOT_COORDINATOR, request.member_id or "")
@@ -229,7 +230,7 @@ class GroupService:
         assert p is not None
         handle, parked = self.runtime.response_future(p)
         try:
-            await self._write(p, lambda s: s.sync_group(request, v, handle))
+            await self._write(p, "classic-group-sync", lambda s: s.sync_group(request, v, handle))
             return await parked
         except NotActiveError:
             return sync_response(v, E.NOT_COORDINATOR)
@@ -245,7 +246,8 @@ class GroupService:
         if error:
             return heartbeat_response(v, error)
         try:
-            answer = self.runtime.write(p, lambda s: s.heartbeat(request, v))  # type: ignore[arg-type]
+            answer = self.runtime.write(p, "classic-group-heartbeat",
+                                        lambda s: s.heartbeat(request, v))  # type: ignore[arg-type]
         except NotActiveError:
             return heartbeat_response(v, E.NOT_COORDINATOR)
         return self._or_not_coordinator(answer, lambda: heartbeat_response(v, E.NOT_COORDINATOR))
@@ -257,7 +259,8 @@ class GroupService:
         if error:
             return leave_response(v, error, [])
         try:
-            return await self._write(p, lambda s: s.leave_group(request, v))  # type: ignore[arg-type]
+            return await self._write(p, "classic-group-leave",
+                                     lambda s: s.leave_group(request, v))  # type: ignore[arg-type]
         except NotActiveError:
             return leave_response(v, E.NOT_COORDINATOR, [])
 
@@ -269,7 +272,8 @@ class GroupService:
         error = self._error_for(p)
         if not error:
             try:
-                answer = self.runtime.write(p, lambda s: s.commit_offsets(request, v))  # type: ignore[arg-type]
+                answer = self.runtime.write(p, "commit-offset",
+                                            lambda s: s.commit_offsets(request, v))  # type: ignore[arg-type]
             except NotActiveError as exc:
                 # Kafka's maybeConvertOffsetCommitError: NOT_ENOUGH_REPLICAS → COORDINATOR_NOT_AVAILABLE.
                 error = getattr(exc, "error_code", E.NOT_COORDINATOR)
@@ -285,7 +289,8 @@ class GroupService:
             error = self._error_for(p)
             if not error:
                 try:
-                    answer = self.runtime.read(p, lambda s: s.fetch_offsets(request, v))  # type: ignore[arg-type]
+                    answer = self.runtime.read(p, "fetch-offsets",
+                                               lambda s: s.fetch_offsets(request, v))  # type: ignore[arg-type]
                 except NotActiveError:
                     error = E.NOT_COORDINATOR
                 else:
@@ -307,7 +312,8 @@ class GroupService:
             if not error:
                 sub = types.SimpleNamespace(groups=groups, require_stable=request.require_stable)
                 try:
-                    reads.append((groups, self.runtime.read(p, lambda s, sub=sub: s.fetch_offsets(sub, v))))  # type: ignore[arg-type]
+                    reads.append((groups, self.runtime.read(p, "fetch-offsets",
+                                                            lambda s, sub=sub: s.fetch_offsets(sub, v))))  # type: ignore[arg-type]
                     continue
                 except NotActiveError:
                     error = E.NOT_COORDINATOR
@@ -334,7 +340,8 @@ class GroupService:
         error = self._error_for(p)
         if not error:
             try:
-                return await self._write(p, lambda s: s.delete_offsets(request, v))  # type: ignore[arg-type]
+                return await self._write(p, "delete-offsets",
+                                         lambda s: s.delete_offsets(request, v))  # type: ignore[arg-type]
             except NotActiveError:
                 error = E.NOT_COORDINATOR
         return OffsetDeleteResponse(version=v, error_code=int(error), throttle_time_ms=0, topics=[])
@@ -345,7 +352,7 @@ class GroupService:
         v = ctx.api_version
         answers = await self._per_partition(
             request.groups, lambda gid: gid,
-            lambda p, subset: self.runtime.read(p, lambda s: s.describe_groups(
+            lambda p, subset: self.runtime.read(p, "describe-groups", lambda s: s.describe_groups(
                 types.SimpleNamespace(groups=subset, include_authorized_operations=v >= 3 and request.include_authorized_operations), v)),
             lambda resp: {g.group_id: g for g in resp.groups},
             lambda gid, error: DescribeGroupsResponse.DescribedGroup(
@@ -357,7 +364,7 @@ class GroupService:
         v = ctx.api_version
         answers = await self._per_partition(
             request.groups_names, lambda gid: gid,
-            lambda p, subset: self.runtime.write(p, lambda s: s.delete_groups(
+            lambda p, subset: self.runtime.write(p, "delete-groups", lambda s: s.delete_groups(
                 types.SimpleNamespace(groups_names=subset), v)),
             lambda resp: {r.group_id: r for r in resp.results},
             lambda gid, error: DeleteGroupsResponse.DeletableGroupResult(group_id=gid, error_code=int(error)))
@@ -390,7 +397,7 @@ class GroupService:
             state = self.runtime.state(p)
             if state is CoordinatorState.ACTIVE:
                 try:
-                    listed += (await self.runtime.read(p, lambda s: s.list_groups(request, v))).groups
+                    listed += (await self.runtime.read(p, "list-groups", lambda s: s.list_groups(request, v))).groups
                 except NotActiveError:
                     continue
             elif state is CoordinatorState.LOADING:

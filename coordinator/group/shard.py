@@ -198,7 +198,7 @@ class GroupCoordinatorShard:
 
     def _schedule_expiry(self) -> None:
         self.timer.schedule(EXPIRE_TIMER_KEY, self.config.offsets_retention_check_interval_ms,
-                            self.cleanup_group_metadata)
+                            self.cleanup_group_metadata, name="cleanup-group-metadata")
 
     # --- replay and loading --------------------------------------------------------------------
 

@@ -63,9 +63,12 @@ EMPTY_RESULT: CoordinatorResult[None] = CoordinatorResult()
 
 class Timer(Protocol):
     """Keyed timers of one partition. ``schedule`` replaces any timer with the same key; when a
-    timer fires, its key is no longer scheduled and the runtime runs ``operation()`` as a write."""
+    timer fires, its key is no longer scheduled and the runtime runs ``operation()`` as a write
+    named ``name`` (one name per kind of timer, such as "expire-session": the key holds ids, the
+    name is what log lines and metrics group by)."""
 
-    def schedule(self, key: str, delay_ms: int, operation: Callable[[], CoordinatorResult[object]]) -> None: ...
+    def schedule(self, key: str, delay_ms: int, operation: Callable[[], CoordinatorResult[object]], *,
+                 name: str) -> None: ...
 
     def cancel(self, key: str) -> None: ...
 

@@ -39,7 +39,8 @@ class Answer(Protocol):
 class WriteState:
     """The write path of one partition (``writes.py``)."""
 
-    __slots__ = ("last_written", "completions", "in_op", "waiting", "pending", "pending_base", "pending_bytes")
+    __slots__ = ("last_written", "completions", "in_op", "waiting", "pending", "pending_base", "pending_bytes",
+                 "pending_operations")
 
     def __init__(self, log_end_offset: int) -> None:
         #: One past the last offset written (queued) to this partition's log.
@@ -54,6 +55,8 @@ class WriteState:
         self.pending: list[tuple[bytes, bytes | None]] | None = None
         self.pending_base = 0
         self.pending_bytes = 0
+        #: The names of the operations whose records the open batch holds, for its log lines.
+        self.pending_operations: set[str] = set()
 
 
 class SnapshotState:

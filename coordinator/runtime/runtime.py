@@ -150,13 +150,15 @@ class CoordinatorRuntime(Generic[ShardT]):
 
     # --- operations (writes.py) ---------------------------------------------------------------
 
-    def write(self, partition: int, op: Callable[[ShardT], CoordinatorResult[R]]) -> asyncio.Future[R | None]:
-        """Run a write operation now; the returned future gets its response once durable."""
-        return self._writes.write(partition, op)
+    def write(self, partition: int, name: str,
+              op: Callable[[ShardT], CoordinatorResult[R]]) -> asyncio.Future[R | None]:
+        """Run the write operation ``name`` (Kafka's operation names: "commit-offset",
+        "classic-group-join", ...) now; the returned future gets its response once durable."""
+        return self._writes.write(partition, name, op)
 
-    def read(self, partition: int, op: Callable[[ShardT], R]) -> asyncio.Future[R]:
-        """Run a read now; its answer waits for pending writes to be durable (rule 2)."""
-        return self._writes.read(partition, op)
+    def read(self, partition: int, name: str, op: Callable[[ShardT], R]) -> asyncio.Future[R]:
+        """Run the read ``name`` now; its answer waits for pending writes to be durable (rule 2)."""
+        return self._writes.read(partition, name, op)
 
     def response_future(self, partition: int) -> tuple[ResponseHandle, asyncio.Future[object]]:
         """A parked-response handle for the shard, and the asyncio future the service awaits.
@@ -182,8 +184,8 @@ class CoordinatorRuntime(Generic[ShardT]):
         return Partition(partition, self.topic, plog, shard, timer)
 
     def _timer(self, partition: int) -> CoordinatorTimer:
-        def run(_key: str, operation: Callable[[], CoordinatorResult[object]]) -> None:
-            unanswered(self._writes.write(partition, lambda _shard: operation()))
+        def run(name: str, operation: Callable[[], CoordinatorResult[object]]) -> None:
+            unanswered(self._writes.write(partition, name, lambda _shard: operation()))
         return CoordinatorTimer(f"{self.topic}-{partition}", self._table.timers, run)
 
     def _renew_shard(self, part: Partition[ShardT]) -> None:

@@ -44,8 +44,8 @@ def asyncio_timers(delay_ms: float, callback: Callable[[], None]) -> TimerHandle
     return asyncio.get_running_loop().call_later(max(delay_ms, 0) / 1000.0, callback)
 
 
-#: Runs a timer's operation as a write of the partition (records first, like any write); raises
-#: what ``CoordinatorRuntime.write`` raises.
+#: Runs a timer's operation, named, as a write of the partition (records first, like any write);
+#: raises what ``CoordinatorRuntime.write`` raises.
 RunAsWrite = Callable[[str, Callable[[], CoordinatorResult[object]]], None]
 
 
@@ -59,11 +59,12 @@ class CoordinatorTimer:
         self._run = run
         self._handles: dict[str, TimerHandle] = {}
 
-    def schedule(self, key: str, delay_ms: int, operation: Callable[[], CoordinatorResult[object]]) -> None:
+    def schedule(self, key: str, delay_ms: int, operation: Callable[[], CoordinatorResult[object]], *,
+                 name: str) -> None:
         old = self._handles.pop(key, None)
         if old is not None:
             old.cancel()
-        self._handles[key] = self._timers(max(delay_ms, 0), lambda: self._fire(key, operation))
+        self._handles[key] = self._timers(max(delay_ms, 0), lambda: self._fire(key, name, operation))
 
     def cancel(self, key: str) -> None:
         handle = self._handles.pop(key, None)
@@ -78,14 +79,15 @@ class CoordinatorTimer:
             handle.cancel()
         self._handles.clear()
 
-    def _fire(self, key: str, operation: Callable[[], CoordinatorResult[object]]) -> None:
+    def _fire(self, key: str, name: str, operation: Callable[[], CoordinatorResult[object]]) -> None:
         self._handles.pop(key, None)
         try:
-            self._run(key, operation)
+            self._run(name, operation)
         except NotActiveError:
             return  # the partition was unloaded or failed; its timers die with it
         except Exception:
-            log.exception("timer operation failed", extra={"timer": key, "partition": self._partition})
+            log.exception("timer operation failed",
+                          extra={"operation": name, "timer": key, "partition": self._partition})
 
 
 async def sleep_ms(timers: TimerFactory, delay_ms: float) -> None:

@@ -84,8 +84,10 @@ class WritePath(Generic[ShardT]):
             raise NotActiveError(partition, part.state)
         return part
 
-    def write(self, partition: int, op: Callable[[ShardT], CoordinatorResult[R]]) -> asyncio.Future[R | None]:
-        """Run a write operation now; the returned future gets its response once durable."""
+    def write(self, partition: int, name: str,
+              op: Callable[[ShardT], CoordinatorResult[R]]) -> asyncio.Future[R | None]:
+        """Run the write operation ``name`` now; the returned future gets its response once
+        durable. The name goes with its records to the log lines about their batch."""
         part = self.active(partition)
         if not part.plog.accepts_writes():
             # Cluster mode: not leading, or the ISR is below min.insync.replicas; Kafka refuses
@@ -99,7 +101,7 @@ class WritePath(Generic[ShardT]):
         try:
             result = op(part.shard)
             if result.records:
-                self._append(part, result.records)
+                self._append(part, name, result.records)
         finally:
             state.in_op = False
         fut: asyncio.Future[R | None] = loop.create_future()
@@ -107,7 +109,7 @@ class WritePath(Generic[ShardT]):
         self.release_completions(part)
         return fut
 
-    def read(self, partition: int, op: Callable[[ShardT], R]) -> asyncio.Future[R]:
+    def read(self, partition: int, name: str, op: Callable[[ShardT], R]) -> asyncio.Future[R]:
         """Run a read now; its answer waits for pending writes to be durable (rule 2)."""
         part = self.active(partition)
         fut: asyncio.Future[R] = asyncio.get_running_loop().create_future()
@@ -124,7 +126,7 @@ class WritePath(Generic[ShardT]):
         fut: asyncio.Future[object] = asyncio.get_running_loop().create_future()
         return _Handle(self, part, fut), fut
 
-    def _append(self, part: Partition[ShardT], records: list[Record]) -> None:
+    def _append(self, part: Partition[ShardT], name: str, records: list[Record]) -> None:
         state = part.writes
         serialize = self._table.serde.serialize
         items = [serialize(key, value) for key, value in records]
@@ -135,8 +137,10 @@ class WritePath(Generic[ShardT]):
             state.pending = []
             state.pending_base = part.plog.next_offset
             state.pending_bytes = 0
+            state.pending_operations = set()
             asyncio.get_running_loop().call_soon(self.flush, part, state.pending)
         state.pending.extend(items)
+        state.pending_operations.add(name)
         state.pending_bytes += size
         state.last_written = state.pending_base + len(state.pending)
         replay = part.shard.replay
@@ -154,21 +158,24 @@ class WritePath(Generic[ShardT]):
         if not self._table.is_current(part) or part.state is not CoordinatorState.ACTIVE:
             return  # no longer served here: the answers waiting on these records failed already
         plog = part.plog
+        operations = state.pending_operations
         if plog.replication is not None and not plog.replication.is_leader:
             # Leadership went between the operations and the flush (the unload follows): the
             # shard holds records its log will never have, so it must not answer again.
-            log.info("coordinator batch not written: the partition changed hands first", extra=part.where)
+            log.info("coordinator batch not written: the partition changed hands first",
+                     extra={**part.where, "operations": sorted(operations)})
             self.fail(part)
             return
         if plog.next_offset != state.pending_base:  # only the runtime writes here: a bug, say so loudly
             log.error("coordinator batch not written: the log moved under it", extra={
-                **part.where, "expected_base": state.pending_base, "next_offset": plog.next_offset})
+                **part.where, "expected_base": state.pending_base, "next_offset": plog.next_offset,
+                "operations": sorted(operations)})
             self.fail(part)
             return
         batch = bytearray(build_batch(pending, timestamp_ms=self._table.clock.now_ms()))
         header = read_batch_header(batch, 0)
         _base, durable = plog.append_batch(batch, header)
-        durable.add_done_callback(lambda f: self._appended(part, f))
+        durable.add_done_callback(lambda f: self._appended(part, f, operations))
 
     def flush_pending(self) -> None:
         """Flush every partition's open batch now (shutdown, before the logs close)."""
@@ -176,7 +183,7 @@ class WritePath(Generic[ShardT]):
             if part.writes.pending is not None:
                 self.flush(part, part.writes.pending)
 
-    def _appended(self, part: Partition[ShardT], durable: asyncio.Future[None]) -> None:
+    def _appended(self, part: Partition[ShardT], durable: asyncio.Future[None], operations: set[str]) -> None:
         exc = None if durable.cancelled() else durable.exception()
         if exc is None and not durable.cancelled():
             return
@@ -185,10 +192,10 @@ class WritePath(Generic[ShardT]):
             # log closes right after): its answers already failed with NOT_COORDINATOR, and the
             # state it would have stopped serving is gone. Nothing is lost; not an error.
             log.info("coordinator batch not written: the partition was unloaded first",
-                     extra={**part.where, "reason": str(exc or "cancelled")})
+                     extra={**part.where, "reason": str(exc or "cancelled"), "operations": sorted(operations)})
             return
         log.error("coordinator append failed; the partition stops serving until a restart reloads it",
-                  extra={**part.where, "reason": str(exc or "cancelled")})
+                  extra={**part.where, "reason": str(exc or "cancelled"), "operations": sorted(operations)})
         self.fail(part)
 
     def fail(self, part: Partition[ShardT]) -> None:

@@ -168,12 +168,12 @@ async def test_writes_of_one_event_loop_round_share_one_batch() -> None:
     the end of the round; the next round opens a new one. Answers wait for their batch."""
     plog = ManualLog()
     runtime = await _active_runtime(plog)
-    first = [runtime.write(0, lambda s, i=i: s.commit(f"g{i}", i)) for i in range(3)]
-    read = runtime.read(0, lambda s: dict(s.offsets))
+    first = [runtime.write(0, "commit-offset", lambda s, i=i: s.commit(f"g{i}", i)) for i in range(3)]
+    read = runtime.read(0, "read-offsets", lambda s: dict(s.offsets))
     assert plog.batches == []  # nothing written before the round ends
     await asyncio.sleep(0)
     assert plog.batches == [(0, 3)]
-    second = [runtime.write(0, lambda s, i=i: s.commit(f"g{i}", 10 + i)) for i in range(2)]
+    second = [runtime.write(0, "commit-offset", lambda s, i=i: s.commit(f"g{i}", 10 + i)) for i in range(2)]
     await asyncio.sleep(0)
     assert plog.batches == [(0, 3), (3, 2)]
     assert not any(f.done() for f in [*first, *second, read])
@@ -198,9 +198,9 @@ async def test_a_batch_is_flushed_early_at_its_size_cap_and_never_splits_an_oper
         a, b = shard.commit(f"g{i}", i), shard.commit(f"h{i}", i)
         return type(a)(a.records + b.records, response="ok")
 
-    answers = [runtime.write(0, lambda s, i=i: s.commit(f"g{i}", i)) for i in range(3)]
-    answers.append(runtime.write(0, lambda s: two(s, 7)))
-    answers.append(runtime.write(0, lambda s: s.commit("g9", 9)))
+    answers = [runtime.write(0, "commit-offset", lambda s, i=i: s.commit(f"g{i}", i)) for i in range(3)]
+    answers.append(runtime.write(0, "commit-two", lambda s: two(s, 7)))
+    answers.append(runtime.write(0, "commit-offset", lambda s: s.commit("g9", 9)))
     await asyncio.sleep(0)
     assert plog.batches == [(0, 2), (2, 1), (3, 2), (5, 1)]
     plog.make_durable()
@@ -211,7 +211,7 @@ async def test_a_batch_is_flushed_early_at_its_size_cap_and_never_splits_an_oper
 async def test_records_of_a_partition_unloaded_before_their_flush_are_never_written() -> None:
     plog = ManualLog()
     runtime = await _active_runtime(plog)
-    answer = runtime.write(0, lambda s: s.commit("g", 1))
+    answer = runtime.write(0, "commit-offset", lambda s: s.commit("g", 1))
     runtime.unload(0)  # leadership moved on in the same round
     await asyncio.sleep(0)
     assert plog.batches == []
@@ -223,7 +223,7 @@ async def test_records_of_a_partition_unloaded_before_their_flush_are_never_writ
 async def test_a_batch_whose_leadership_went_before_its_flush_is_not_written() -> None:
     plog = ManualLog()
     runtime = await _active_runtime(plog)
-    answer = runtime.write(0, lambda s: s.commit("g", 1))
+    answer = runtime.write(0, "commit-offset", lambda s: s.commit("g", 1))
     plog.replication = SimpleNamespace(is_leader=False)  # type: ignore[assignment]
     await asyncio.sleep(0)
     assert plog.batches == []
@@ -236,9 +236,9 @@ async def test_a_batch_whose_leadership_went_before_its_flush_is_not_written() -
 async def test_responses_wait_for_durability_but_state_moves_on_at_once() -> None:
     plog = ManualLog()
     runtime = await _active_runtime(plog)
-    first = runtime.write(0, lambda s: s.commit("g", 5))
-    second = runtime.write(0, lambda s: s.commit("g", 7))
-    read = runtime.read(0, lambda s: s.offsets.get(("g", "t", 0)))
+    first = runtime.write(0, "commit-offset", lambda s: s.commit("g", 5))
+    second = runtime.write(0, "commit-offset", lambda s: s.commit("g", 7))
+    read = runtime.read(0, "read-offsets", lambda s: s.offsets.get(("g", "t", 0)))
     await _rounds()
     assert not first.done() and not second.done() and not read.done()
     assert runtime.shard(0).offsets[("g", "t", 0)] == 7  # replayed when queued
@@ -260,7 +260,7 @@ async def test_on_appended_and_parked_responses_wait_for_the_completing_write() 
         return Result([(OffsetCommitKey("g", "t", 0), OffsetCommitValue(1))], "direct",
                       on_appended=lambda: calls.append("appended"))
 
-    direct = runtime.write(0, complete)
+    direct = runtime.write(0, "complete-parked", complete)
     await _rounds()
     assert not parked.done() and not direct.done() and calls == []
     plog.make_durable()
@@ -271,14 +271,14 @@ async def test_on_appended_and_parked_responses_wait_for_the_completing_write() 
 async def test_a_failed_append_fails_the_partition_and_its_waiting_answers() -> None:
     plog = ManualLog()
     runtime = await _active_runtime(plog)
-    answer = runtime.write(0, lambda s: s.commit("g", 1))
+    answer = runtime.write(0, "commit-offset", lambda s: s.commit("g", 1))
     await asyncio.sleep(0)  # the batch goes to the log at the end of this round (runtime rule 7)
     plog.fail_next = True
     plog.make_durable()
     await _rounds()
     assert runtime.state(0) is CoordinatorState.FAILED
     with pytest.raises(NotActiveError):
-        runtime.write(0, lambda s: s.commit("g", 2))
+        runtime.write(0, "commit-offset", lambda s: s.commit("g", 2))
     with pytest.raises(NotActiveError):
         await answer
 
@@ -295,7 +295,7 @@ async def test_a_wait_for_the_isr_failing_after_its_answer_was_settled_is_still_
     reported: list[str] = []
     loop.set_exception_handler(lambda _loop, context: reported.append(context["message"]))
     try:
-        answer = runtime.write(0, lambda s: s.commit("g", 1))
+        answer = runtime.write(0, "commit-offset", lambda s: s.commit("g", 1))
         [(_, wait)] = plog._waiters
         plog._waiters.clear()
         runtime.unload(0)
@@ -334,7 +334,7 @@ async def test_a_parked_join_answer_failed_by_an_unload_is_still_retrieved() -> 
     loop.set_exception_handler(lambda _loop, context: reported.append(context["message"]))
     try:
         # A commit not yet in the ISR: every later answer of the partition waits for it (rule 2).
-        commit = runtime.write(0, lambda s: s.commit_offsets(_simple_commit("other"), 8))
+        commit = runtime.write(0, "commit-offset", lambda s: s.commit_offsets(_simple_commit("other"), 8))
         request = JoinGroupRequest(
             version=9, group_id="g", session_timeout_ms=10_000, rebalance_timeout_ms=10_000, member_id="",
             group_instance_id=None, protocol_type="consumer", reason=None,
@@ -375,9 +375,9 @@ async def test_timers_run_as_writes_and_replace_by_key() -> None:
     clock = SteppingClock()
     runtime = await _active_runtime(plog, clock)
     shard = runtime.shard(0)
-    shard.timer.schedule("k", 50, lambda: shard.commit("timer", 1))
-    shard.timer.schedule("k", 10, lambda: shard.commit("timer", 2))
-    shard.timer.schedule("other", 10, lambda: shard.commit("timer2", 3))
+    shard.timer.schedule("k", 50, lambda: shard.commit("timer", 1), name="first")
+    shard.timer.schedule("k", 10, lambda: shard.commit("timer", 2), name="second")
+    shard.timer.schedule("other", 10, lambda: shard.commit("timer2", 3), name="third")
     shard.timer.cancel("other")
     clock.advance(9)
     assert shard.offsets == {} and shard.timer.is_scheduled("k")
@@ -391,6 +391,35 @@ async def test_timers_run_as_writes_and_replace_by_key() -> None:
 
 
 @pytest.mark.asyncio
+async def test_log_lines_name_the_operations(caplog: Any) -> None:
+    """Each write names its operation (Kafka's runtime does): a failing timer's line names it,
+    and so does the line of a batch that failed, for every operation with records in it."""
+    plog = ManualLog()
+    clock = SteppingClock()
+    runtime = await _active_runtime(plog, clock)
+    shard = runtime.shard(0)
+
+    def broken() -> Result:
+        raise RuntimeError("bug")
+
+    shard.timer.schedule("session-g-m", 5, broken, name="expire-session")
+    clock.advance(5)
+    [line] = [r for r in caplog.records if r.getMessage() == "timer operation failed"]
+    assert getattr(line, "operation") == "expire-session" and getattr(line, "timer") == "session-g-m"
+
+    answers = [runtime.write(0, "commit-offset", lambda s: s.commit("g", 1)),
+               runtime.write(0, "cleanup-group-metadata", lambda s: s.commit("h", 1)),
+               runtime.write(0, "classic-group-heartbeat", lambda s: Result(response="no records"))]
+    await asyncio.sleep(0)
+    plog.fail_next = True
+    plog.make_durable()
+    await _rounds()
+    assert all(isinstance(a, NotActiveError) for a in await asyncio.gather(*answers, return_exceptions=True))
+    [line] = [r for r in caplog.records if r.getMessage().startswith("coordinator append failed")]
+    assert getattr(line, "operations") == ["cleanup-group-metadata", "commit-offset"]
+
+
+@pytest.mark.asyncio
 async def test_loading_replays_a_real_log_and_refuses_work_meanwhile(tmp_path: Path) -> None:
     config = load_config(data_dir=str(tmp_path), overrides=["offsets.topic.num.partitions=2"])
     registry = TopicRegistry(tmp_path)
@@ -401,7 +430,7 @@ async def test_loading_replays_a_real_log_and_refuses_work_meanwhile(tmp_path: P
     runtime = CoordinatorRuntime(logs, COUNTERS)
     for p in (0, 1):
         await runtime.load(p)
-    answers = [runtime.write(0, lambda s, i=i: s.commit(f"g{i % 50}", i)) for i in range(5000)]
+    answers = [runtime.write(0, "commit-offset", lambda s, i=i: s.commit(f"g{i % 50}", i)) for i in range(5000)]
     await asyncio.gather(*answers)
     # An unknown record type (a KIP-848 key, version 3) is skipped with a warning.
     plog = logs.get(TOPIC, 0)
@@ -419,7 +448,7 @@ async def test_loading_replays_a_real_log_and_refuses_work_meanwhile(tmp_path: P
     await asyncio.sleep(0)
     assert runtime.state(0) is CoordinatorState.LOADING
     with pytest.raises(NotActiveError):
-        runtime.write(0, lambda s: s.commit("x", 1))
+        runtime.write(0, "commit-offset", lambda s: s.commit("x", 1))
     await loading
     shard = runtime.shard(0)
     assert shard.loaded and shard.replayed == 5000
@@ -452,7 +481,7 @@ async def _commits(runtime: CoordinatorRuntime, start: int, count: int, batch: i
     ``batch`` per round."""
     answers = []
     for i in range(start, start + count):
-        answers.append(runtime.write(0, lambda s, i=i: s.commit(f"g{i % 50}", i)))
+        answers.append(runtime.write(0, "commit-offset", lambda s, i=i: s.commit(f"g{i % 50}", i)))
         if batch is not None and len(answers) % batch == 0:
             await asyncio.sleep(0)
     await asyncio.gather(*answers)

@@ -253,7 +253,7 @@ async def test_a_leader_reassigned_away_with_a_batch_not_yet_written_fails_it_qu
     plog.replication.become_leader(1, (2, 3), (2, 3), 1)
     runtime = CoordinatorRuntime(logs, COUNTERS)
     await runtime.load(0)
-    answer = runtime.write(0, lambda s: s.commit("g", 1))
+    answer = runtime.write(0, "commit-offset", lambda s: s.commit("g", 1))
     await asyncio.sleep(0)  # the batch is given to the log; its write has not started
     assert not answer.done()
 
@@ -284,7 +284,7 @@ async def test_a_timer_write_failed_by_an_unload_is_not_an_unretrieved_exception
     runtime = CoordinatorRuntime(logs, COUNTERS, clock=clock, timers=clock.timers)
     await runtime.load(0)
     shard = _shard(runtime)
-    shard.timer.schedule("expire", 0, lambda: shard.commit("g", 1))
+    shard.timer.schedule("expire", 0, lambda: shard.commit("g", 1), name="expire-session")
     clock.advance(0)
     await _rounds()
     waiting = runtime._partitions[0].writes.waiting
@@ -315,7 +315,7 @@ async def test_a_stopping_node_snapshots_its_standbys_so_a_restart_replays_a_sho
     standby.standby(0)
 
     async def commit_distinct(start: int, count: int) -> None:  # one key each: the state grows
-        await asyncio.gather(*(leader.write(0, lambda s, i=i: s.commit(f"g{i}", i)) for i in range(start, start + count)))
+        await asyncio.gather(*(leader.write(0, "commit-offset", lambda s, i=i: s.commit(f"g{i}", i)) for i in range(start, start + count)))
         await _replicate(leader_logs, plog, start + count)
         await _until(lambda: _shard(standby).replayed == start + count, f"{start + count} replayed")
         await _rounds()  # the replay's last slice ends, and a snapshot due starts

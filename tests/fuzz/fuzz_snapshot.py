@@ -75,7 +75,7 @@ class _Timer:
     def __init__(self) -> None:
         self.keys: dict[str, Callable[[], Any]] = {}
 
-    def schedule(self, key: str, delay_ms: int, operation: Callable[[], Any]) -> None:
+    def schedule(self, key: str, delay_ms: int, operation: Callable[[], Any], *, name: str = "timer") -> None:
         self.keys[key] = operation
 
     def cancel(self, key: str) -> None:

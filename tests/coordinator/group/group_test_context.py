@@ -70,7 +70,8 @@ class MockTimer:
         #: How many times schedule() was called (to check that heartbeats do not churn timers).
         self.schedule_calls = 0
 
-    def schedule(self, key: str, delay_ms: int, operation: Callable[[], CoordinatorResult]) -> None:
+    def schedule(self, key: str, delay_ms: int, operation: Callable[[], CoordinatorResult], *,
+                 name: str = "timer") -> None:
         self.schedule_calls += 1
         entry = (self.clock.now + max(delay_ms, 0), next(self._seq), operation)
         self.timeouts[key] = entry

@@ -36,7 +36,7 @@ def join_request(member_id: str) -> Any:
 
 async def join(runtime: CoordinatorRuntime, member_id: str) -> asyncio.Future[Any]:
     handle, future = runtime.response_future(0)
-    await runtime.write(0, lambda shard: shard.join_group(join_request(member_id), 9, "cli", "/h", handle))
+    await runtime.write(0, "classic-group-join", lambda shard: shard.join_group(join_request(member_id), 9, "cli", "/h", handle))
     return future
 
 
@@ -64,7 +64,7 @@ async def test_join_sync_commit_and_reload_through_the_runtime(tmp_path: Path) -
                             group_instance_id=None, protocol_type="consumer", protocol_name="range",
                             assignments=[SyncGroupRequest.SyncGroupRequestAssignment(member_id=joined.member_id,
                                                                                      assignment=b"A")])
-    await runtime.write(0, lambda shard: shard.sync_group(sync, 5, handle))
+    await runtime.write(0, "classic-group-sync", lambda shard: shard.sync_group(sync, 5, handle))
     assert (await asyncio.wait_for(sync_future, 5)).assignment == b"A"
 
     commit = OffsetCommitRequest(
@@ -72,7 +72,7 @@ async def test_join_sync_commit_and_reload_through_the_runtime(tmp_path: Path) -
         group_instance_id=None, topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name="foo", partitions=[
             OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
                 partition_index=0, committed_offset=42, committed_leader_epoch=-1, committed_metadata="m")])])
-    response = await runtime.write(0, lambda shard: shard.commit_offsets(commit, 8))
+    response = await runtime.write(0, "commit-offset", lambda shard: shard.commit_offsets(commit, 8))
     assert response.topics[0].partitions[0].error_code == 0
     # Acknowledged means fsynced on a single node: the recovery point (moved only by an fsync)
     # covers everything the commit wrote.
