@@ -5,7 +5,7 @@ type (``coordinator_types.py``): a topic, a shard builder and a record serde; th
 ``contract.CoordinatorShard`` (``replay(key, value)`` of the log's bytes, value None a tombstone,
 and ``on_loaded()``), and its operations are plain functions of the shard returning a
 ``contract.CoordinatorResult`` (records, response, an optional ``on_appended`` callback). Each
-write names its operation (Kafka's runtime does: "commit-offset", "sync-group", ...), for the log
+write names its operation (Kafka's runtime does: "commit-offset", "classic-group-sync", ...), for the log
 lines now and for metrics later.
 
 The modules, one concern each: ``writes.py`` (the open batch, the flush, answers once durable),
