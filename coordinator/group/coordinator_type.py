@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import cast
 
-from protocol.consumer_offsets import RecordKey, RecordValue, UnknownRecordVersion, serialize
+from protocol.consumer_offsets import UnknownRecordVersion, serialize
 
 from ..runtime.contract import Clock, Timer
 from ..runtime.coordinator_types import CoordinatorType
@@ -26,10 +26,10 @@ class OffsetsSerde:
 
     unknown_version: type[Exception] = UnknownRecordVersion
 
-    def serialize(self, key: object, value: object) -> tuple[bytes, bytes | None]:
-        # Only the shard's own operations produce records, and they produce these types (no check:
-        # this runs for every record of every commit).
-        return serialize(cast(RecordKey, key), cast("RecordValue | None", value))
+    def __init__(self) -> None:
+        # The codec itself, not a wrapper: this runs for every record of every commit. Only the
+        # shard's own operations produce records, and they produce the codec's types.
+        self.serialize = cast(Callable[[object, object], "tuple[bytes, bytes | None]"], serialize)
 
 
 OFFSETS_SERDE = OffsetsSerde()

@@ -29,7 +29,7 @@ from protocol.hot_responses import CommitPartition, CommitTopic, FetchGroup, Off
 
 from .. import gc_policy
 from ..context import RequestContext
-from ..runtime.runtime import CoordinatorRuntime, NotActiveError, CoordinatorState, unanswered
+from ..runtime.runtime import CoordinatorRuntime, CoordinatorState, NotActiveError, unanswered
 from .responses import heartbeat_response, join_error, leave_response, sync_response
 
 __all__ = ["GroupService"]

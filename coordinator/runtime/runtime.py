@@ -117,6 +117,8 @@ class CoordinatorRuntime(Generic[ShardT]):
         self._loader = Loader(self._table)
         self._snapshots = SnapshotSchedule(self._table, snapshot_min_records=snapshot_min_records)
         self._writes = WritePath(self._table, self._snapshots, commit_timeout_ms=commit_timeout_ms)
+        self.write = self._writes.write
+        self.read = self._writes.read
         self._standby = HotStandby(self._table, self._loader, self._snapshots, self._renew_shard)
         #: Partitions promised to ``load`` but not started yet: they answer as loading, as Kafka
         #: does for partitions queued behind others in its loader.
@@ -150,15 +152,11 @@ class CoordinatorRuntime(Generic[ShardT]):
 
     # --- operations (writes.py) ---------------------------------------------------------------
 
-    def write(self, partition: int, name: str,
-              op: Callable[[ShardT], CoordinatorResult[R]]) -> asyncio.Future[R | None]:
-        """Run the write operation ``name`` (Kafka's operation names: "commit-offset",
-        "classic-group-join", ...) now; the returned future gets its response once durable."""
-        return self._writes.write(partition, name, op)
-
-    def read(self, partition: int, name: str, op: Callable[[ShardT], R]) -> asyncio.Future[R]:
-        """Run the read ``name`` now; its answer waits for pending writes to be durable (rule 2)."""
-        return self._writes.read(partition, name, op)
+    # ``write(partition, name, op)`` runs the write operation ``name`` (Kafka's operation names:
+    # "commit-offset", "classic-group-join", ...) now; the returned future gets its response once
+    # durable. ``read(partition, name, op)`` runs a read now; its answer waits for pending writes
+    # to be durable (rule 2). Both are the write path's own methods, bound in ``__init__``: they
+    # run for every commit and heartbeat, and a forwarding call here would cost each one.
 
     def response_future(self, partition: int) -> tuple[ResponseHandle, asyncio.Future[object]]:
         """A parked-response handle for the shard, and the asyncio future the service awaits.

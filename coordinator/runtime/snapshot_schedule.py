@@ -70,7 +70,8 @@ class SnapshotSchedule(Generic[ShardT]):
             snaps.snapshot_ms = encoder.captured_ms
             log.debug("snapshot written", extra={**part.where, "offset": offset, "records": snaps.snapshot_records})
         except Exception as exc:
-            log.warning("snapshot failed; loading will replay more of the log", extra={**part.where, "reason": str(exc)})
+            log.warning("snapshot failed; loading will replay more of the log",
+                        extra={**part.where, "reason": str(exc)})
             retry = SNAPSHOT_RETRY_MS
         finally:
             snaps.snapshotting = None
