@@ -2,7 +2,9 @@
 for partitions that are loading or not ours, and run the shard's handlers through the runtime.
 
 Routing is Kafka's: ``abs(java_hash(group_id)) % partitions of __consumer_offsets``. Answers for
-a partition that is not served (reference ``kafka_coordinator.md`` §3.5):
+a partition that is not served, as Kafka's classic coordinator gives them (``handleHeartbeat`` and
+``handleSyncGroup`` of
+https://github.com/apache/kafka/blob/3.9/core/src/main/scala/kafka/coordinator/group/GroupCoordinator.scala):
 
 * loading: COORDINATOR_LOAD_IN_PROGRESS — except Heartbeat, answered NONE so the member keeps its
   session, and SyncGroup, answered REBALANCE_IN_PROGRESS so the member rejoins;
@@ -246,8 +248,8 @@ class GroupService:
         if error:
             return heartbeat_response(v, error)
         try:
-            answer = self.runtime.write(p, "classic-group-heartbeat",
-                                        lambda s: s.heartbeat(request, v))  # type: ignore[arg-type]
+            answer = self.runtime.write(p, "classic-group-heartbeat",  # type: ignore[arg-type]
+                                        lambda s: s.heartbeat(request, v))
         except NotActiveError:
             return heartbeat_response(v, E.NOT_COORDINATOR)
         return self._or_not_coordinator(answer, lambda: heartbeat_response(v, E.NOT_COORDINATOR))
@@ -259,8 +261,8 @@ class GroupService:
         if error:
             return leave_response(v, error, [])
         try:
-            return await self._write(p, "classic-group-leave",
-                                     lambda s: s.leave_group(request, v))  # type: ignore[arg-type]
+            return await self._write(p, "classic-group-leave",  # type: ignore[arg-type]
+                                     lambda s: s.leave_group(request, v))
         except NotActiveError:
             return leave_response(v, E.NOT_COORDINATOR, [])
 
@@ -272,8 +274,8 @@ class GroupService:
         error = self._error_for(p)
         if not error:
             try:
-                answer = self.runtime.write(p, "commit-offset",
-                                            lambda s: s.commit_offsets(request, v))  # type: ignore[arg-type]
+                answer = self.runtime.write(p, "commit-offset",  # type: ignore[arg-type]
+                                            lambda s: s.commit_offsets(request, v))
             except NotActiveError as exc:
                 # Kafka's maybeConvertOffsetCommitError: NOT_ENOUGH_REPLICAS → COORDINATOR_NOT_AVAILABLE.
                 error = getattr(exc, "error_code", E.NOT_COORDINATOR)
@@ -289,8 +291,8 @@ class GroupService:
             error = self._error_for(p)
             if not error:
                 try:
-                    answer = self.runtime.read(p, "fetch-offsets",
-                                               lambda s: s.fetch_offsets(request, v))  # type: ignore[arg-type]
+                    answer = self.runtime.read(p, "fetch-offsets",  # type: ignore[arg-type]
+                                               lambda s: s.fetch_offsets(request, v))
                 except NotActiveError:
                     error = E.NOT_COORDINATOR
                 else:
@@ -312,8 +314,8 @@ class GroupService:
             if not error:
                 sub = types.SimpleNamespace(groups=groups, require_stable=request.require_stable)
                 try:
-                    reads.append((groups, self.runtime.read(p, "fetch-offsets",
-                                                            lambda s, sub=sub: s.fetch_offsets(sub, v))))  # type: ignore[arg-type]
+                    reads.append((groups, self.runtime.read(p, "fetch-offsets",  # type: ignore[arg-type]
+                                                            lambda s, sub=sub: s.fetch_offsets(sub, v))))
                     continue
                 except NotActiveError:
                     error = E.NOT_COORDINATOR
@@ -340,8 +342,8 @@ class GroupService:
         error = self._error_for(p)
         if not error:
             try:
-                return await self._write(p, "delete-offsets",
-                                         lambda s: s.delete_offsets(request, v))  # type: ignore[arg-type]
+                return await self._write(p, "delete-offsets",  # type: ignore[arg-type]
+                                         lambda s: s.delete_offsets(request, v))
             except NotActiveError:
                 error = E.NOT_COORDINATOR
         return OffsetDeleteResponse(version=v, error_code=int(error), throttle_time_ms=0, topics=[])

@@ -30,14 +30,14 @@ APPEND_BATCH_MAX_BYTES = 512 << 10
 R = TypeVar("R")
 
 
-def unanswered(done: asyncio.Future[object]) -> None:
+def unanswered(done: asyncio.Future[R]) -> None:
     """A write nobody answers (a timer's, an internal one): its outcome is still read when it
     comes, because an unload (leadership moved while its records waited for the ISR) fails it,
     and asyncio logs an exception never retrieved as an ERROR. The records' fate is the log's."""
     done.add_done_callback(_read_outcome)
 
 
-def _read_outcome(done: asyncio.Future[object]) -> None:
+def _read_outcome(done: asyncio.Future[R]) -> None:
     if not done.cancelled():
         done.exception()
 
