@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -20,6 +19,7 @@ import pytest
 from coordinator.config import load_config
 from coordinator.topics.log_manager import LogManager
 from coordinator.group.coordinator_type import OFFSETS_SERDE
+from coordinator.runtime.contract import CoordinatorResult
 from coordinator.runtime.coordinator_types import CoordinatorType
 from coordinator.runtime.runtime import CoordinatorRuntime, CoordinatorState, NotActiveError
 from coordinator.runtime.timers import SystemClock
@@ -34,11 +34,8 @@ from tests.coordinator.stepping_clock import SteppingClock
 TOPIC = "__consumer_offsets"
 
 
-@dataclass
-class Result:
-    records: list[tuple[Any, Any]] = field(default_factory=list)
-    response: Any = None
-    on_appended: Any = None
+#: What the counter shard's operations return: the runtime's own result type.
+Result = CoordinatorResult
 
 
 class CounterShard:
