@@ -77,7 +77,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable
-from typing import Generic, TypeVar
+from typing import Generic
 
 from ..topics.log_manager import LogManager, PartitionLog
 from .contract import Clock, CoordinatorResult, ResponseHandle
@@ -94,8 +94,6 @@ __all__ = ["CoordinatorRuntime", "CoordinatorState", "NotActiveError", "NotEnoug
            "unanswered"]
 
 log = logging.getLogger("groupcoord.runtime")
-
-R = TypeVar("R")
 
 #: How often a load waiting for a standby still rebuilding looks again.
 _REBUILD_POLL_MS = 10
