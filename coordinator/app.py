@@ -38,7 +38,8 @@ from .context import NodeInfo
 from .data_dir import DataDir, new_cluster_id
 from .group.config import GroupConfig
 from .group.service import GroupService
-from .group.shard import GroupCoordinatorShard
+from .group.coordinator_type import group_coordinator_type
+from .runtime.coordinator_types import CoordinatorTypes
 from .runtime.runtime import CoordinatorRuntime
 from .server.server import Handler, KafkaServer
 from .topics.apis import TopicApis
@@ -112,9 +113,13 @@ class App:
             info = self.registry.get(topic)
             return info is not None and 0 <= partition < info.num_partitions
 
+        # The coordinator types this node hosts, one runtime each (only consumer groups yet).
+        self.coordinator_types = CoordinatorTypes()
+        groups = group_coordinator_type(group_config, partition_exists)
+        assert groups.topic == CONSUMER_OFFSETS
+        self.coordinator_types.register(groups)
         self.runtime = CoordinatorRuntime(
-            self.logs, CONSUMER_OFFSETS,
-            lambda p, timer, clock: GroupCoordinatorShard(group_config, clock, timer, partition_exists),
+            self.logs, groups,
             snapshot_min_records=int(config["offsets.snapshot.min.records"]),
             commit_timeout_ms=int(config["offsets.commit.timeout.ms"]))
 

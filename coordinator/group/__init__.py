@@ -10,10 +10,10 @@ answers COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR for partitions that do no
 
 from __future__ import annotations
 
+from ..runtime.contract import Clock, CoordinatorResult, ResponseFuture, Timer
 from .config import GroupConfig
 from .group_state import GroupState
 from .shard import GroupCoordinatorShard
-from .timing import Clock, CoordinatorResult, ResponseFuture, Timer
 
 __all__ = ["GroupConfig", "GroupState", "GroupCoordinatorShard", "Clock", "CoordinatorResult", "ResponseFuture",
            "Timer"]

@@ -48,12 +48,12 @@ from typing import Any, Callable
 from protocol.consumer_offsets import GroupMetadataKey, GroupMetadataValue
 from protocol.errors import ErrorCode
 
+from ..runtime.contract import Clock, CoordinatorResult, Record, ResponseHandle, Timer
 from .classic_group import ClassicGroup, ClassicGroupMember, ParkedResponse
 from .config import GroupConfig
 from .group_state import GroupState
 from .rebalance import Rebalancer, heartbeat_key, join_key, pending_key, sync_key
 from .responses import heartbeat_response, join_error, join_response, leave_response, sync_response
-from .timing import Clock, CoordinatorResult, Record, ResponseHandle, Timer
 
 __all__ = ["GroupManager"]
 
@@ -151,7 +151,8 @@ class GroupManager(Rebalancer):
             # retrying after a timeout cannot leave phantom members behind.
             group.pending_members.add(new_member_id)
             self.timer.schedule(pending_key(group.group_id, new_member_id), session_ms,
-                                lambda: self._expire_pending_member(group.group_id, new_member_id))
+                                lambda: self._expire_pending_member(group.group_id, new_member_id),
+                                name="expire-pending-member")
             parked.future.set_result(join_error(parked.api_version, E.MEMBER_ID_REQUIRED, new_member_id))
             return CoordinatorResult(records)
         member = ClassicGroupMember(new_member_id, instance_id, client_id, client_host, rebalance_ms, session_ms,

@@ -41,11 +41,11 @@ from protocol.hot_responses import (
     OffsetFetchAnswer,
 )
 
+from ..runtime.contract import Clock, CoordinatorResult, Record
 from .classic_group import CONSUMER_PROTOCOL_TYPE, ClassicGroup
 from .config import GroupConfig
 from .group_manager import GroupManager
 from .group_state import GroupState
-from .timing import Clock, CoordinatorResult, Record
 
 __all__ = ["OffsetManager", "utf16_length", "GroupOffsets"]
 

@@ -27,11 +27,11 @@ from typing import Any
 from protocol.consumer_offsets import GroupMetadataKey
 from protocol.errors import ErrorCode
 
+from ..runtime.contract import EMPTY_RESULT, Clock, CoordinatorResult, Record, Timer
 from .classic_group import ClassicGroup, ClassicGroupMember, ParkedResponse
 from .config import GroupConfig
 from .group_state import GroupState
 from .responses import JoinMember, join_error, join_response, sync_response
-from .timing import EMPTY_RESULT, Clock, CoordinatorResult, Record, Timer
 
 __all__ = ["Rebalancer", "heartbeat_key", "pending_key", "join_key", "sync_key"]
 
@@ -133,7 +133,8 @@ class Rebalancer:
 
     def _schedule_initial_delay(self, group_id: str, delay: int, remaining: int) -> None:
         self.timer.schedule(join_key(group_id), delay,
-                            lambda: self._on_initial_delay(group_id, delay, remaining))
+                            lambda: self._on_initial_delay(group_id, delay, remaining),
+                            name="initial-rebalance-delay")
 
     def _on_initial_delay(self, group_id: str, delay: int, remaining: int) -> CoordinatorResult:
         group = self.groups.get(group_id)
@@ -150,7 +151,8 @@ class Rebalancer:
 
     def _schedule_join_timeout(self, group: ClassicGroup) -> None:
         group_id = group.group_id
-        self.timer.schedule(join_key(group_id), group.rebalance_timeout_ms(), lambda: self._on_join_timeout(group_id))
+        self.timer.schedule(join_key(group_id), group.rebalance_timeout_ms(), lambda: self._on_join_timeout(group_id),
+                            name="expire-join")
 
     def _on_join_timeout(self, group_id: str) -> CoordinatorResult:
         group = self.groups.get(group_id)
@@ -192,7 +194,7 @@ class Rebalancer:
             group.pending_sync.add(member.member_id)
         group_id, generation = group.group_id, group.generation_id
         self.timer.schedule(sync_key(group_id), group.rebalance_timeout_ms(),
-                            lambda: self._expire_pending_sync(group_id, generation))
+                            lambda: self._expire_pending_sync(group_id, generation), name="expire-sync")
 
     def _expire_pending_sync(self, group_id: str, generation: int) -> CoordinatorResult:
         """KAFKA-12890: members that never sent SyncGroup are removed and the group rebalances."""
@@ -244,7 +246,7 @@ class Rebalancer:
     def _arm_session(self, group_id: str, member_id: str, due_ms: int) -> None:
         self._timer_due[(group_id, member_id)] = due_ms
         self.timer.schedule(heartbeat_key(group_id, member_id), max(due_ms - self.clock.now_ms(), 0),
-                            lambda: self._on_session_timer(group_id, member_id))
+                            lambda: self._on_session_timer(group_id, member_id), name="expire-session")
 
     def _on_session_timer(self, group_id: str, member_id: str) -> CoordinatorResult:
         self._timer_due.pop((group_id, member_id), None)

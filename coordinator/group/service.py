@@ -2,8 +2,9 @@
 for partitions that are loading or not ours, and run the shard's handlers through the runtime.
 
 Routing is Kafka's: ``abs(java_hash(group_id)) % partitions of __consumer_offsets``. Answers for
-a partition that is not served, as Kafka's coordinator answers while it loads or after it resigned
-(https://github.com/apache/kafka/blob/3.9.0/core/src/main/scala/kafka/coordinator/group/GroupCoordinator.scala):
+a partition that is not served, as Kafka's classic coordinator gives them (``handleHeartbeat`` and
+``handleSyncGroup`` of
+https://github.com/apache/kafka/blob/3.9/core/src/main/scala/kafka/coordinator/group/GroupCoordinator.scala):
 
 * loading: COORDINATOR_LOAD_IN_PROGRESS — except Heartbeat, answered NONE so the member keeps its
   session, and SyncGroup, answered REBALANCE_IN_PROGRESS so the member rejoins;
@@ -30,7 +31,7 @@ from protocol.hot_responses import CommitPartition, CommitTopic, FetchGroup, Off
 
 from .. import gc_policy
 from ..context import RequestContext
-from ..runtime.runtime import CoordinatorRuntime, NotActiveError, PartitionState, unanswered
+from ..runtime.runtime import CoordinatorRuntime, CoordinatorState, NotActiveError, unanswered
 from .responses import heartbeat_response, join_error, leave_response, sync_response
 
 __all__ = ["GroupService"]
@@ -101,7 +102,7 @@ class GroupService:
         ``onElection``; the leader epoch is the coordinator epoch): load it, answering
         COORDINATOR_LOAD_IN_PROGRESS meanwhile."""
         task = self._loads.get(partition)
-        if self.runtime.state(partition) is PartitionState.ACTIVE or (task is not None and not task.done()):
+        if self.runtime.state(partition) is CoordinatorState.ACTIVE or (task is not None and not task.done()):
             # Still (or already becoming) the coordinator: a newer epoch of our own leadership
             # (the controller bumps it when it drops a dead replica from the ISR) changes nothing
             # the groups hold. Kafka skips the load the same way (the partition is already
@@ -121,7 +122,7 @@ class GroupService:
             task.cancel()
         # A standby already following stays (``standby`` keeps it); one whose replica is going
         # away (reassigned off this node: ``standby=False``) goes before its log is deleted.
-        if not standby or self.runtime.state(partition) is not PartitionState.STANDBY:
+        if not standby or self.runtime.state(partition) is not CoordinatorState.STANDBY:
             self.runtime.unload(partition)
         if standby:
             self.runtime.standby(partition)
@@ -133,7 +134,7 @@ class GroupService:
     def topic_deleted(self, info: Any) -> None:
         # The committed offsets of a deleted topic go at once, in every group of every partition.
         for p in self.runtime.active_partitions():
-            unanswered(self.runtime.write(p, lambda s: s.on_topics_deleted({info.name})))
+            unanswered(self.runtime.write(p, "on-partitions-deleted", lambda s: s.on_topics_deleted({info.name})))
 
     def partitions_added(self, info: Any, old_count: int) -> None:
         pass
@@ -166,14 +167,14 @@ class GroupService:
         if partition is None:
             return E.NOT_COORDINATOR
         state = self.runtime.state(partition)
-        if state is PartitionState.ACTIVE:
+        if state is CoordinatorState.ACTIVE:
             return E.NONE
-        if state is PartitionState.LOADING:
+        if state is CoordinatorState.LOADING:
             return E.COORDINATOR_LOAD_IN_PROGRESS
         return E.NOT_COORDINATOR
 
-    async def _write(self, partition: int, op: Callable[[Any], Any]) -> Any:
-        return await self.runtime.write(partition, op)
+    async def _write(self, partition: int, name: str, op: Callable[[Any], Any]) -> Any:
+        return await self.runtime.write(partition, name, op)
 
     @staticmethod
     def _or_not_coordinator(answer: asyncio.Future[Any], fallback: Callable[[], Any],
@@ -212,7 +213,8 @@ class GroupService:
         assert p is not None
         handle, parked = self.runtime.response_future(p)
         try:
-            await self._write(p, lambda s: s.join_group(request, v, ctx.client_id or "", _client_host(ctx.peer), handle))
+            await self._write(p, "classic-group-join",
+                              lambda s: s.join_group(request, v, ctx.client_id or "", _client_host(ctx.peer), handle))
             return await parked
         except NotActiveError:
             return join_error(v, E.NOT_COORDINATOR, request.member_id or "")
@@ -230,7 +232,7 @@ class GroupService:
         assert p is not None
         handle, parked = self.runtime.response_future(p)
         try:
-            await self._write(p, lambda s: s.sync_group(request, v, handle))
+            await self._write(p, "classic-group-sync", lambda s: s.sync_group(request, v, handle))
             return await parked
         except NotActiveError:
             return sync_response(v, E.NOT_COORDINATOR)
@@ -246,7 +248,8 @@ class GroupService:
         if error:
             return heartbeat_response(v, error)
         try:
-            answer = self.runtime.write(p, lambda s: s.heartbeat(request, v))  # type: ignore[arg-type]
+            answer = self.runtime.write(p, "classic-group-heartbeat",  # type: ignore[arg-type]
+                                        lambda s: s.heartbeat(request, v))
         except NotActiveError:
             return heartbeat_response(v, E.NOT_COORDINATOR)
         return self._or_not_coordinator(answer, lambda: heartbeat_response(v, E.NOT_COORDINATOR))
@@ -258,7 +261,8 @@ class GroupService:
         if error:
             return leave_response(v, error, [])
         try:
-            return await self._write(p, lambda s: s.leave_group(request, v))  # type: ignore[arg-type]
+            return await self._write(p, "classic-group-leave",  # type: ignore[arg-type]
+                                     lambda s: s.leave_group(request, v))
         except NotActiveError:
             return leave_response(v, E.NOT_COORDINATOR, [])
 
@@ -270,7 +274,8 @@ class GroupService:
         error = self._error_for(p)
         if not error:
             try:
-                answer = self.runtime.write(p, lambda s: s.commit_offsets(request, v))  # type: ignore[arg-type]
+                answer = self.runtime.write(p, "commit-offset",  # type: ignore[arg-type]
+                                            lambda s: s.commit_offsets(request, v))
             except NotActiveError as exc:
                 # Kafka's maybeConvertOffsetCommitError: NOT_ENOUGH_REPLICAS → COORDINATOR_NOT_AVAILABLE.
                 error = getattr(exc, "error_code", E.NOT_COORDINATOR)
@@ -286,7 +291,8 @@ class GroupService:
             error = self._error_for(p)
             if not error:
                 try:
-                    answer = self.runtime.read(p, lambda s: s.fetch_offsets(request, v))  # type: ignore[arg-type]
+                    answer = self.runtime.read(p, "fetch-offsets",  # type: ignore[arg-type]
+                                               lambda s: s.fetch_offsets(request, v))
                 except NotActiveError:
                     error = E.NOT_COORDINATOR
                 else:
@@ -308,7 +314,8 @@ class GroupService:
             if not error:
                 sub = types.SimpleNamespace(groups=groups, require_stable=request.require_stable)
                 try:
-                    reads.append((groups, self.runtime.read(p, lambda s, sub=sub: s.fetch_offsets(sub, v))))  # type: ignore[arg-type]
+                    reads.append((groups, self.runtime.read(p, "fetch-offsets",  # type: ignore[arg-type]
+                                                            lambda s, sub=sub: s.fetch_offsets(sub, v))))
                     continue
                 except NotActiveError:
                     error = E.NOT_COORDINATOR
@@ -335,7 +342,8 @@ class GroupService:
         error = self._error_for(p)
         if not error:
             try:
-                return await self._write(p, lambda s: s.delete_offsets(request, v))  # type: ignore[arg-type]
+                return await self._write(p, "delete-offsets",  # type: ignore[arg-type]
+                                         lambda s: s.delete_offsets(request, v))
             except NotActiveError:
                 error = E.NOT_COORDINATOR
         return OffsetDeleteResponse(version=v, error_code=int(error), throttle_time_ms=0, topics=[])
@@ -346,7 +354,7 @@ class GroupService:
         v = ctx.api_version
         answers = await self._per_partition(
             request.groups, lambda gid: gid,
-            lambda p, subset: self.runtime.read(p, lambda s: s.describe_groups(
+            lambda p, subset: self.runtime.read(p, "describe-groups", lambda s: s.describe_groups(
                 types.SimpleNamespace(groups=subset, include_authorized_operations=v >= 3 and request.include_authorized_operations), v)),
             lambda resp: {g.group_id: g for g in resp.groups},
             lambda gid, error: DescribeGroupsResponse.DescribedGroup(
@@ -358,7 +366,7 @@ class GroupService:
         v = ctx.api_version
         answers = await self._per_partition(
             request.groups_names, lambda gid: gid,
-            lambda p, subset: self.runtime.write(p, lambda s: s.delete_groups(
+            lambda p, subset: self.runtime.write(p, "delete-groups", lambda s: s.delete_groups(
                 types.SimpleNamespace(groups_names=subset), v)),
             lambda resp: {r.group_id: r for r in resp.results},
             lambda gid, error: DeleteGroupsResponse.DeletableGroupResult(group_id=gid, error_code=int(error)))
@@ -389,12 +397,12 @@ class GroupService:
         error = E.NONE
         for p in range(self.offsets_partitions() or 0):
             state = self.runtime.state(p)
-            if state is PartitionState.ACTIVE:
+            if state is CoordinatorState.ACTIVE:
                 try:
-                    listed += (await self.runtime.read(p, lambda s: s.list_groups(request, v))).groups
+                    listed += (await self.runtime.read(p, "list-groups", lambda s: s.list_groups(request, v))).groups
                 except NotActiveError:
                     continue
-            elif state is PartitionState.LOADING:
+            elif state is CoordinatorState.LOADING:
                 error = E.COORDINATOR_LOAD_IN_PROGRESS
         if error:
             return ListGroupsResponse(version=v, throttle_time_ms=0, error_code=int(error), groups=[])

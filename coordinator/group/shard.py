@@ -49,11 +49,11 @@ from protocol.consumer_offsets import (
 )
 from protocol.errors import ErrorCode
 
+from ..runtime.contract import Clock, CoordinatorResult, Record, ResponseHandle, Timer
 from .config import GroupConfig
 from .group_manager import GroupManager
 from .group_state import GroupState
 from .offset_manager import OffsetManager
-from .timing import Clock, CoordinatorResult, Record, ResponseHandle, Timer
 
 __all__ = ["GroupCoordinatorShard", "EXPIRE_TIMER_KEY"]
 
@@ -201,7 +201,7 @@ class GroupCoordinatorShard:
 
     def _schedule_expiry(self) -> None:
         self.timer.schedule(EXPIRE_TIMER_KEY, self.config.offsets_retention_check_interval_ms,
-                            self.cleanup_group_metadata)
+                            self.cleanup_group_metadata, name="cleanup-group-metadata")
 
     # --- replay and loading --------------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 """The coordinator runtime: write-then-respond, read-your-writes, loading by replay, timers, failure.
 
 Ordering rules are checked with a partition log whose durability the test releases by hand (the
-one fault we cannot cause on demand with a real disk); loading and restarts use real logs.
+one fault we cannot cause on demand with a real disk); loading and restarts use real logs. Timers
+run on a stepping clock (``stepping_clock.py``): no test sleeps for one.
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -18,22 +18,24 @@ import pytest
 
 from coordinator.config import load_config
 from coordinator.topics.log_manager import LogManager
-from coordinator.runtime.runtime import CoordinatorRuntime, NotActiveError, PartitionState, SystemClock
+from coordinator.group.coordinator_type import OFFSETS_SERDE
+from coordinator.runtime.contract import CoordinatorResult
+from coordinator.runtime.coordinator_types import CoordinatorType
+from coordinator.runtime.runtime import CoordinatorRuntime, CoordinatorState, NotActiveError
+from coordinator.runtime.timers import SystemClock
 from coordinator.runtime.snapshot import SNAPSHOT_FILE, encode_snapshot, read_snapshot
 from coordinator.topics.registry import TopicRegistry
 from protocol.consumer_offsets import OffsetCommitKey, OffsetCommitValue, deserialize, serialize
 from protocol.records import build_batch
 from storage.options import LogOptions
 from storage.producer_state import ProducerStateManager
+from tests.coordinator.stepping_clock import SteppingClock
 
 TOPIC = "__consumer_offsets"
 
 
-@dataclass
-class Result:
-    records: list[tuple[Any, Any]] = field(default_factory=list)
-    response: Any = None
-    on_appended: Any = None
+#: What the counter shard's operations return: the runtime's own result type.
+Result = CoordinatorResult
 
 
 class CounterShard:
@@ -67,10 +69,16 @@ class CounterShard:
         return Result([(OffsetCommitKey(group, "t", 0), OffsetCommitValue(offset))], response=("ok", previous))
 
 
+#: The counter shard as a coordinator type of the runtime, on the offsets topic and its records.
+COUNTERS = CoordinatorType(TOPIC, CounterShard, OFFSETS_SERDE)
+
+
 class ManualLog:
     """A partition log whose appends become durable only when the test says so."""
 
     leader_epoch = 0
+    truncations = 0  # never truncated
+    truncation_offsets: list[int] = []
     replication = None  # a single node
     is_leader = True
 
@@ -138,10 +146,17 @@ class OneLog:
         return self.plog
 
 
-async def _active_runtime(plog: ManualLog) -> CoordinatorRuntime:
-    runtime = CoordinatorRuntime(OneLog(plog), TOPIC, CounterShard)  # type: ignore[arg-type]
+async def _active_runtime(plog: ManualLog, clock: SteppingClock | None = None) -> CoordinatorRuntime:
+    clock = clock or SteppingClock()
+    runtime = CoordinatorRuntime(OneLog(plog), COUNTERS, clock=clock, timers=clock.timers)  # type: ignore[arg-type]
     await runtime.load(0)
     return runtime
+
+
+async def _rounds(count: int = 3) -> None:
+    """Let the event loop run ``count`` rounds (callbacks queued by the last ones included)."""
+    for _ in range(count):
+        await asyncio.sleep(0)
 
 
 @pytest.mark.asyncio
@@ -150,12 +165,12 @@ async def test_writes_of_one_event_loop_round_share_one_batch() -> None:
     the end of the round; the next round opens a new one. Answers wait for their batch."""
     plog = ManualLog()
     runtime = await _active_runtime(plog)
-    first = [runtime.write(0, lambda s, i=i: s.commit(f"g{i}", i)) for i in range(3)]
-    read = runtime.read(0, lambda s: dict(s.offsets))
+    first = [runtime.write(0, "commit-offset", lambda s, i=i: s.commit(f"g{i}", i)) for i in range(3)]
+    read = runtime.read(0, "read-offsets", lambda s: dict(s.offsets))
     assert plog.batches == []  # nothing written before the round ends
     await asyncio.sleep(0)
     assert plog.batches == [(0, 3)]
-    second = [runtime.write(0, lambda s, i=i: s.commit(f"g{i}", 10 + i)) for i in range(2)]
+    second = [runtime.write(0, "commit-offset", lambda s, i=i: s.commit(f"g{i}", 10 + i)) for i in range(2)]
     await asyncio.sleep(0)
     assert plog.batches == [(0, 3), (3, 2)]
     assert not any(f.done() for f in [*first, *second, read])
@@ -169,20 +184,20 @@ async def test_writes_of_one_event_loop_round_share_one_batch() -> None:
 
 @pytest.mark.asyncio
 async def test_a_batch_is_flushed_early_at_its_size_cap_and_never_splits_an_operation(monkeypatch: Any) -> None:
-    from coordinator.runtime import runtime as runtime_module
+    from coordinator.runtime import writes as writes_module
 
     plog = ManualLog()
     runtime = await _active_runtime(plog)
     one = sum(len(k) + len(v or b"") for k, v in [serialize(OffsetCommitKey("g0", "t", 0), OffsetCommitValue(0))])
-    monkeypatch.setattr(runtime_module, "APPEND_BATCH_MAX_BYTES", 2 * one)
+    monkeypatch.setattr(writes_module, "APPEND_BATCH_MAX_BYTES", 2 * one)
 
     def two(shard: Any, i: int) -> Any:  # one operation, two records
         a, b = shard.commit(f"g{i}", i), shard.commit(f"h{i}", i)
         return type(a)(a.records + b.records, response="ok")
 
-    answers = [runtime.write(0, lambda s, i=i: s.commit(f"g{i}", i)) for i in range(3)]
-    answers.append(runtime.write(0, lambda s: two(s, 7)))
-    answers.append(runtime.write(0, lambda s: s.commit("g9", 9)))
+    answers = [runtime.write(0, "commit-offset", lambda s, i=i: s.commit(f"g{i}", i)) for i in range(3)]
+    answers.append(runtime.write(0, "commit-two", lambda s: two(s, 7)))
+    answers.append(runtime.write(0, "commit-offset", lambda s: s.commit("g9", 9)))
     await asyncio.sleep(0)
     assert plog.batches == [(0, 2), (2, 1), (3, 2), (5, 1)]
     plog.make_durable()
@@ -193,7 +208,7 @@ async def test_a_batch_is_flushed_early_at_its_size_cap_and_never_splits_an_oper
 async def test_records_of_a_partition_unloaded_before_their_flush_are_never_written() -> None:
     plog = ManualLog()
     runtime = await _active_runtime(plog)
-    answer = runtime.write(0, lambda s: s.commit("g", 1))
+    answer = runtime.write(0, "commit-offset", lambda s: s.commit("g", 1))
     runtime.unload(0)  # leadership moved on in the same round
     await asyncio.sleep(0)
     assert plog.batches == []
@@ -205,11 +220,11 @@ async def test_records_of_a_partition_unloaded_before_their_flush_are_never_writ
 async def test_a_batch_whose_leadership_went_before_its_flush_is_not_written() -> None:
     plog = ManualLog()
     runtime = await _active_runtime(plog)
-    answer = runtime.write(0, lambda s: s.commit("g", 1))
+    answer = runtime.write(0, "commit-offset", lambda s: s.commit("g", 1))
     plog.replication = SimpleNamespace(is_leader=False)  # type: ignore[assignment]
     await asyncio.sleep(0)
     assert plog.batches == []
-    assert runtime.state(0) is PartitionState.FAILED  # its shard holds a record the log lacks
+    assert runtime.state(0) is CoordinatorState.FAILED  # its shard holds a record the log lacks
     with pytest.raises(NotActiveError):
         await answer
 
@@ -218,10 +233,10 @@ async def test_a_batch_whose_leadership_went_before_its_flush_is_not_written() -
 async def test_responses_wait_for_durability_but_state_moves_on_at_once() -> None:
     plog = ManualLog()
     runtime = await _active_runtime(plog)
-    first = runtime.write(0, lambda s: s.commit("g", 5))
-    second = runtime.write(0, lambda s: s.commit("g", 7))
-    read = runtime.read(0, lambda s: s.offsets.get(("g", "t", 0)))
-    await asyncio.sleep(0.01)
+    first = runtime.write(0, "commit-offset", lambda s: s.commit("g", 5))
+    second = runtime.write(0, "commit-offset", lambda s: s.commit("g", 7))
+    read = runtime.read(0, "read-offsets", lambda s: s.offsets.get(("g", "t", 0)))
+    await _rounds()
     assert not first.done() and not second.done() and not read.done()
     assert runtime.shard(0).offsets[("g", "t", 0)] == 7  # replayed when queued
     plog.make_durable()
@@ -242,8 +257,8 @@ async def test_on_appended_and_parked_responses_wait_for_the_completing_write() 
         return Result([(OffsetCommitKey("g", "t", 0), OffsetCommitValue(1))], "direct",
                       on_appended=lambda: calls.append("appended"))
 
-    direct = runtime.write(0, complete)
-    await asyncio.sleep(0.01)
+    direct = runtime.write(0, "complete-parked", complete)
+    await _rounds()
     assert not parked.done() and not direct.done() and calls == []
     plog.make_durable()
     assert await direct == "direct" and await parked == "parked answer" and calls == ["appended"]
@@ -253,14 +268,14 @@ async def test_on_appended_and_parked_responses_wait_for_the_completing_write() 
 async def test_a_failed_append_fails_the_partition_and_its_waiting_answers() -> None:
     plog = ManualLog()
     runtime = await _active_runtime(plog)
-    answer = runtime.write(0, lambda s: s.commit("g", 1))
+    answer = runtime.write(0, "commit-offset", lambda s: s.commit("g", 1))
     await asyncio.sleep(0)  # the batch goes to the log at the end of this round (runtime rule 7)
     plog.fail_next = True
     plog.make_durable()
-    await asyncio.sleep(0.01)
-    assert runtime.state(0) is PartitionState.FAILED
+    await _rounds()
+    assert runtime.state(0) is CoordinatorState.FAILED
     with pytest.raises(NotActiveError):
-        runtime.write(0, lambda s: s.commit("g", 2))
+        runtime.write(0, "commit-offset", lambda s: s.commit("g", 2))
     with pytest.raises(NotActiveError):
         await answer
 
@@ -277,7 +292,7 @@ async def test_a_wait_for_the_isr_failing_after_its_answer_was_settled_is_still_
     reported: list[str] = []
     loop.set_exception_handler(lambda _loop, context: reported.append(context["message"]))
     try:
-        answer = runtime.write(0, lambda s: s.commit("g", 1))
+        answer = runtime.write(0, "commit-offset", lambda s: s.commit("g", 1))
         [(_, wait)] = plog._waiters
         plog._waiters.clear()
         runtime.unload(0)
@@ -303,11 +318,12 @@ async def test_a_parked_join_answer_failed_by_an_unload_is_still_retrieved() -> 
 
     from coordinator.group.config import GroupConfig
     from coordinator.group.service import GroupService
-    from coordinator.group.shard import GroupCoordinatorShard
+    from coordinator.group.coordinator_type import group_coordinator_type
 
     plog = ManualLog()
-    runtime = CoordinatorRuntime(OneLog(plog), TOPIC,  # type: ignore[arg-type]
-                                 lambda p, timer, clock: GroupCoordinatorShard(GroupConfig(), clock, timer))
+    clock = SteppingClock()
+    runtime = CoordinatorRuntime(OneLog(plog), group_coordinator_type(GroupConfig()),  # type: ignore[arg-type]
+                                 clock=clock, timers=clock.timers)
     await runtime.load(0)
     service = GroupService(runtime, lambda: 1)
     loop = asyncio.get_running_loop()
@@ -315,14 +331,14 @@ async def test_a_parked_join_answer_failed_by_an_unload_is_still_retrieved() -> 
     loop.set_exception_handler(lambda _loop, context: reported.append(context["message"]))
     try:
         # A commit not yet in the ISR: every later answer of the partition waits for it (rule 2).
-        commit = runtime.write(0, lambda s: s.commit_offsets(_simple_commit("other"), 8))
+        commit = runtime.write(0, "commit-offset", lambda s: s.commit_offsets(_simple_commit("other"), 8))
         request = JoinGroupRequest(
             version=9, group_id="g", session_timeout_ms=10_000, rebalance_timeout_ms=10_000, member_id="",
             group_instance_id=None, protocol_type="consumer", reason=None,
             protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")])
         ctx = SimpleNamespace(api_version=9, client_id="c", peer="127.0.0.1:1")
         join = asyncio.ensure_future(service.join_group(ctx, request))  # type: ignore[arg-type]
-        await asyncio.sleep(0.01)
+        await _rounds(5)
         assert not join.done()
         runtime.unload(0)
         assert (await join).error_code == 16  # NOT_COORDINATOR
@@ -353,15 +369,51 @@ def _simple_commit(group: str) -> Any:
 @pytest.mark.asyncio
 async def test_timers_run_as_writes_and_replace_by_key() -> None:
     plog = ManualLog()
-    runtime = await _active_runtime(plog)
+    clock = SteppingClock()
+    runtime = await _active_runtime(plog, clock)
     shard = runtime.shard(0)
-    shard.timer.schedule("k", 50, lambda: shard.commit("timer", 1))
-    shard.timer.schedule("k", 10, lambda: shard.commit("timer", 2))
-    shard.timer.schedule("other", 10, lambda: shard.commit("timer2", 3))
+    shard.timer.schedule("k", 50, lambda: shard.commit("timer", 1), name="first")
+    shard.timer.schedule("k", 10, lambda: shard.commit("timer", 2), name="second")
+    shard.timer.schedule("other", 10, lambda: shard.commit("timer2", 3), name="third")
     shard.timer.cancel("other")
-    await asyncio.sleep(0.1)
-    assert shard.offsets == {("timer", "t", 0): 2}
+    clock.advance(9)
+    assert shard.offsets == {} and shard.timer.is_scheduled("k")
+    clock.advance(1)
+    assert shard.offsets == {("timer", "t", 0): 2}  # replayed when the timer's write ran
     assert not shard.timer.is_scheduled("k")
+    clock.advance(100)
+    assert shard.offsets == {("timer", "t", 0): 2}  # the replaced and the cancelled never fire
+    await _rounds()
+    assert plog.batches == [(0, 1)]
+
+
+@pytest.mark.asyncio
+async def test_log_lines_name_the_operations(caplog: Any) -> None:
+    """Each write names its operation (Kafka's runtime does): a failing timer's line names it,
+    and so does the line of a batch that failed, for every operation with records in it."""
+    plog = ManualLog()
+    clock = SteppingClock()
+    runtime = await _active_runtime(plog, clock)
+    shard = runtime.shard(0)
+
+    def broken() -> Result:
+        raise RuntimeError("bug")
+
+    shard.timer.schedule("session-g-m", 5, broken, name="expire-session")
+    clock.advance(5)
+    [line] = [r for r in caplog.records if r.getMessage() == "timer operation failed"]
+    assert getattr(line, "operation") == "expire-session" and getattr(line, "timer") == "session-g-m"
+
+    answers = [runtime.write(0, "commit-offset", lambda s: s.commit("g", 1)),
+               runtime.write(0, "cleanup-group-metadata", lambda s: s.commit("h", 1)),
+               runtime.write(0, "classic-group-heartbeat", lambda s: Result(response="no records"))]
+    await asyncio.sleep(0)
+    plog.fail_next = True
+    plog.make_durable()
+    await _rounds()
+    assert all(isinstance(a, NotActiveError) for a in await asyncio.gather(*answers, return_exceptions=True))
+    [line] = [r for r in caplog.records if r.getMessage().startswith("coordinator append failed")]
+    assert getattr(line, "operations") == ["cleanup-group-metadata", "commit-offset"]
 
 
 @pytest.mark.asyncio
@@ -372,10 +424,10 @@ async def test_loading_replays_a_real_log_and_refuses_work_meanwhile(tmp_path: P
     await logs.open_all()
     info = registry.create(TOPIC, 2, {"cleanup.policy": "compact"})
     logs.topic_created(info)
-    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard)
+    runtime = CoordinatorRuntime(logs, COUNTERS)
     for p in (0, 1):
         await runtime.load(p)
-    answers = [runtime.write(0, lambda s, i=i: s.commit(f"g{i % 50}", i)) for i in range(5000)]
+    answers = [runtime.write(0, "commit-offset", lambda s, i=i: s.commit(f"g{i % 50}", i)) for i in range(5000)]
     await asyncio.gather(*answers)
     # An unknown record type (a KIP-848 key, version 3) is skipped with a warning.
     plog = logs.get(TOPIC, 0)
@@ -388,12 +440,12 @@ async def test_loading_replays_a_real_log_and_refuses_work_meanwhile(tmp_path: P
 
     logs = LogManager(tmp_path, TopicRegistry(tmp_path), config)
     await logs.open_all()
-    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard)
+    runtime = CoordinatorRuntime(logs, COUNTERS)
     loading = asyncio.ensure_future(runtime.load(0))
     await asyncio.sleep(0)
-    assert runtime.state(0) is PartitionState.LOADING
+    assert runtime.state(0) is CoordinatorState.LOADING
     with pytest.raises(NotActiveError):
-        runtime.write(0, lambda s: s.commit("x", 1))
+        runtime.write(0, "commit-offset", lambda s: s.commit("x", 1))
     await loading
     shard = runtime.shard(0)
     assert shard.loaded and shard.replayed == 5000
@@ -414,12 +466,19 @@ async def _open_logs(tmp_path: Path, **topic_configs: str) -> tuple[LogManager, 
     return logs, config
 
 
+async def _snapshot_written(runtime: CoordinatorRuntime, partition: int = 0) -> None:
+    """Wait for the partition's snapshot under way, if any (it runs in the background)."""
+    snapshotting = runtime._partitions[partition].snapshots.snapshotting
+    if snapshotting is not None:
+        await snapshotting
+
+
 async def _commits(runtime: CoordinatorRuntime, start: int, count: int, batch: int | None = None) -> None:
     """``count`` commits, all in one round of the event loop (one batch, runtime rule 7), or
     ``batch`` per round."""
     answers = []
     for i in range(start, start + count):
-        answers.append(runtime.write(0, lambda s, i=i: s.commit(f"g{i % 50}", i)))
+        answers.append(runtime.write(0, "commit-offset", lambda s, i=i: s.commit(f"g{i % 50}", i)))
         if batch is not None and len(answers) % batch == 0:
             await asyncio.sleep(0)
     await asyncio.gather(*answers)
@@ -428,17 +487,17 @@ async def _commits(runtime: CoordinatorRuntime, start: int, count: int, batch: i
 @pytest.mark.asyncio
 async def test_a_snapshot_and_the_log_tail_rebuild_the_state(tmp_path: Path) -> None:
     logs, _ = await _open_logs(tmp_path)
-    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard, snapshot_min_records=1000)
+    runtime = CoordinatorRuntime(logs, COUNTERS, snapshot_min_records=1000)
     await runtime.load(0)
     await _commits(runtime, 0, 1500)  # passes 1,000: one snapshot, taken in the background
-    await asyncio.sleep(0.2)
+    await _snapshot_written(runtime)
     snapshot = read_snapshot(tmp_path / f"{TOPIC}-0")
     assert snapshot is not None and snapshot.records == 50 and 1000 <= snapshot.offset <= 1500
     await _commits(runtime, 1500, 30)  # the tail after it
     await logs.close_all()
 
     logs, _ = await _open_logs(tmp_path)
-    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard, snapshot_min_records=1000)
+    runtime = CoordinatorRuntime(logs, COUNTERS, snapshot_min_records=1000)
     await runtime.load(0)
     shard = runtime.shard(0)
     assert shard.replayed == 50 + 1530 - snapshot.offset  # the snapshot's records, then the tail only
@@ -449,13 +508,13 @@ async def test_a_snapshot_and_the_log_tail_rebuild_the_state(tmp_path: Path) -> 
 @pytest.mark.asyncio
 async def test_shutdown_snapshots_so_a_restart_replays_no_log(tmp_path: Path) -> None:
     logs, _ = await _open_logs(tmp_path)
-    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard)
+    runtime = CoordinatorRuntime(logs, COUNTERS)
     await runtime.load(0)
     await _commits(runtime, 0, 300)
     await runtime.snapshot_all()
     await logs.close_all()
     logs, _ = await _open_logs(tmp_path)
-    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard)
+    runtime = CoordinatorRuntime(logs, COUNTERS)
     await runtime.load(0)
     assert runtime.shard(0).replayed == 50
     assert runtime.shard(0).offsets == {(f"g{i % 50}", "t", 0): i for i in range(250, 300)}
@@ -465,13 +524,13 @@ async def test_shutdown_snapshots_so_a_restart_replays_no_log(tmp_path: Path) ->
 async def _reload_with_snapshot(tmp_path: Path, snapshot: bytes, caplog: Any, **topic_configs: str) -> CounterShard:
     """Commit 0..99 (offsets g0..g49 -> 50..99), plant ``snapshot``, reload."""
     logs, _ = await _open_logs(tmp_path, **topic_configs)
-    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard)
+    runtime = CoordinatorRuntime(logs, COUNTERS)
     await runtime.load(0)
     await _commits(runtime, 0, 100)
     await logs.close_all()
     (tmp_path / f"{TOPIC}-0" / SNAPSHOT_FILE).write_bytes(snapshot)
     logs, _ = await _open_logs(tmp_path, **topic_configs)
-    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard)
+    runtime = CoordinatorRuntime(logs, COUNTERS)
     await runtime.load(0)
     shard = runtime.shard(0)
     await logs.close_all()
@@ -510,42 +569,33 @@ async def test_a_trusted_snapshot_stands_for_the_log_before_it(tmp_path: Path, c
     assert shard.replayed == 1 and shard.offsets == {("g0", "t", 0): 123456}
 
 
-class StepClock:
-    """Wall time the test moves by hand; timers still run on the event loop."""
-
-    def __init__(self, now_ms: int) -> None:
-        self.ms = now_ms
-
-    def now_ms(self) -> int:
-        return self.ms
-
-
 @pytest.mark.asyncio
 async def test_an_idle_partition_renews_its_snapshot_before_it_stops_being_trusted(tmp_path: Path) -> None:
     # delete.retention.ms = 600: a snapshot is trusted for 600 ms and renewed after 300 ms.
-    clock = StepClock(SystemClock().now_ms())
+    clock = SteppingClock(SystemClock().now_ms())
     logs, _ = await _open_logs(tmp_path, **{"delete.retention.ms": "600"})
-    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard, clock)
+    runtime = CoordinatorRuntime(logs, COUNTERS, clock=clock, timers=clock.timers)
     await runtime.load(0)
     await _commits(runtime, 0, 100)
     await runtime.snapshot_all()
     first = read_snapshot(tmp_path / f"{TOPIC}-0")
     assert first is not None and first.captured_ms == clock.ms
-    clock.ms += 100
-    await asyncio.sleep(0.1)
-    assert read_snapshot(tmp_path / f"{TOPIC}-0") == first  # not due yet
-    clock.ms += 250  # past the half-life by the clock; the timer fires ~300 ms after the snapshot
-    await asyncio.sleep(0.35)
+    clock.advance(299)
+    assert runtime._partitions[0].snapshots.snapshotting is None  # not due yet
+    assert read_snapshot(tmp_path / f"{TOPIC}-0") == first
+    clock.advance(51)  # past the half-life: the renewal timer fired at 300 ms
+    await _snapshot_written(runtime)
     renewed = read_snapshot(tmp_path / f"{TOPIC}-0")
     assert renewed is not None and renewed.captured_ms == clock.ms
     assert (renewed.offset, renewed.records) == (first.offset, first.records)  # same state, newer time
+    runtime.unload_all()
     await logs.close_all()
 
     # Loaded later, well past the first snapshot's trusted life but within the renewed one's:
     # the renewed snapshot is used and no log is replayed.
-    clock.ms += 400
+    clock.advance(400)
     logs, _ = await _open_logs(tmp_path, **{"delete.retention.ms": "600"})
-    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard, clock)
+    runtime = CoordinatorRuntime(logs, COUNTERS, clock=clock, timers=clock.timers)
     await runtime.load(0)
     assert runtime.shard(0).replayed == 50
     assert runtime.shard(0).offsets == {(f"g{i % 50}", "t", 0): i for i in range(50, 100)}
@@ -555,19 +605,20 @@ async def test_an_idle_partition_renews_its_snapshot_before_it_stops_being_trust
 
 @pytest.mark.asyncio
 async def test_a_snapshot_loaded_past_its_half_life_is_renewed_at_once(tmp_path: Path) -> None:
-    clock = StepClock(SystemClock().now_ms())
+    clock = SteppingClock(SystemClock().now_ms())
     logs, _ = await _open_logs(tmp_path, **{"delete.retention.ms": "1000"})
-    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard, clock)
+    runtime = CoordinatorRuntime(logs, COUNTERS, clock=clock, timers=clock.timers)
     await runtime.load(0)
     await _commits(runtime, 0, 100)
     runtime.unload_all()
     await logs.close_all()
     (tmp_path / f"{TOPIC}-0" / SNAPSHOT_FILE).write_bytes(_fake_snapshot(100, clock.ms - 700))
     logs, _ = await _open_logs(tmp_path, **{"delete.retention.ms": "1000"})
-    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard, clock)
+    runtime = CoordinatorRuntime(logs, COUNTERS, clock=clock, timers=clock.timers)
     await runtime.load(0)
     assert runtime.shard(0).offsets == {("g0", "t", 0): 123456}  # trusted: 700 ms old of 1,000
-    await asyncio.sleep(0.1)
+    clock.advance(0)  # the renewal is due at once
+    await _snapshot_written(runtime)
     renewed = read_snapshot(tmp_path / f"{TOPIC}-0")
     assert renewed is not None and renewed.captured_ms == clock.ms and renewed.offset == 100
     runtime.unload_all()

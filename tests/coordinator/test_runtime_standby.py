@@ -1,23 +1,30 @@
 """The hot standby (runtime rule 6, issue 14) on real logs: a follower's runtime replays the
 replicated offsets log as it grows — committed records only, below the high watermark — snapshots
 what it holds like a leader does, keeps its state across a truncation that stays above it, takes
-over replaying only the tail, and after a restart starts from its own snapshot."""
+over replaying only the tail, and after a restart starts from its own snapshot.
+
+No test sleeps: the runtime's timers run on a stepping clock where a test needs them, and waiting
+for the standby's background replay (and the file work it does in threads) yields to the event
+loop until the condition holds."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from coordinator.config import load_config
-from coordinator.runtime.runtime import CoordinatorRuntime, PartitionState
+from coordinator.runtime.runtime import CoordinatorRuntime, CoordinatorState
 from coordinator.runtime.snapshot import read_snapshot
+from coordinator.runtime.timers import SystemClock
 from coordinator.topics.log_manager import LogManager
 from coordinator.topics.registry import TopicRegistry
-from tests.coordinator.test_runtime import TOPIC, CounterShard, _commits
+from tests.coordinator.stepping_clock import SteppingClock
+from tests.coordinator.test_runtime import COUNTERS, TOPIC, _commits, _rounds
 
 pytestmark = pytest.mark.asyncio
 
@@ -31,7 +38,7 @@ async def _leader(tmp_path: Path) -> tuple[LogManager, CoordinatorRuntime, Any]:
     await logs.open_all()
     info = registry.create(TOPIC, 1, {"cleanup.policy": "compact"})
     logs.topic_created(info)
-    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard)
+    runtime = CoordinatorRuntime(logs, COUNTERS)
     await runtime.load(0)
     return logs, runtime, info
 
@@ -60,18 +67,20 @@ async def _replicate(leader_logs: LogManager, plog: Any, high_watermark: int) ->
 
 def _shard(runtime: CoordinatorRuntime) -> Any:
     """The standby's shard (``shard()`` serves active partitions only)."""
-    ctx = runtime._contexts.get(0)
+    ctx = runtime._partitions.get(0)
     return None if ctx is None else ctx.shard
 
 
 async def _until(condition: Any, what: str) -> None:
-    for _ in range(500):
+    """Yield to the event loop until ``condition()`` holds (5 s at most)."""
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline:
         try:
             if condition():
                 return
         except AttributeError:  # the shard is not there yet
             pass
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0)
     raise AssertionError(f"not within 5 s: {what}")
 
 
@@ -84,9 +93,10 @@ async def test_a_standby_replays_committed_records_snapshots_and_takes_over_with
     await _commits(leader, 0, 1500, batch=1)
     logs, plog = await _follower(tmp_path, info)
     await _replicate(leader_logs, plog, 1200)
-    standby = CoordinatorRuntime(logs, TOPIC, CounterShard, snapshot_min_records=1000)
+    clock = SteppingClock(SystemClock().now_ms())
+    standby = CoordinatorRuntime(logs, COUNTERS, clock=clock, timers=clock.timers, snapshot_min_records=1000)
     standby.standby(0)
-    assert standby.state(0) is PartitionState.STANDBY
+    assert standby.state(0) is CoordinatorState.STANDBY
     await _until(lambda: _shard(standby).replayed == 1200, "the committed records replayed")
     # Records above the high watermark are not replayed: they could still be truncated.
     assert _shard(standby).offsets == {(f"g{i % 50}", "t", 0): i for i in range(1150, 1200)}
@@ -102,14 +112,15 @@ async def test_a_standby_replays_committed_records_snapshots_and_takes_over_with
     await _replicate(leader_logs, plog, 1500)
     caplog.clear()
     await plog.truncate_to(1510)
-    await asyncio.sleep(0.1)
+    clock.advance(1000)  # the standby's wait for the log to grow ends: it looks again
+    await _until(lambda: standby._partitions[0].standby.truncations == plog.truncations, "the cut seen")
     assert _shard(standby).replayed == 1500
     assert not [r for r in caplog.records if "standby state rebuilt" in r.getMessage()]
 
     # Taking over replays only the tail from the high watermark to the log end.
     plog.replication.become_leader(1, (1, 2), (1, 2), 1)
     await standby.load(0)
-    assert standby.state(0) is PartitionState.ACTIVE
+    assert standby.state(0) is CoordinatorState.ACTIVE
     assert _shard(standby).replayed == 1510
     loaded = [r for r in caplog.records if r.getMessage() == "coordinator partition loaded"]
     assert loaded and getattr(loaded[-1], "from_standby") is True and getattr(loaded[-1], "from_offset") == 1500
@@ -117,7 +128,7 @@ async def test_a_standby_replays_committed_records_snapshots_and_takes_over_with
 
     # Restarted as a follower, it starts from its own snapshot, not from the log start.
     logs, plog = await _follower(tmp_path, info)
-    standby = CoordinatorRuntime(logs, TOPIC, CounterShard, snapshot_min_records=1000)
+    standby = CoordinatorRuntime(logs, COUNTERS, snapshot_min_records=1000)
     plog.replication.set_follower_high_watermark(1510)
     standby.standby(0)
     await _until(lambda: _shard(standby).offsets.get(("g9", "t", 0)) == 1509, "caught up after the restart")
@@ -136,7 +147,7 @@ async def test_a_standby_is_warming_until_it_first_reaches_the_high_watermark(tm
     await _commits(leader, 0, 3000, batch=1)
     logs, plog = await _follower(tmp_path, info)
     await _replicate(leader_logs, plog, 2000)
-    standby = CoordinatorRuntime(logs, TOPIC, CounterShard, snapshot_min_records=100_000)
+    standby = CoordinatorRuntime(logs, COUNTERS, snapshot_min_records=100_000)
     heard: list[tuple[int, bool]] = []
     standby.standby_listeners.append(lambda p, warming: heard.append((p, warming)))
     standby.standby(0)
@@ -169,14 +180,14 @@ async def test_a_standby_yields_between_slices_and_a_takeover_mid_batch_loses_an
     """A standby replays a few hundred records between yields to the event loop (a node
     rebuilding a large one must go on fetching for the ISR); taken over between two slices of
     one batch, the new leader replays exactly the records the standby had not."""
-    import coordinator.runtime.runtime as runtime_module
+    import coordinator.runtime.loader as loader_module
 
-    monkeypatch.setattr(runtime_module, "STANDBY_SLICE_RECORDS", 7)
+    monkeypatch.setattr(loader_module, "STANDBY_SLICE_RECORDS", 7)
     leader_logs, leader, info = await _leader(tmp_path)
     await _commits(leader, 0, 400)  # one batch of 400 records
     logs, plog = await _follower(tmp_path, info)
     await _replicate(leader_logs, plog, 400)
-    standby = CoordinatorRuntime(logs, TOPIC, CounterShard, snapshot_min_records=100_000)
+    standby = CoordinatorRuntime(logs, COUNTERS, snapshot_min_records=100_000)
     standby.standby(0)
     rounds = 0
     while getattr(_shard(standby), "replayed", 0) < 100:
@@ -207,12 +218,12 @@ async def test_a_replica_reassigned_away_drops_its_standby_and_a_closed_log_ends
     await _commits(leader, 0, 100)
     logs, plog = await _follower(tmp_path, info)
     await _replicate(leader_logs, plog, 100)
-    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard)
+    runtime = CoordinatorRuntime(logs, COUNTERS)
     service = GroupService(runtime, lambda: 1)
     service.resign(0, standby=True)
-    assert runtime.state(0) is PartitionState.STANDBY
+    assert runtime.state(0) is CoordinatorState.STANDBY
     service.resign(0, standby=True)  # a new epoch, still a follower: the same standby goes on
-    assert runtime.state(0) is PartitionState.STANDBY
+    assert runtime.state(0) is CoordinatorState.STANDBY
     service.resign(0, standby=False)  # reassigned away
     assert runtime.state(0) is None
 
@@ -240,9 +251,9 @@ async def test_a_leader_reassigned_away_with_a_batch_not_yet_written_fails_it_qu
     logs, plog = await _follower(tmp_path, info)
     # Broker 2 leads with broker 3 in the ISR, which never fetches: the batch stays below the HW.
     plog.replication.become_leader(1, (2, 3), (2, 3), 1)
-    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard)
+    runtime = CoordinatorRuntime(logs, COUNTERS)
     await runtime.load(0)
-    answer = runtime.write(0, lambda s: s.commit("g", 1))
+    answer = runtime.write(0, "commit-offset", lambda s: s.commit("g", 1))
     await asyncio.sleep(0)  # the batch is given to the log; its write has not started
     assert not answer.done()
 
@@ -250,7 +261,7 @@ async def test_a_leader_reassigned_away_with_a_batch_not_yet_written_fails_it_qu
     await logs.remove_partition(TOPIC, 0)  # then the replica's log goes
     with pytest.raises(NotActiveError):
         await answer
-    await asyncio.sleep(0.05)
+    await _rounds(10)  # the batch's write fails and its callbacks run
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], \
         [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     await logs.close_all()
@@ -269,19 +280,21 @@ async def test_a_timer_write_failed_by_an_unload_is_not_an_unretrieved_exception
     _leader_logs, _leader_runtime, info = await _leader(tmp_path)
     logs, plog = await _follower(tmp_path, info)
     plog.replication.become_leader(1, (2, 3), (2, 3), 1)  # broker 3 never fetches: the write waits
-    runtime = CoordinatorRuntime(logs, TOPIC, CounterShard)
+    clock = SteppingClock(SystemClock().now_ms())
+    runtime = CoordinatorRuntime(logs, COUNTERS, clock=clock, timers=clock.timers)
     await runtime.load(0)
     shard = _shard(runtime)
-    shard.timer.schedule("expire", 0, lambda: shard.commit("g", 1))
-    await asyncio.sleep(0.05)
-    waiting = runtime._contexts[0].waiting
+    shard.timer.schedule("expire", 0, lambda: shard.commit("g", 1), name="expire-session")
+    clock.advance(0)
+    await _rounds()
+    waiting = runtime._partitions[0].writes.waiting
     assert len(waiting) == 1  # the timer's write waits for broker 3
     written = weakref.ref(next(iter(waiting)))
     del waiting
 
     runtime.unload(0)  # leadership moved: the write fails (NOT_COORDINATOR for a client)
     plog.replication.become_follower(3, 2, (2, 3), (2, 3), 2)  # its wait for the ISR fails too
-    await asyncio.sleep(0.05)
+    await _rounds(10)
     gc.collect()
     assert written() is None  # gone, and with it any complaint about its outcome
     await logs.close_all()
@@ -298,14 +311,15 @@ async def test_a_stopping_node_snapshots_its_standbys_so_a_restart_replays_a_sho
     since its last snapshot."""
     leader_logs, leader, info = await _leader(tmp_path)
     logs, plog = await _follower(tmp_path, info)
-    standby = CoordinatorRuntime(logs, TOPIC, CounterShard, snapshot_min_records=100)
+    standby = CoordinatorRuntime(logs, COUNTERS, snapshot_min_records=100)
     standby.standby(0)
 
     async def commit_distinct(start: int, count: int) -> None:  # one key each: the state grows
-        await asyncio.gather(*(leader.write(0, lambda s, i=i: s.commit(f"g{i}", i)) for i in range(start, start + count)))
+        await asyncio.gather(*(leader.write(0, "commit-offset", lambda s, i=i: s.commit(f"g{i}", i)) for i in range(start, start + count)))
         await _replicate(leader_logs, plog, start + count)
         await _until(lambda: _shard(standby).replayed == start + count, f"{start + count} replayed")
-        await _until(lambda: standby._contexts[0].snapshotting is None, "its snapshot written")
+        await _rounds()  # the replay's last slice ends, and a snapshot due starts
+        await _until(lambda: standby._partitions[0].snapshots.snapshotting is None, "its snapshot written")
 
     await commit_distinct(0, 1000)
     amortized = read_snapshot(plog.log.directory)
@@ -322,9 +336,9 @@ async def test_a_stopping_node_snapshots_its_standbys_so_a_restart_replays_a_sho
     # Restarted, it starts from that snapshot: nothing left to replay from the log.
     logs, plog = await _follower(tmp_path, info)
     plog.replication.set_follower_high_watermark(end)
-    restarted = CoordinatorRuntime(logs, TOPIC, CounterShard, snapshot_min_records=100)
+    restarted = CoordinatorRuntime(logs, COUNTERS, snapshot_min_records=100)
     restarted.standby(0)
-    await _until(lambda: restarted._contexts[0].replayed_to == end, "caught up after the restart")
+    await _until(lambda: restarted._partitions[0].standby.replayed_to == end, "caught up after the restart")
     assert _shard(restarted).replayed == end  # the snapshot's records, no log record
     await logs.close_all()
     await leader_logs.close_all()

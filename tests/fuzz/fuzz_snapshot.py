@@ -2,7 +2,7 @@
 partition load does.
 
 Edge: the ``coordinator.snapshot`` file of a ``__consumer_offsets`` partition directory. Loading
-reads it (``read_snapshot``), replays its batches through the runtime's own ``_replay_batches``
+reads it (``read_snapshot``), replays its batches through the runtime's own ``loader.replay_steps``
 into a fresh group shard, and ends with ``on_loaded``, which rebuilds the live groups.
 
 Properties asserted on any file contents:
@@ -34,7 +34,7 @@ import crc32c
 
 from coordinator.group.config import GroupConfig
 from coordinator.group.shard import GroupCoordinatorShard
-from coordinator.runtime.runtime import CoordinatorRuntime
+from coordinator.runtime.loader import replay_steps
 from coordinator.runtime.snapshot import (
     SNAPSHOT_FILE,
     SnapshotEncoder,
@@ -49,12 +49,13 @@ from protocol.consumer_offsets import (
     MemberMetadata,
     OffsetCommitKey,
     OffsetCommitValue,
+    UnknownRecordVersion,
     serialize,
 )
 from tests.fuzz.harness import Finding, quiet, scratch_dir
 
 NAME = "snapshot"
-INSTRUMENT = ("coordinator.runtime.snapshot", "coordinator.runtime.runtime", "protocol.records",
+INSTRUMENT = ("coordinator.runtime.snapshot", "coordinator.runtime.loader", "protocol.records",
               "protocol.consumer_offsets", "coordinator.group.shard", "coordinator.group.group_manager",
               "coordinator.group.offset_manager", "coordinator.group.classic_group")
 
@@ -75,7 +76,7 @@ class _Timer:
     def __init__(self) -> None:
         self.keys: dict[str, Callable[[], Any]] = {}
 
-    def schedule(self, key: str, delay_ms: int, operation: Callable[[], Any]) -> None:
+    def schedule(self, key: str, delay_ms: int, operation: Callable[[], Any], *, name: str = "timer") -> None:
         self.keys[key] = operation
 
     def cancel(self, key: str) -> None:
@@ -89,15 +90,14 @@ def _new_shard() -> GroupCoordinatorShard:
     return GroupCoordinatorShard(GroupConfig(), _Clock(), _Timer())
 
 
-# The runtime's replay loop (``_replay_steps``, under ``_replay_batches``) reads only
-# ``self.topic`` and the context's shard and partition.
-_RUNTIME = SimpleNamespace(topic="__consumer_offsets")
+# The runtime's replay step (``loader.replay_steps``) reads only the partition's shard, and its
+# ``where`` for log lines.
 
 
 def _load(batches: bytes) -> GroupCoordinatorShard:
     shard = _new_shard()
-    ctx = SimpleNamespace(shard=shard, partition=0)
-    for _progress in CoordinatorRuntime._replay_steps(_RUNTIME, ctx, batches, 0):  # type: ignore[arg-type]
+    part = SimpleNamespace(shard=shard, where={"partition": "__consumer_offsets-0"})
+    for _progress in replay_steps(part, UnknownRecordVersion, batches, 0):  # type: ignore[arg-type]
         pass
     shard.on_loaded()
     return shard

@@ -28,7 +28,7 @@ from kafka.protocol.consumer import (
 
 from coordinator.group.config import GroupConfig
 from coordinator.group.shard import GroupCoordinatorShard
-from coordinator.group.timing import CoordinatorResult, Record, ResponseFuture
+from coordinator.runtime.contract import CoordinatorResult, Record, ResponseFuture
 from protocol.consumer_offsets import GroupMetadataKey, OffsetCommitKey, serialize
 
 Protocols = list[tuple[str, bytes]]
@@ -71,7 +71,8 @@ class MockTimer:
         #: How many times schedule() was called (to check that heartbeats do not churn timers).
         self.schedule_calls = 0
 
-    def schedule(self, key: str, delay_ms: int, operation: Callable[[], CoordinatorResult]) -> None:
+    def schedule(self, key: str, delay_ms: int, operation: Callable[[], CoordinatorResult], *,
+                 name: str = "timer") -> None:
         self.schedule_calls += 1
         entry = (self.clock.now + max(delay_ms, 0), next(self._seq), operation)
         self.timeouts[key] = entry

@@ -12,10 +12,11 @@ from kafka.protocol.consumer import JoinGroupRequest, OffsetCommitRequest, SyncG
 
 from coordinator.config import load_config
 from coordinator.group.config import GroupConfig
-from coordinator.group.shard import GroupCoordinatorShard
+from coordinator.group.coordinator_type import group_coordinator_type
 from coordinator.runtime.runtime import CoordinatorRuntime
 from coordinator.topics.log_manager import LogManager
 from coordinator.topics.registry import TopicRegistry
+from tests.coordinator.stepping_clock import SteppingClock
 
 from .group_test_context import protocols
 
@@ -23,8 +24,7 @@ TOPIC = "__consumer_offsets"
 CONFIG = GroupConfig(initial_rebalance_delay_ms=0)
 
 
-def factory(partition: int, timer: Any, clock: Any) -> GroupCoordinatorShard:
-    return GroupCoordinatorShard(CONFIG, clock, timer)
+GROUPS = group_coordinator_type(CONFIG)
 
 
 def join_request(member_id: str) -> Any:
@@ -36,7 +36,7 @@ def join_request(member_id: str) -> Any:
 
 async def join(runtime: CoordinatorRuntime, member_id: str) -> asyncio.Future[Any]:
     handle, future = runtime.response_future(0)
-    await runtime.write(0, lambda shard: shard.join_group(join_request(member_id), 9, "cli", "/h", handle))
+    await runtime.write(0, "classic-group-join", lambda shard: shard.join_group(join_request(member_id), 9, "cli", "/h", handle))
     return future
 
 
@@ -47,12 +47,16 @@ async def test_join_sync_commit_and_reload_through_the_runtime(tmp_path: Path) -
     logs = LogManager(tmp_path, registry, config)
     await logs.open_all()
     logs.topic_created(registry.create(TOPIC, 1, {"cleanup.policy": "compact"}))
-    runtime = CoordinatorRuntime(logs, TOPIC, factory)
+    clock = SteppingClock()
+    runtime = CoordinatorRuntime(logs, GROUPS, clock=clock, timers=clock.timers)
     await runtime.load(0)
 
     first = await (await join(runtime, ""))
     assert first.error_code == 79
-    joined = await asyncio.wait_for(await join(runtime, first.member_id), 5)
+    parked = await join(runtime, first.member_id)
+    assert not parked.done()  # waiting for the rebalance delay, a timer
+    clock.advance(0)  # initial.rebalance.delay.ms = 0: the join completes at once
+    joined = await asyncio.wait_for(parked, 5)
     assert joined.error_code == 0 and joined.leader == first.member_id
 
     handle, sync_future = runtime.response_future(0)
@@ -60,7 +64,7 @@ async def test_join_sync_commit_and_reload_through_the_runtime(tmp_path: Path) -
                             group_instance_id=None, protocol_type="consumer", protocol_name="range",
                             assignments=[SyncGroupRequest.SyncGroupRequestAssignment(member_id=joined.member_id,
                                                                                      assignment=b"A")])
-    await runtime.write(0, lambda shard: shard.sync_group(sync, 5, handle))
+    await runtime.write(0, "classic-group-sync", lambda shard: shard.sync_group(sync, 5, handle))
     assert (await asyncio.wait_for(sync_future, 5)).assignment == b"A"
 
     commit = OffsetCommitRequest(
@@ -68,7 +72,7 @@ async def test_join_sync_commit_and_reload_through_the_runtime(tmp_path: Path) -
         group_instance_id=None, topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name="foo", partitions=[
             OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
                 partition_index=0, committed_offset=42, committed_leader_epoch=-1, committed_metadata="m")])])
-    response = await runtime.write(0, lambda shard: shard.commit_offsets(commit, 8))
+    response = await runtime.write(0, "commit-offset", lambda shard: shard.commit_offsets(commit, 8))
     assert response.topics[0].partitions[0].error_code == 0
     # Acknowledged means fsynced on a single node: the recovery point (moved only by an fsync)
     # covers everything the commit wrote.
@@ -81,7 +85,7 @@ async def test_join_sync_commit_and_reload_through_the_runtime(tmp_path: Path) -
 
     logs = LogManager(tmp_path, TopicRegistry(tmp_path), config)
     await logs.open_all()
-    runtime = CoordinatorRuntime(logs, TOPIC, factory)
+    runtime = CoordinatorRuntime(logs, GROUPS, clock=clock, timers=clock.timers)
     await runtime.load(0)
     shard = runtime.shard(0)
     assert shard.hard_state() == before

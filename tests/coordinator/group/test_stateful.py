@@ -25,7 +25,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from coordinator.group.config import GroupConfig
 from coordinator.group.group_state import GroupState
-from coordinator.group.timing import ResponseFuture
+from coordinator.runtime.contract import ResponseFuture
 from protocol.consumer_offsets import GroupMetadataKey, OffsetCommitKey, serialize
 from protocol.errors import ErrorCode as E
 

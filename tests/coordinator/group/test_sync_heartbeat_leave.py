@@ -53,7 +53,7 @@ def test_sync_answers_wait_for_the_append() -> None:
     parked = ctx.sync_group("g", follower, generation)
     from kafka.protocol.consumer import SyncGroupRequest
 
-    from coordinator.group.timing import ResponseFuture
+    from coordinator.runtime.contract import ResponseFuture
     request = SyncGroupRequest(version=5, group_id="g", generation_id=generation, member_id=leader,
                                group_instance_id=None, protocol_type=None, protocol_name=None, assignments=[])
     leader_future = ResponseFuture()

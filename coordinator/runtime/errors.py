@@ -1,0 +1,43 @@
+"""Why the runtime refuses an operation: the service turns each into a Kafka error code."""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = ["CoordinatorState", "NotActiveError", "NotEnoughReplicas", "CommitTimedOut"]
+
+
+class CoordinatorState(enum.Enum):
+    """Where a partition of a coordinator topic stands on this node (Kafka's ``CoordinatorState``
+    of coordinator-common, less its INITIAL and CLOSED: a partition not hosted here has no
+    state, None)."""
+
+    LOADING = "loading"
+    ACTIVE = "active"
+    FAILED = "failed"
+    #: Cluster mode, a follower of the partition: replaying the replicated log as it grows, so
+    #: taking over replays only the tail (runtime rule 6). Answers nothing.
+    STANDBY = "standby"
+
+
+class NotActiveError(Exception):
+    """The partition is not serving: ``state`` says why (None: not hosted here)."""
+
+    def __init__(self, partition: int, state: CoordinatorState | None) -> None:
+        super().__init__(f"partition {partition} is {state.value if state else 'not owned'}")
+        self.partition = partition
+        self.state = state
+
+
+class NotEnoughReplicas(NotActiveError):
+    """Cluster mode: the ISR is below ``min.insync.replicas``; nothing was written (Kafka's
+    NOT_ENOUGH_REPLICAS, answered COORDINATOR_NOT_AVAILABLE to an OffsetCommit)."""
+
+    error_code = 15  # COORDINATOR_NOT_AVAILABLE
+
+
+class CommitTimedOut(NotActiveError):
+    """Cluster mode: the ISR did not have the records within ``offsets.commit.timeout.ms``. They
+    may still become committed: the outcome is unknown, never a success (REQUEST_TIMED_OUT)."""
+
+    error_code = 7  # REQUEST_TIMED_OUT
