@@ -37,8 +37,8 @@ from .config import Config
 from .context import NodeInfo
 from .data_dir import DataDir, new_cluster_id
 from .group.config import GroupConfig
-from .group.service import GroupService
 from .group.coordinator_type import group_coordinator_type
+from .group.service import GroupService
 from .runtime.coordinator_types import CoordinatorTypes
 from .runtime.runtime import CoordinatorRuntime
 from .server.server import Handler, KafkaServer

@@ -43,7 +43,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from protocol.consumer_offsets import GroupMetadataKey, GroupMetadataValue
 from protocol.errors import ErrorCode
@@ -80,7 +81,7 @@ class GroupManager(Rebalancer):
     # JoinGroup (v0-9)
 
     def join_group(self, request: Any, api_version: int, client_id: str, client_host: str,
-                   future: ResponseHandle) -> CoordinatorResult:
+                   future: ResponseHandle) -> CoordinatorResult[Any]:
         """Answer through ``future`` (now or when the join phase completes); the result carries
         records only, its ``response`` is None."""
         records: list[Record] = []
@@ -93,7 +94,7 @@ class GroupManager(Rebalancer):
         protocols = [(p.name, bytes(p.metadata)) for p in request.protocols]
         parked = ParkedResponse(future, api_version)
 
-        def fail(error: int, answer_member_id: str = member_id) -> CoordinatorResult:
+        def fail(error: int, answer_member_id: str = member_id) -> CoordinatorResult[Any]:
             future.set_result(join_error(api_version, error, answer_member_id))
             return CoordinatorResult(records)
 
@@ -136,7 +137,7 @@ class GroupManager(Rebalancer):
 
     def _join_new_member(self, group: ClassicGroup, protocol_type: str, protocols: list[tuple[str, bytes]],
                          instance_id: str | None, client_id: str, client_host: str, session_ms: int,
-                         rebalance_ms: int, parked: ParkedResponse, records: list[Record]) -> CoordinatorResult:
+                         rebalance_ms: int, parked: ParkedResponse, records: list[Record]) -> CoordinatorResult[Any]:
         prefix = instance_id if instance_id is not None else client_id
         new_member_id = f"{prefix}-{self._new_uuid()}"
         while new_member_id in group.members or new_member_id in group.pending_members:
@@ -163,7 +164,7 @@ class GroupManager(Rebalancer):
     def _join_existing_member(self, group: ClassicGroup, member_id: str, protocol_type: str,
                               protocols: list[tuple[str, bytes]], instance_id: str | None, client_id: str,
                               client_host: str, session_ms: int, rebalance_ms: int, parked: ParkedResponse,
-                              records: list[Record]) -> CoordinatorResult:
+                              records: list[Record]) -> CoordinatorResult[Any]:
         version = parked.api_version
         if group.is_pending(member_id):
             if instance_id is not None:  # pending ids are only handed to dynamic members
@@ -198,11 +199,13 @@ class GroupManager(Rebalancer):
 
     def _replace_static_member(self, group: ClassicGroup, instance_id: str, old_member_id: str, new_member_id: str,
                                protocols: list[tuple[str, bytes]], session_ms: int, rebalance_ms: int,
-                               parked: ParkedResponse, records: list[Record]) -> CoordinatorResult:
+                               parked: ParkedResponse, records: list[Record]) -> CoordinatorResult[Any]:
         """KIP-345: a known instance id joins with a new member id; the old id is fenced."""
         old = group.members[old_member_id]
-        for waiting, build in ((old.join, lambda v: join_error(v, E.FENCED_INSTANCE_ID, old_member_id)),
-                               (old.sync, lambda v: sync_response(v, E.FENCED_INSTANCE_ID))):
+        fenced: list[tuple[ParkedResponse | None, Callable[[int], Any]]] = [
+            (old.join, lambda v: join_error(v, E.FENCED_INSTANCE_ID, old_member_id)),
+            (old.sync, lambda v: sync_response(v, E.FENCED_INSTANCE_ID))]
+        for waiting, build in fenced:
             if waiting is not None:
                 waiting.future.set_result(build(waiting.api_version))
         leader_before = group.leader_id
@@ -238,10 +241,10 @@ class GroupManager(Rebalancer):
     # =========================================================================================
     # SyncGroup (v0-5)
 
-    def sync_group(self, request: Any, api_version: int, future: ResponseHandle) -> CoordinatorResult:
+    def sync_group(self, request: Any, api_version: int, future: ResponseHandle) -> CoordinatorResult[Any]:
         """Answer through ``future``; the leader's assignment is answered (to everyone) only
         after the GroupMetadata record holding it is durable (``on_appended``)."""
-        def fail(error: int) -> CoordinatorResult:
+        def fail(error: int) -> CoordinatorResult[Any]:
             future.set_result(sync_response(api_version, error))
             return CoordinatorResult()
 
@@ -304,7 +307,7 @@ class GroupManager(Rebalancer):
     # =========================================================================================
     # Heartbeat (v0-4)
 
-    def heartbeat(self, request: Any, api_version: int) -> CoordinatorResult:
+    def heartbeat(self, request: Any, api_version: int) -> CoordinatorResult[Any]:
         return CoordinatorResult(response=heartbeat_response(api_version, self._heartbeat(request, api_version)))
 
     def _heartbeat(self, request: Any, api_version: int) -> int:
@@ -328,7 +331,7 @@ class GroupManager(Rebalancer):
     # =========================================================================================
     # LeaveGroup (v0-5)
 
-    def leave_group(self, request: Any, api_version: int) -> CoordinatorResult:
+    def leave_group(self, request: Any, api_version: int) -> CoordinatorResult[Any]:
         if api_version < 3:
             identities: list[tuple[str, str | None]] = [(request.member_id, None)]
         else:
@@ -342,6 +345,7 @@ class GroupManager(Rebalancer):
         if group.state is S.DEAD:
             return CoordinatorResult(response=leave_response(api_version, E.COORDINATOR_NOT_AVAILABLE, []))
         results: list[tuple[str, str | None, int]] = []
+        error: int
         leaving: list[ClassicGroupMember] = []
         pending_left = False
         for member_id, instance_id in identities:

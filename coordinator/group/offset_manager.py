@@ -25,7 +25,8 @@ Rules:
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from kafka.protocol.consumer import OffsetDeleteResponse
 
@@ -82,7 +83,7 @@ class OffsetManager:
     # =========================================================================================
     # OffsetCommit (v2-9)
 
-    def commit_offsets(self, request: Any, api_version: int) -> CoordinatorResult:
+    def commit_offsets(self, request: Any, api_version: int) -> CoordinatorResult[Any]:
         now = self.clock.now_ms()
         group_id = request.group_id
         results: dict[str, list[tuple[int, int]]] = {}
@@ -94,7 +95,7 @@ class OffsetManager:
                     wanted.append((topic.name, part))
                 else:  # the broker layer answers these before the coordinator sees the request
                     out.append((part.partition_index, E.UNKNOWN_TOPIC_OR_PARTITION))
-        error = E.NONE
+        error: int = E.NONE
         if wanted:
             error = self._validate_commit(request, api_version) if group_id is not None else E.INVALID_GROUP_ID
         records: list[Record] = []
@@ -209,7 +210,7 @@ class OffsetManager:
     # =========================================================================================
     # OffsetDelete (v0, KIP-496)
 
-    def delete_offsets(self, request: Any, api_version: int) -> CoordinatorResult:
+    def delete_offsets(self, request: Any, api_version: int) -> CoordinatorResult[Any]:
         group = self.groups.groups.get(request.group_id)
         if group is None or group.state is S.DEAD:
             return CoordinatorResult(response=OffsetDeleteResponse(

@@ -136,7 +136,7 @@ class Rebalancer:
                             lambda: self._on_initial_delay(group_id, delay, remaining),
                             name="initial-rebalance-delay")
 
-    def _on_initial_delay(self, group_id: str, delay: int, remaining: int) -> CoordinatorResult:
+    def _on_initial_delay(self, group_id: str, delay: int, remaining: int) -> CoordinatorResult[Any]:
         group = self.groups.get(group_id)
         if group is None or group.state is not S.PREPARING_REBALANCE:
             return EMPTY_RESULT
@@ -154,7 +154,7 @@ class Rebalancer:
         self.timer.schedule(join_key(group_id), group.rebalance_timeout_ms(), lambda: self._on_join_timeout(group_id),
                             name="expire-join")
 
-    def _on_join_timeout(self, group_id: str) -> CoordinatorResult:
+    def _on_join_timeout(self, group_id: str) -> CoordinatorResult[Any]:
         group = self.groups.get(group_id)
         if group is None or group.state is not S.PREPARING_REBALANCE:
             return EMPTY_RESULT
@@ -196,7 +196,7 @@ class Rebalancer:
         self.timer.schedule(sync_key(group_id), group.rebalance_timeout_ms(),
                             lambda: self._expire_pending_sync(group_id, generation), name="expire-sync")
 
-    def _expire_pending_sync(self, group_id: str, generation: int) -> CoordinatorResult:
+    def _expire_pending_sync(self, group_id: str, generation: int) -> CoordinatorResult[Any]:
         """KAFKA-12890: members that never sent SyncGroup are removed and the group rebalances."""
         group = self.groups.get(group_id)
         if group is None or group.generation_id != generation \
@@ -248,7 +248,7 @@ class Rebalancer:
         self.timer.schedule(heartbeat_key(group_id, member_id), max(due_ms - self.clock.now_ms(), 0),
                             lambda: self._on_session_timer(group_id, member_id), name="expire-session")
 
-    def _on_session_timer(self, group_id: str, member_id: str) -> CoordinatorResult:
+    def _on_session_timer(self, group_id: str, member_id: str) -> CoordinatorResult[Any]:
         self._timer_due.pop((group_id, member_id), None)
         group = self.groups.get(group_id)
         member = group.members.get(member_id) if group is not None else None
@@ -265,7 +265,7 @@ class Rebalancer:
         self._remove_members_and_update(group, [member], records)
         return CoordinatorResult(records)
 
-    def _expire_pending_member(self, group_id: str, member_id: str) -> CoordinatorResult:
+    def _expire_pending_member(self, group_id: str, member_id: str) -> CoordinatorResult[Any]:
         group = self.groups.get(group_id)
         if group is None or not group.is_pending(member_id):
             return EMPTY_RESULT

@@ -7,7 +7,8 @@ compare equal field by field in tests. Strings that are only nullable from some 
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from kafka.protocol.consumer import JoinGroupResponse, LeaveGroupResponse, SyncGroupResponse
 

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import types
-from typing import Any, Callable
+from collections.abc import Callable
+from functools import partial
+from typing import Any
 
 from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
 from kafka.protocol.consumer import OffsetDeleteResponse
@@ -33,6 +35,7 @@ from .. import gc_policy
 from ..context import RequestContext
 from ..runtime.runtime import CoordinatorRuntime, CoordinatorState, NotActiveError, unanswered
 from .responses import heartbeat_response, join_error, leave_response, sync_response
+from .shard import GroupCoordinatorShard
 
 __all__ = ["GroupService"]
 
@@ -57,6 +60,10 @@ def _discard(parked: asyncio.Future[Any]) -> None:
         parked.exception()
 
 
+def _fetch_offsets(request: Any, api_version: int, shard: GroupCoordinatorShard) -> Any:
+    return shard.fetch_offsets(request, api_version)
+
+
 def _client_host(peer: str) -> str:
     # Kafka records a member's host as Java's InetAddress.toString(): "/1.2.3.4".
     host = peer.rsplit(":", 1)[0].strip("[]")
@@ -64,7 +71,8 @@ def _client_host(peer: str) -> str:
 
 
 class GroupService:
-    def __init__(self, runtime: CoordinatorRuntime, offsets_partitions: Callable[[], int | None]) -> None:
+    def __init__(self, runtime: CoordinatorRuntime[GroupCoordinatorShard],
+                 offsets_partitions: Callable[[], int | None]) -> None:
         self.runtime = runtime
         #: The partition count of the offsets topic (``runtime.topic``), None while it does not
         #: exist. Asked, not imported: the topic registry belongs to the topics wing, which the
@@ -311,11 +319,10 @@ class GroupService:
         reads: list[tuple[list[Any], asyncio.Future[Any]]] = []
         for p, groups in by_partition.items():
             error = self._error_for(p)
-            if not error:
+            if p is not None and not error:
                 sub = types.SimpleNamespace(groups=groups, require_stable=request.require_stable)
                 try:
-                    reads.append((groups, self.runtime.read(p, "fetch-offsets",  # type: ignore[arg-type]
-                                                            lambda s, sub=sub: s.fetch_offsets(sub, v))))
+                    reads.append((groups, self.runtime.read(p, "fetch-offsets", partial(_fetch_offsets, sub, v))))
                     continue
                 except NotActiveError:
                     error = E.NOT_COORDINATOR

@@ -30,7 +30,8 @@ Rules:
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
 
@@ -85,27 +86,27 @@ class GroupCoordinatorShard:
     # --- membership (write) --------------------------------------------------------------------
 
     def join_group(self, request: Any, api_version: int, client_id: str, client_host: str,
-                   future: ResponseHandle) -> CoordinatorResult:
+                   future: ResponseHandle) -> CoordinatorResult[Any]:
         return self.group_manager.join_group(request, api_version, client_id, client_host, future)
 
-    def sync_group(self, request: Any, api_version: int, future: ResponseHandle) -> CoordinatorResult:
+    def sync_group(self, request: Any, api_version: int, future: ResponseHandle) -> CoordinatorResult[Any]:
         return self.group_manager.sync_group(request, api_version, future)
 
-    def heartbeat(self, request: Any, api_version: int) -> CoordinatorResult:
+    def heartbeat(self, request: Any, api_version: int) -> CoordinatorResult[Any]:
         return self.group_manager.heartbeat(request, api_version)
 
-    def leave_group(self, request: Any, api_version: int) -> CoordinatorResult:
+    def leave_group(self, request: Any, api_version: int) -> CoordinatorResult[Any]:
         return self.group_manager.leave_group(request, api_version)
 
     # --- offsets -------------------------------------------------------------------------------
 
-    def commit_offsets(self, request: Any, api_version: int) -> CoordinatorResult:
+    def commit_offsets(self, request: Any, api_version: int) -> CoordinatorResult[Any]:
         return self.offset_manager.commit_offsets(request, api_version)
 
     def fetch_offsets(self, request: Any, api_version: int) -> Any:
         return self.offset_manager.fetch_offsets(request, api_version)
 
-    def delete_offsets(self, request: Any, api_version: int) -> CoordinatorResult:
+    def delete_offsets(self, request: Any, api_version: int) -> CoordinatorResult[Any]:
         return self.offset_manager.delete_offsets(request, api_version)
 
     # --- admin ---------------------------------------------------------------------------------
@@ -151,7 +152,7 @@ class GroupCoordinatorShard:
                     group_type=CLASSIC_GROUP_TYPE if api_version >= 5 else ""))
         return ListGroupsResponse(version=api_version, throttle_time_ms=0, error_code=0, groups=listed)
 
-    def delete_groups(self, request: Any, api_version: int) -> CoordinatorResult:
+    def delete_groups(self, request: Any, api_version: int) -> CoordinatorResult[Any]:
         """DeleteGroups v0-2 for the groups of this partition: only Empty groups can go; their
         offsets and their GroupMetadata are tombstoned."""
         records: list[Record] = []
@@ -170,7 +171,7 @@ class GroupCoordinatorShard:
         return CoordinatorResult(records, DeleteGroupsResponse(version=api_version, throttle_time_ms=0,
                                                                results=results))
 
-    def on_topics_deleted(self, topics: set[str]) -> CoordinatorResult:
+    def on_topics_deleted(self, topics: set[str]) -> CoordinatorResult[Any]:
         """Topics were deleted: their committed offsets go at once, in every group (a write the
         service runs on every partition)."""
         return CoordinatorResult(self.offset_manager.topic_tombstones(set(topics)))
@@ -180,7 +181,7 @@ class GroupCoordinatorShard:
 
     # --- expiry --------------------------------------------------------------------------------
 
-    def cleanup_group_metadata(self) -> CoordinatorResult:
+    def cleanup_group_metadata(self) -> CoordinatorResult[Any]:
         """The periodic expiry operation (timer ``expire-group-metadata``); re-arms itself.
 
         An Empty group left without offsets dies, unless a MEMBER_ID_REQUIRED member is about to

@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 
 from coordinator.config import load_config
-from coordinator.topics.log_manager import LogManager
 from coordinator.group.coordinator_type import OFFSETS_SERDE
 from coordinator.runtime.contract import CoordinatorResult
 from coordinator.runtime.coordinator_types import CoordinatorType
 from coordinator.runtime.runtime import CoordinatorRuntime, CoordinatorState, NotActiveError
-from coordinator.runtime.timers import SystemClock
 from coordinator.runtime.snapshot import SNAPSHOT_FILE, encode_snapshot, read_snapshot
+from coordinator.runtime.timers import SystemClock
+from coordinator.topics.log_manager import LogManager
 from coordinator.topics.registry import TopicRegistry
 from protocol.consumer_offsets import OffsetCommitKey, OffsetCommitValue, deserialize, serialize
 from protocol.records import build_batch
@@ -317,8 +317,8 @@ async def test_a_parked_join_answer_failed_by_an_unload_is_still_retrieved() -> 
     from kafka.protocol.consumer import JoinGroupRequest
 
     from coordinator.group.config import GroupConfig
-    from coordinator.group.service import GroupService
     from coordinator.group.coordinator_type import group_coordinator_type
+    from coordinator.group.service import GroupService
 
     plog = ManualLog()
     clock = SteppingClock()
@@ -402,7 +402,7 @@ async def test_log_lines_name_the_operations(caplog: Any) -> None:
     shard.timer.schedule("session-g-m", 5, broken, name="expire-session")
     clock.advance(5)
     [line] = [r for r in caplog.records if r.getMessage() == "timer operation failed"]
-    assert getattr(line, "operation") == "expire-session" and getattr(line, "timer") == "session-g-m"
+    assert line.operation == "expire-session" and line.timer == "session-g-m"
 
     answers = [runtime.write(0, "commit-offset", lambda s: s.commit("g", 1)),
                runtime.write(0, "cleanup-group-metadata", lambda s: s.commit("h", 1)),
@@ -413,7 +413,7 @@ async def test_log_lines_name_the_operations(caplog: Any) -> None:
     await _rounds()
     assert all(isinstance(a, NotActiveError) for a in await asyncio.gather(*answers, return_exceptions=True))
     [line] = [r for r in caplog.records if r.getMessage().startswith("coordinator append failed")]
-    assert getattr(line, "operations") == ["cleanup-group-metadata", "commit-offset"]
+    assert line.operations == ["cleanup-group-metadata", "commit-offset"]
 
 
 @pytest.mark.asyncio

@@ -123,7 +123,7 @@ async def test_a_standby_replays_committed_records_snapshots_and_takes_over_with
     assert standby.state(0) is CoordinatorState.ACTIVE
     assert _shard(standby).replayed == 1510
     loaded = [r for r in caplog.records if r.getMessage() == "coordinator partition loaded"]
-    assert loaded and getattr(loaded[-1], "from_standby") is True and getattr(loaded[-1], "from_offset") == 1500
+    assert loaded and loaded[-1].from_standby is True and loaded[-1].from_offset == 1500
     await logs.close_all()
 
     # Restarted as a follower, it starts from its own snapshot, not from the log start.
