@@ -2,7 +2,7 @@
 
 ``SUPPORTED_VERSIONS`` is the one table of supported APIs and version ranges: the server answers
 ApiVersions from it and rejects requests outside it. An API goes in only when a handler for it
-exists (``tests/coordinator/test_server_apis.py`` checks that the two agree).
+exists (a node refuses to start when an advertised API has no handler: ``App._build_handlers``).
 
 The message classes come from kafka-python 3.x (``kafka.protocol``), generated from Kafka's JSON
 message schemas: every field of every version, flexible versions and tagged fields included.

@@ -180,7 +180,7 @@ def test_every_acknowledged_record_survives_sigkill_of_the_leader_under_load(clu
 def test_acks_all_is_refused_below_min_insync_replicas(cluster: LocalCluster) -> None:
     from kafka.protocol.producer import ProduceRequest
 
-    from tests.coordinator.test_hosted_topics import batch
+    from tests.coordinator.topics.test_hosted_topics import batch
 
     _create(cluster, "minisr", 1, 2, {"min.insync.replicas": "2"})
     leader = _leader(cluster, "minisr", 0)
@@ -232,7 +232,7 @@ def test_a_zombie_leader_resumed_after_its_session_expired_acknowledges_nothing(
 
     from kafka.protocol.producer import ProduceRequest
 
-    from tests.coordinator.test_hosted_topics import batch
+    from tests.coordinator.topics.test_hosted_topics import batch
 
     _create(cluster, "zombie", 1, 3, {"min.insync.replicas": "2"})
     leader = _leader(cluster, "zombie", 0)

@@ -24,7 +24,7 @@ from coordinator.runtime.timers import SystemClock
 from coordinator.topics.log_manager import LogManager
 from coordinator.topics.registry import TopicRegistry
 from tests.coordinator.stepping_clock import SteppingClock
-from tests.coordinator.test_runtime import COUNTERS, TOPIC, _commits, _rounds
+from tests.coordinator.runtime.test_runtime import COUNTERS, TOPIC, _commits, _rounds
 
 pytestmark = pytest.mark.asyncio
 

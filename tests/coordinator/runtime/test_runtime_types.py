@@ -15,7 +15,7 @@ from coordinator.runtime.runtime import CoordinatorRuntime
 from coordinator.topics.registry import CONSUMER_OFFSETS as TOPICS_CONSUMER_OFFSETS
 from protocol.consumer_offsets import OffsetCommitKey, OffsetCommitValue, deserialize
 from tests.coordinator.stepping_clock import SteppingClock
-from tests.coordinator.test_runtime import CounterShard, ManualLog, OneLog
+from tests.coordinator.runtime.test_runtime import CounterShard, ManualLog, OneLog
 
 
 def test_the_registry_maps_each_topic_to_one_coordinator_type() -> None:
