@@ -1,6 +1,9 @@
 """Cluster mode benchmarks (issue 13 item 8): produce throughput and latency by replication
 factor, failover time, and replication lag under load.
 
+Kept in one file (~700 lines): a benchmark is one command, and its workloads share one harness
+(servers, load, result table) that no other module uses.
+
 All configurations run in one invocation, on one machine: a ZooKeeper server and three node
 processes (``coordinator.cluster.local_cluster.LocalCluster``, tickTime 2000 ms,
 ``zookeeper.session.timeout.ms=6000``), and, for comparison, one node in single-node mode

@@ -1,6 +1,9 @@
 """Group-coordinator benchmark (issue 6): the same protocol-level workloads against groupcoord and
 Tansu, side by side, with ratios (groupcoord ÷ Tansu) and the issue's targets. One command::
 
+Kept in one file (~500 lines): a benchmark is one command, and its workloads share one harness
+(servers, load, result table) that no other module uses.
+
     .venv/bin/python bench/coordinator_bench.py                 # everything (~15 min + log generation)
     .venv/bin/python bench/coordinator_bench.py --quick         # smoke check, ~2 min
     .venv/bin/python bench/coordinator_bench.py --only commit,fetch --server both

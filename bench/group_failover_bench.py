@@ -1,5 +1,8 @@
 """Group coordinator failover and cluster commit throughput (issue 14 benchmarks).
 
+Kept in one file (~1100 lines): a benchmark is one command, and its workloads share one harness
+(servers, load, result table) that no other module uses.
+
 One invocation, one machine: a real ZooKeeper (the machine's installation, tickTime 2000 ms) and
 three node processes (``LocalCluster``, ``zookeeper.session.timeout.ms=6000``,
 ``auto.leader.rebalance.enable=false`` so no preferred-leader election moves a leader between

@@ -1,5 +1,8 @@
 """Live-server fuzzer (issue 22, deliverable 2).
 
+Kept in one file (~1300 lines): a benchmark is one command, and its workloads share one harness
+(servers, load, result table) that no other module uses.
+
 A real ``groupcoord serve`` process on a free loopback port takes fuzzed frames on N connections
 while stock clients (confluent-kafka) keep producing with acks=all, consuming in a two-member
 group and committing. Three kinds of fuzzed frames are mixed:

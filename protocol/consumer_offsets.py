@@ -1,5 +1,8 @@
 """Keys and values of the classic records in ``__consumer_offsets``.
 
+Kept whole (~500 lines) while it holds the two classic record types and the primitive reader and
+writer they share; the KIP-848 records are to go in a module of their own beside it.
+
 Every record key is ``int16 version`` followed by a key struct, and the key version doubles as the
 record type; a value is ``int16 version`` followed by a value struct, and a null value is a
 tombstone (Kafka ``GroupCoordinatorRecordSerde``,

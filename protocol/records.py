@@ -1,5 +1,9 @@
 """RecordBatch v2 (magic 2): the unit Kafka stores on disk and sends on the wire.
 
+Kept whole (~680 lines): the encoder, the decoder and the header readers all work from the one
+layout below and its byte offsets, and change together when it does; the decode loop inlines its
+one- and two-byte varint cases for speed (``protocol/varints.py`` holds the general reader).
+
 Layout (Kafka ``DefaultRecordBatch``), all big-endian::
 
     offset  size  field
