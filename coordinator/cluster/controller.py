@@ -20,8 +20,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, replace
+from typing import Any
 
-from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError, NotEmptyError
 
 from .controller_election import ControllerElection, ControllerMoved, ControllerToken
 from .plan import finish_reassignment, invalid_move, plan_partition, reassign, warming_by_partition
@@ -148,7 +149,7 @@ class Controller:
 
     def _reconcile(self, token: ControllerToken, snap: _Snapshot, preferred: bool) -> None:
         for name in sorted(snap.deleting):
-            self._delete_topic(token, name, snap.topics.get(name))
+            self._delete_topic(token, name, snap.topics.get(name), snap.live)
         for name, assignment in sorted(snap.topics.items()):
             if name in snap.deleting:
                 continue
@@ -177,8 +178,19 @@ class Controller:
             data = encode_partition_state(new)
             try:
                 if state is None:
-                    client.ensure_path(path.rsplit("/", 1)[0])
-                    self.election.commit_fenced(token, lambda tx, path=path, data=data: tx.create(path, data))
+                    # The parents are created in the same transaction, conditional on the topic
+                    # znode being the one planned from: a topic deleted meanwhile is not brought
+                    # back as an empty /brokers/topics/<t> (ensure_path would recreate it).
+                    parents = [q for q in (f"{topic_path(name)}/partitions", path.rsplit("/", 1)[0])
+                               if not client.exists(q)]
+
+                    def create(tx: Any, path: str = path, data: bytes = data, parents: list[str] = parents) -> None:
+                        tx.check(topic_path(name), assignment.zk_version)
+                        for parent in parents:
+                            tx.create(parent, b"")
+                        tx.create(path, data)
+
+                    self.election.commit_fenced(token, create)
                 else:
                     self.election.commit_fenced(token, lambda tx, path=path, data=data, state=state: tx.set_data(path, data, version=state.zk_version))
             except (NodeExistsError, BadVersionError, NoNodeError):
@@ -188,9 +200,24 @@ class Controller:
                 "isr": list(new.isr), "was": None if state is None else
                 {"leader": state.leader, "leader_epoch": state.leader_epoch, "isr": list(state.isr)}})
 
-    def _delete_topic(self, token: ControllerToken, name: str, assignment: TopicAssignment | None) -> None:
-        """Remove a topic queued in ``/admin/delete_topics`` (Kafka's TopicDeletionManager, without
-        StopReplica: every node drops its replicas when the topic znode goes from its view)."""
+    def _delete_topic(self, token: ControllerToken, name: str, assignment: TopicAssignment | None,
+                      live: frozenset[int]) -> None:
+        """Remove a topic queued in ``/admin/delete_topics``, in two steps (Kafka's
+        TopicDeletionManager: the topic is gone once every replica answered StopReplica, and only
+        then is its deletion marker removed, so it is never re-created meanwhile):
+
+        1. delete the topic's znodes (states, assignment, config) in one fenced transaction; every
+           node drops its replicas when the topic leaves its view (our StopReplica) and then
+           acknowledges with ``/admin/delete_topics/<topic>/<broker id>`` (replica_manager.py);
+        2. once every live node has acknowledged, delete the acknowledgements and the marker.
+
+        While the marker exists no node auto-creates the topic and CreateTopics refuses it
+        (topic_store.py), and DeleteTopics answers only once the marker is gone: the answer means
+        no live node serves the topic any more.
+
+        Each step tolerates the other having been done already: a pass started from a view that
+        had not yet seen the previous pass's deletion finds nothing to delete (before, it deleted
+        the marker again and failed the whole pass with NoNodeError)."""
         client = self.election.zk.client
         paths = []
         if assignment is not None:
@@ -199,15 +226,41 @@ class Controller:
                 paths += [state, state.rsplit("/", 1)[0]]
             paths.append(f"{topic_path(name)}/partitions")
         existing = [path for path in paths + [topic_path(name), topic_config_path(name)] if client.exists(path)]
+        if existing:
+            def build(tx: object) -> None:
+                for path in existing:
+                    tx.delete(path)  # type: ignore[attr-defined]
 
-        def build(tx: object) -> None:
-            for path in existing:
-                tx.delete(path)  # type: ignore[attr-defined]
-            tx.delete(f"{DELETE_TOPICS}/{name}")  # type: ignore[attr-defined]
+            try:
+                self.election.commit_fenced(token, build)
+            except (NoNodeError, NotEmptyError):
+                return  # it changed meanwhile (a state created, a znode gone): the view brings another pass
+            log.info("topic deleted", extra={"topic": name})
+        marker = f"{DELETE_TOPICS}/{name}"
+        try:
+            # The watch wakes the controller when a node acknowledges.
+            acked = client.get_children(marker, watch=self._acknowledged)
+        except NoNodeError:
+            return  # finished already (a pass from a view that had not seen it yet)
+        waiting = sorted(b for b in live if str(b) not in acked)
+        if waiting:
+            log.debug("topic deletion waits for nodes", extra={"topic": name, "waiting": waiting})
+            return
 
-        # A failure (a znode added meanwhile: NotEmpty) propagates: the pass is retried.
-        self.election.commit_fenced(token, build)
-        log.info("topic deleted", extra={"topic": name})
+        def finish(tx: object) -> None:
+            for child in acked:
+                tx.delete(f"{marker}/{child}")  # type: ignore[attr-defined]
+            tx.delete(marker)  # type: ignore[attr-defined]
+
+        try:
+            self.election.commit_fenced(token, finish)
+        except (NoNodeError, NotEmptyError):
+            return  # an acknowledgement came or went meanwhile: the watch brings another pass
+        log.info("topic deletion completed", extra={"topic": name, "acknowledged_by": sorted(int(a) for a in acked)})
+
+    def _acknowledged(self, event: object) -> None:
+        """A node acknowledged a deletion (a ZooKeeper thread)."""
+        self._loop.call_soon_threadsafe(self._dirty.set)
 
     def _finish_reassignments(self, token: ControllerToken, assignment: TopicAssignment,
                               finishing: dict[int, tuple[PartitionState, PartitionState]]) -> None:
