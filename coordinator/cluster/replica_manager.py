@@ -79,6 +79,7 @@ class ReplicaManager:
         self.leadership_listeners: list[Callable[[str, int, bool, int], None]] = []
         #: Topics queued for deletion this node has acknowledged dropping (``_acknowledge_deletions``).
         self._deletions_acked: set[str] = set()
+        self._acks: set[asyncio.Task[None]] = set()
         view.listeners.append(self)
 
     def start(self) -> None:
@@ -87,10 +88,11 @@ class ReplicaManager:
                        loop.create_task(self._checkpoint_loop())]
 
     async def stop(self) -> None:
-        for task in self._tasks:
+        tasks = [*self._tasks, *self._acks]
+        for task in tasks:
             task.cancel()
         # Their endings (cancellation, or the error a task died of) are not news at shutdown.
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         for fetcher in self.fetchers.values():
             await fetcher.stop()
 
@@ -179,20 +181,24 @@ class ReplicaManager:
             if name in self.view.topics or name in self.topics.registry:
                 continue
             self._deletions_acked.add(name)
-            path = f"{DELETE_TOPICS}/{name}/{self.broker_id}"
-            self.zk.client.create_async(path, b"").rawlink(
-                lambda result, path=path: self._acknowledged(result, path))
+            task = asyncio.get_running_loop().create_task(self._acknowledge(name))
+            self._acks.add(task)
+            task.add_done_callback(self._acks.discard)
 
-    @staticmethod
-    def _acknowledged(result: Any, path: str) -> None:
-        """A ZooKeeper thread: an acknowledgement that exists already, or whose marker is gone
-        (the deletion completed), is not news."""
-        try:
-            result.get()
-        except (NodeExistsError, NoNodeError):
-            pass
-        except KazooException as exc:
-            log.warning("could not acknowledge a topic deletion", extra={"path": path, "error": repr(exc)})
+    async def _acknowledge(self, name: str) -> None:
+        """One acknowledgement, retried while ZooKeeper cannot be reached (the controller waits
+        for it); one that exists already, or whose marker is gone (the deletion completed), is
+        not news."""
+        path = f"{DELETE_TOPICS}/{name}/{self.broker_id}"
+        while name in self.view.deleting:
+            try:
+                await asyncio.to_thread(self.zk.client.create, path, b"")
+                return
+            except (NodeExistsError, NoNodeError):
+                return
+            except KazooException as exc:
+                log.warning("could not acknowledge a topic deletion; retrying", extra={"path": path, "error": repr(exc)})
+                await asyncio.sleep(0.5)
 
     def _mark(self, topic: str, partition: int) -> None:
         self._dirty.add((topic, partition))
