@@ -1,5 +1,6 @@
 """The active controller's duties: partition states for new partitions, leader election when a
-broker goes, ISR clean-up, preferred-leader election (reference/cluster_replication.md §2).
+broker goes, ISR clean-up, preferred-leader election, topic deletion — the duties of Kafka's
+ZooKeeper-mode ``KafkaController`` (core/src/main/scala/kafka/controller/ in Kafka 3.x).
 
 Reconciliation instead of an event log: whenever the view changes while this node is the
 controller (brokers came or went, a topic appeared or grew, a state changed), one pass compares

@@ -2,7 +2,8 @@
 laid out and when it completes, and which moves Kafka's controller refuses. No ZooKeeper, no
 asyncio: ``controller.py`` reads the view, calls these and writes what they return.
 
-Election rules (``PartitionLeaderElectionAlgorithms``, §2.3):
+Election rules (Kafka's ``PartitionLeaderElectionAlgorithms``,
+core/src/main/scala/kafka/controller/PartitionStateMachine.scala in Kafka 3.x):
 
 * a new partition: leader = the first live replica, ISR = the live replicas, leader epoch 0;
 * the leader is gone: the first replica in assignment order that is live and in the ISR; none
@@ -12,7 +13,7 @@ Election rules (``PartitionLeaderElectionAlgorithms``, §2.3):
 * a dead broker in the ISR of a live leader: removed;
 * preferred leader (``auto.leader.rebalance.enable``, and ElectLeaders): the first replica, when it
   is live, in the ISR and not leading;
-* controlled shutdown (§2.5): a node shutting down leads nothing another live ISR member can
+* controlled shutdown (https://kafka.apache.org/documentation/#basic_ops_restarting): a node shutting down leads nothing another live ISR member can
   take, and leaves every ISR it is not the last member of;
 * warm replicas first (groupcoord's own, cluster/warming.py): wherever the rules above leave a
   choice among ISR members — a leader gone, a controlled shutdown — a replica whose state is
