@@ -227,8 +227,12 @@ class Controller:
                 paths += [state, state.rsplit("/", 1)[0]]
             paths.append(f"{topic_path(name)}/partitions")
         existing = [path for path in paths + [topic_path(name), topic_config_path(name)] if client.exists(path)]
+        marker = f"{DELETE_TOPICS}/{name}"
         if existing:
             def build(tx: object) -> None:
+                # Only while the marker exists: a view that still shows it after the deletion
+                # completed must not delete a topic of the same name created since.
+                tx.check(marker, -1)  # type: ignore[attr-defined]
                 for path in existing:
                     tx.delete(path)  # type: ignore[attr-defined]
 
@@ -237,7 +241,6 @@ class Controller:
             except (NoNodeError, NotEmptyError):
                 return  # it changed meanwhile (a state created, a znode gone): the view brings another pass
             log.info("topic deleted", extra={"topic": name})
-        marker = f"{DELETE_TOPICS}/{name}"
         try:
             # The watch wakes the controller when a node acknowledges.
             acked = client.get_children(marker, watch=self._acknowledged)
