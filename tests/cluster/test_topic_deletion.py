@@ -95,3 +95,54 @@ def test_a_deleted_topic_is_gone_from_every_node_when_deletetopics_answers_and_s
         stop.set()
         zk.stop()
         zk.close()
+
+
+def test_while_a_node_has_not_dropped_the_topic_its_name_is_neither_auto_created_nor_created(
+        cluster: LocalCluster) -> None:  # noqa: F811
+    """A node that cannot answer (SIGSTOPped, its session not yet expired) holds the deletion
+    open: DeleteTopics answers REQUEST_TIMED_OUT, as Kafka's does when the deletion does not
+    complete within the request's timeout, and meanwhile the other nodes answer Metadata with
+    auto-creation UNKNOWN_TOPIC_OR_PARTITION and CreateTopics TOPIC_ALREADY_EXISTS ("marked for
+    deletion"), creating nothing. Once the node is gone (or back), the deletion completes."""
+    import signal
+
+    from kafka.protocol.admin import CreateTopicsRequest, DeleteTopicsRequest
+
+    from tests.cluster.test_replication import SESSION_MS
+
+    _create(cluster, TOPIC, 2, 3, {})
+    zk = _zk(cluster)
+    stopped = 3
+    try:
+        cluster.procs[stopped].send_signal(signal.SIGSTOP)
+        with WireClient(cluster.host, cluster.ports[0], timeout=30.0) as admin:
+            started = time.monotonic()
+            response = admin.request(ApiKey.DELETE_TOPICS, 4, DeleteTopicsRequest(version=4, topic_names=[TOPIC],
+                                                                                 timeout_ms=500))
+            assert [r.error_code for r in response.responses] == [ErrorCode.REQUEST_TIMED_OUT], response
+            assert zk.exists(f"/brokers/topics/{TOPIC}") is None  # the znodes are gone, the marker stays
+            assert zk.exists(f"/admin/delete_topics/{TOPIC}") is not None
+            for broker in (1, 2):
+                with WireClient(cluster.host, cluster.ports[broker - 1]) as client:
+                    topic = _metadata(client, allow_auto=True)
+                assert topic.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, (broker, topic)
+            create = CreateTopicsRequest.CreatableTopic(name=TOPIC, num_partitions=1, replication_factor=1,
+                                                        assignments=[], configs=[])
+            created = admin.request(ApiKey.CREATE_TOPICS, 5, CreateTopicsRequest(
+                version=5, topics=[create], timeout_ms=5000, validate_only=False)).topics[0]
+            assert created.error_code == ErrorCode.TOPIC_ALREADY_EXISTS, created
+            assert "marked for deletion" in (created.error_message or ""), created
+            # All of it within the stopped node's session: it was still live throughout.
+            assert time.monotonic() - started < SESSION_MS / 1000, "too slow to test the window"
+            assert zk.exists(f"/brokers/topics/{TOPIC}") is None
+    finally:
+        cluster.procs[stopped].send_signal(signal.SIGCONT)
+    try:
+        deadline = time.monotonic() + 30
+        while zk.exists(f"/admin/delete_topics/{TOPIC}") is not None:
+            assert time.monotonic() < deadline, "the deletion did not complete"
+            time.sleep(0.1)
+        assert zk.exists(f"/brokers/topics/{TOPIC}") is None
+    finally:
+        zk.stop()
+        zk.close()
