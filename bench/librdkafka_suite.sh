@@ -15,7 +15,7 @@
 #   SKIP             never run: 0052 0077 0109 need Kafka's shell tools, 0064 and the SSL/SASL
 #                    tests a secured listener [see DEFAULT_SKIP]
 #   RUNS             runs of the whole list [1]
-#   PORT             the (first) node's port [39400]
+#   PORT             the (first) node's port, below the ephemeral range [19400]
 #   TEST_KAFKA_VERSION  the broker version the tests assume [3.9.0]
 #   TIMEOUT_S        wall-clock limit per test [600]
 #   TIMEOUT_MULTIPLIER  librdkafka's test.timeout.multiplier (a loaded machine) [2]
@@ -32,7 +32,7 @@ HERE=$(cd "$(dirname "$0")/.." && pwd)
 SRC=${LIBRDKAFKA_SRC:-/work/librdkafka-src}
 GIT=${LIBRDKAFKA_GIT:-/work/.mirror/confluentinc+librdkafka/repo}
 RUNS=${RUNS:-1}
-PORT=${PORT:-39400}
+PORT=${PORT:-19400}
 KAFKA_VERSION=${TEST_KAFKA_VERSION:-3.9.0}
 TIMEOUT_S=${TIMEOUT_S:-600}
 MULT=${TIMEOUT_MULTIPLIER:-2}
