@@ -21,6 +21,9 @@
 #   TIMEOUT_MULTIPLIER  librdkafka's test.timeout.multiplier (a loaded machine) [2]
 #   OUT              where logs and results go [/tmp/librdkafka-suite-<mode>-<date>]
 #   PYTHON           the interpreter with groupcoord installed [python3]
+#   SCENARIO         librdkafka's test scenario (tests/scenarios/): default, or noautocreate —
+#                    the server then runs with auto.create.topics.enable=false and only the tests
+#                    of that scenario run (0045's topic_remove / non_exist, 0107, 0111) [default]
 #
 # The test-runner flags: -Q quick mode (fewer messages), -E no sockem (socket-fault) tests, -L no
 # local-only tests (those run against librdkafka's mock cluster, not a broker).
@@ -40,6 +43,12 @@ PYTHON=${PYTHON:-python3}
 OUT=${OUT:-/tmp/librdkafka-suite-$MODE-$(date -u +%Y%m%dT%H%M%S)}
 DEFAULT_SKIP="0052 0077 0109 0064 0097 0115 0119 0124 0126 0128 0133 0134 0135 0142"
 SKIP=${SKIP:-$DEFAULT_SKIP}
+SCENARIO=${SCENARIO:-default}
+EXTRA_SETTINGS=()
+if [ "$SCENARIO" = noautocreate ]; then
+    EXTRA_SETTINGS=(--set auto.create.topics.enable=false)
+    TESTS=${TESTS:-0045 0107 0111}
+fi
 mkdir -p "$OUT"
 
 # --- build (offline) -------------------------------------------------------------------------------
@@ -79,13 +88,13 @@ cd "$HERE"
 if [ "$MODE" = single ]; then
     BOOTSTRAP="127.0.0.1:$PORT"
     PYTHONPATH="$HERE" setsid "$PYTHON" -m coordinator serve --data-dir "$OUT/data" --listen "$BOOTSTRAP" \
-        --set num.partitions=4 > "$OUT/server.log" 2>&1 &
+        --set num.partitions=4 "${EXTRA_SETTINGS[@]}" > "$OUT/server.log" 2>&1 &
     SERVER_PID=$!
     READY="msg=listening"
 else
     BOOTSTRAP="127.0.0.1:$PORT,127.0.0.1:$((PORT + 1)),127.0.0.1:$((PORT + 2))"
     PYTHONPATH="$HERE" setsid "$PYTHON" -m coordinator cluster up --nodes 3 --base-port "$PORT" --dir "$OUT/cluster" \
-        --set num.partitions=4 --set default.replication.factor=3 > "$OUT/server.log" 2>&1 &
+        --set num.partitions=4 --set default.replication.factor=3 "${EXTRA_SETTINGS[@]}" > "$OUT/server.log" 2>&1 &
     SERVER_PID=$!
     READY="$PORT"
 fi
@@ -102,14 +111,14 @@ printf 'bootstrap.servers=%s\ntest.timeout.multiplier=%s\n' "$BOOTSTRAP" "$MULT"
 RESULTS="$OUT/results.tsv"
 : > "$RESULTS"
 echo "mode=$MODE bootstrap=$BOOTSTRAP librdkafka=$(git -C "$SRC" describe --tags --always 2>/dev/null)" \
-     "TEST_KAFKA_VERSION=$KAFKA_VERSION runs=$RUNS out=$OUT"
+     "TEST_KAFKA_VERSION=$KAFKA_VERSION scenario=$SCENARIO runs=$RUNS out=$OUT"
 for run in $(seq 1 "$RUNS"); do
     for t in $RUN_LIST; do
         log="$OUT/run$run-$t.log"
         start=$(date +%s)
         # A failing test aborts its process (SIGABRT): its own log says why, not the shell.
-        (cd "$SRC/tests" && RDKAFKA_TEST_CONF="$OUT/test.conf" TEST_KAFKA_VERSION="$KAFKA_VERSION" TESTS="$t" \
-            exec timeout "$TIMEOUT_S" ./test-runner -Q -E -L) > "$log" 2>&1
+        ( (cd "$SRC/tests" && RDKAFKA_TEST_CONF="$OUT/test.conf" TEST_KAFKA_VERSION="$KAFKA_VERSION" TESTS="$t" \
+            exec timeout "$TIMEOUT_S" ./test-runner -Q -E -L -s "$SCENARIO") > "$log" 2>&1 ) 2>/dev/null
         rc=$?
         secs=$(( $(date +%s) - start ))
         # The summary table: "| 0033_regex_subscribe | PASSED | 68.297s |", one line per test of that number.
