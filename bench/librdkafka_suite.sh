@@ -23,7 +23,8 @@
 #   PYTHON           the interpreter with groupcoord installed [python3]
 #   SCENARIO         librdkafka's test scenario (tests/scenarios/): default, or noautocreate —
 #                    the server then runs with auto.create.topics.enable=false and only the tests
-#                    of that scenario run (0045's topic_remove / non_exist, 0107, 0111) [default]
+#                    of that scenario run (0045's topic_remove / non_exist, 0107, 0111) [default];
+#                    the scenario creates its topics with replication factor 3: cluster mode only
 #
 # The test-runner flags: -Q quick mode (fewer messages), -E no sockem (socket-fault) tests, -L no
 # local-only tests (those run against librdkafka's mock cluster, not a broker).
@@ -116,9 +117,9 @@ for run in $(seq 1 "$RUNS"); do
     for t in $RUN_LIST; do
         log="$OUT/run$run-$t.log"
         start=$(date +%s)
-        # A failing test aborts its process (SIGABRT): its own log says why, not the shell.
-        ( (cd "$SRC/tests" && RDKAFKA_TEST_CONF="$OUT/test.conf" TEST_KAFKA_VERSION="$KAFKA_VERSION" TESTS="$t" \
-            exec timeout "$TIMEOUT_S" ./test-runner -Q -E -L -s "$SCENARIO") > "$log" 2>&1 ) 2>/dev/null
+        # A failing test aborts its process (SIGABRT): the subshell reports it in the test's log.
+        (cd "$SRC/tests" && RDKAFKA_TEST_CONF="$OUT/test.conf" TEST_KAFKA_VERSION="$KAFKA_VERSION" TESTS="$t" \
+            timeout "$TIMEOUT_S" ./test-runner -Q -E -L -s "$SCENARIO"; exit $?) > "$log" 2>&1
         rc=$?
         secs=$(( $(date +%s) - start ))
         # The summary table: "| 0033_regex_subscribe | PASSED | 68.297s |", one line per test of that number.
