@@ -126,12 +126,13 @@ class ClusterApis:
     def _topic_names(self) -> list[str]:
         if self.cluster is None:
             return sorted(info.name for info in self.topics.registry.all())
-        return sorted(self.cluster.topics)
+        # A topic queued for deletion is no longer listed (so a regex subscription does not match it).
+        return sorted(name for name in self.cluster.topics if name not in self.cluster.deleting)
 
     def _topic_exists(self, name: str) -> bool:
         if self.cluster is None:
             return self.topics.registry.get(name) is not None
-        return name in self.cluster.topics
+        return name in self.cluster.topics and name not in self.cluster.deleting
 
     def _topic_name_by_id(self, topic_id: Any) -> str | None:
         if self.cluster is None:
@@ -150,7 +151,9 @@ class ClusterApis:
         if not self._topic_exists(name):
             if topic_name_error(name) is not None:
                 return self._error_topic(name, ErrorCode.INVALID_TOPIC_EXCEPTION)
-            if not auto_create:
+            if not auto_create or (self.cluster is not None and name in self.cluster.deleting):
+                # A topic whose deletion is in flight is unknown, and not auto-created: it would
+                # come back right after its deletion completes (topic_store.py refuses it too).
                 return self._error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             try:
                 self.topics.auto_create(name)

@@ -1,5 +1,6 @@
 """The active controller's duties: partition states for new partitions, leader election when a
-broker goes, ISR clean-up, preferred-leader election (reference/cluster_replication.md §2).
+broker goes, ISR clean-up, preferred-leader election, topic deletion — the duties of Kafka's
+ZooKeeper-mode ``KafkaController`` (core/src/main/scala/kafka/controller/ in Kafka 3.x).
 
 Reconciliation instead of an event log: whenever the view changes while this node is the
 controller (brokers came or went, a topic appeared or grew, a state changed), one pass compares
@@ -12,33 +13,7 @@ Every write is fenced twice: by the controller epoch (``commit_fenced`` checks
 ``/controller_epoch``'s version, so a deposed controller writes nothing) and by the state
 znode's version (the partition epoch), so it never overwrites a change it has not seen.
 
-Election rules (``PartitionLeaderElectionAlgorithms``, §2.3):
-
-* a new partition: leader = the first live replica, ISR = the live replicas, leader epoch 0;
-* the leader is gone: the first replica in assignment order that is live and in the ISR; none
-  and ``unclean.leader.election.enable`` → the first live replica, ISR = [it]; none otherwise →
-  leader -1 and the ISR kept as it was (it never becomes empty: the last member may hold data no
-  other replica has, KIP-966's "last replica standing");
-* a dead broker in the ISR of a live leader: removed;
-* preferred leader (``auto.leader.rebalance.enable``, and ElectLeaders): the first replica, when it
-  is live, in the ISR and not leading;
-* controlled shutdown (§2.5): a node shutting down leads nothing another live ISR member can
-  take, and leaves every ISR it is not the last member of;
-* warm replicas first (groupcoord's own, cluster/warming.py): wherever the rules above leave a
-  choice among ISR members — a leader gone, a controlled shutdown — a replica whose state is
-  still warming up comes after the others, order kept otherwise; and the preferred replica
-  does not take leadership back while it is warming (it would answer "loading" meanwhile).
-  A preference only: if every candidate is warming, the first is chosen as before;
-* partition reassignment (KIP-455, :meth:`Controller.alter_reassignments`): the topic znode
-  lists the original and the target replicas together, with ``adding_replicas`` and
-  ``removing_replicas``; the new replicas follow and catch up like any follower, and once every
-  target replica is in the ISR one transaction writes the target as the assignment and a state
-  with the leader in the target (kept if it is there, else the first live target replica in the
-  ISR — Kafka's ReassignPartitionLeaderElectionStrategy) and the ISR narrowed to the target.
-  Replicas no longer assigned delete their logs when they see it (Kafka's StopReplica with
-  delete). A cancellation is a reassignment back to the original replicas.
-
-Every change the controller makes bumps the leader epoch.
+The rules each pass applies are in ``plan.py`` (pure, tested alone).
 """
 
 from __future__ import annotations
@@ -46,14 +21,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, replace
+from typing import Any
 
-from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError, NotEmptyError
 
 from .controller_election import ControllerElection, ControllerMoved, ControllerToken
+from .plan import finish_reassignment, invalid_move, plan_partition, reassign, warming_by_partition
 from .view import ClusterView
 from .znodes import (
     DELETE_TOPICS,
-    NO_LEADER,
     PartitionState,
     TopicAssignment,
     ZnodeError,
@@ -80,133 +56,6 @@ class _Snapshot:
     states: dict[tuple[str, int], PartitionState]
     #: Replicas still warming, by partition (cluster/warming.py).
     warming: dict[tuple[str, int], frozenset[int]]
-
-
-def _warming_by_partition(marks: frozenset[tuple[int, str, int]]) -> dict[tuple[str, int], frozenset[int]]:
-    out: dict[tuple[str, int], set[int]] = {}
-    for broker, topic, partition in marks:
-        out.setdefault((topic, partition), set()).add(broker)
-    return {k: frozenset(v) for k, v in out.items()}
-
-
-def plan_partition(replicas: tuple[int, ...], state: PartitionState | None, live: frozenset[int], *,
-                   unclean: bool, preferred: bool, controller_epoch: int,
-                   shutting_down: frozenset[int] = frozenset(),
-                   warming: frozenset[int] = frozenset()) -> PartitionState | None:
-    """The state the controller writes for one partition, or None if it stays (pure).
-    ``warming``: replicas to choose last (see the module docstring)."""
-    alive = [r for r in replicas if r in live]
-    if state is None:
-        if not alive:
-            return None
-        return PartitionState(alive[0], 0, tuple(alive), controller_epoch)
-    if state.leader == -2:  # being deleted
-        return None
-    # A leader no longer among the replicas (a reassignment overridden before it finished) goes.
-    leader_live = state.leader in live and state.leader in replicas
-    if leader_live:
-        # Only replicas stay in the ISR: a replica dropped by an overriding reassignment leaves it.
-        isr = tuple(r for r in state.isr if r in live and r in replicas)
-        leader = state.leader
-        if shutting_down:
-            staying = [r for r in replicas if r in isr and r not in shutting_down]
-            staying.sort(key=lambda r: r in warming)  # stable: assignment order otherwise
-            if leader in shutting_down and staying:
-                leader = staying[0]
-            if leader not in shutting_down:
-                isr = tuple(r for r in isr if r not in shutting_down)
-        if (preferred and alive and alive[0] != leader and alive[0] in isr and alive[0] not in shutting_down
-                and alive[0] not in warming):
-            leader = alive[0]
-        if isr == state.isr and leader == state.leader:
-            return None
-        return PartitionState(leader, state.leader_epoch + 1, isr, controller_epoch)
-    candidates = [r for r in replicas if r in live and r in state.isr]
-    candidates.sort(key=lambda r: (r in shutting_down, r in warming))  # stable: assignment order otherwise
-    if candidates:
-        leader = candidates[0]
-        isr = tuple(r for r in state.isr if r in live)
-    elif unclean and alive:
-        leader, isr = alive[0], (alive[0],)
-    else:
-        if state.leader == NO_LEADER:
-            return None
-        # Keep the ISR minus the dead, but never empty: the last member stays (see docstring).
-        isr = tuple(r for r in state.isr if r in live) or state.isr[-1:]
-        leader = NO_LEADER
-    return PartitionState(leader, state.leader_epoch + 1, isr, controller_epoch)
-
-
-def finish_reassignment(assignment: TopicAssignment, partition: int, state: PartitionState, live: frozenset[int],
-                        shutting_down: frozenset[int], controller_epoch: int) -> PartitionState | None:
-    """The state that completes a partition's reassignment, once every target replica is in the
-    ISR and a live target replica can lead; None while it must wait (pure)."""
-    target = assignment.target(partition)
-    if state.leader < 0 or not all(r in state.isr for r in target):
-        return None
-    if state.leader in target and state.leader in live:
-        leader = state.leader
-    else:
-        candidates = [r for r in target if r in live and r in state.isr]
-        candidates.sort(key=lambda r: r in shutting_down)  # stable: target order otherwise
-        if not candidates:
-            return None
-        leader = candidates[0]
-    isr = tuple(r for r in state.isr if r in target)
-    return PartitionState(leader, state.leader_epoch + 1, isr, controller_epoch)
-
-
-def reassign(assignment: TopicAssignment, partition: int, target: tuple[int, ...] | None) -> TopicAssignment:
-    """``assignment`` with ``partition`` moving to ``target`` (None: back to its original replicas),
-    as KIP-455 lays it out: replicas = target then the original ones not in it, adding = target
-    minus original, removing = original minus target. A move that overrides an unfinished one
-    starts from that one's original replicas (pure)."""
-    original = assignment.original(partition)
-    if target is None:
-        # Cancelled: the original replicas are the target; those being added are removed again.
-        target = original
-    replicas = tuple(dict.fromkeys(target + original))
-    adding = tuple(r for r in target if r not in original)
-    removing = tuple(r for r in original if r not in target)
-    partitions = dict(assignment.partitions)
-    partitions[partition] = replicas
-    adds, removes = dict(assignment.adding), dict(assignment.removing)
-    adds.pop(partition, None)
-    removes.pop(partition, None)
-    if adding:
-        adds[partition] = adding
-    if removing:
-        removes[partition] = removing
-    return replace(assignment, partitions=partitions, adding=adds, removing=removes)
-
-
-def _invalid_move(current: TopicAssignment, partition: int, target: tuple[int, ...] | None, live: frozenset[int],
-                  allow_rf_change: bool) -> tuple[int, str] | None:
-    """Why Kafka's controller would refuse this move, as (error code, message); None if valid."""
-    from protocol.errors import ErrorCode
-
-    if partition not in current.partitions:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Partition {current.name}-{partition} does not exist."
-    if target is None:
-        if not current.reassigning(partition):
-            return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, f"No reassignment of {current.name}-{partition} is in progress."
-        return None
-    if not target:
-        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Empty replica list specified."
-    if len(set(target)) != len(target):
-        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Duplicate replica ids in {list(target)}."
-    if any(r < 0 for r in target):
-        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Invalid broker id in {list(target)}."
-    dead = [r for r in target if r not in live]
-    if dead:
-        return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                f"Replica assignment has brokers that are not alive. Replica list: {list(target)}, "
-                f"live broker list: {sorted(live)}")
-    if not allow_rf_change and len(target) != len(current.original(partition)):
-        return (ErrorCode.INVALID_REPLICATION_FACTOR,
-                f"The replication factor of {current.name}-{partition} would change from "
-                f"{len(current.original(partition))} to {len(target)}.")
-    return None
 
 
 class Controller:
@@ -258,7 +107,7 @@ class Controller:
     def _snapshot(self) -> _Snapshot:
         view = self.view
         return _Snapshot(frozenset(view.brokers), view.shutting_down, view.deleting, dict(view.topics),
-                         dict(view.states), _warming_by_partition(view.warming))
+                         dict(view.states), warming_by_partition(view.warming))
 
     def elect_preferred(self) -> None:
         """Run a preferred-leader election on the next pass (ElectLeaders, the imbalance timer)."""
@@ -301,7 +150,7 @@ class Controller:
 
     def _reconcile(self, token: ControllerToken, snap: _Snapshot, preferred: bool) -> None:
         for name in sorted(snap.deleting):
-            self._delete_topic(token, name, snap.topics.get(name))
+            self._delete_topic(token, name, snap.topics.get(name), snap.live)
         for name, assignment in sorted(snap.topics.items()):
             if name in snap.deleting:
                 continue
@@ -330,8 +179,19 @@ class Controller:
             data = encode_partition_state(new)
             try:
                 if state is None:
-                    client.ensure_path(path.rsplit("/", 1)[0])
-                    self.election.commit_fenced(token, lambda tx, path=path, data=data: tx.create(path, data))
+                    # The parents are created in the same transaction, conditional on the topic
+                    # znode being the one planned from: a topic deleted meanwhile is not brought
+                    # back as an empty /brokers/topics/<t> (ensure_path would recreate it).
+                    parents = [q for q in (f"{topic_path(name)}/partitions", path.rsplit("/", 1)[0])
+                               if not client.exists(q)]
+
+                    def create(tx: Any, path: str = path, data: bytes = data, parents: list[str] = parents) -> None:
+                        tx.check(topic_path(name), assignment.zk_version)
+                        for parent in parents:
+                            tx.create(parent, b"")
+                        tx.create(path, data)
+
+                    self.election.commit_fenced(token, create)
                 else:
                     self.election.commit_fenced(token, lambda tx, path=path, data=data, state=state: tx.set_data(path, data, version=state.zk_version))
             except (NodeExistsError, BadVersionError, NoNodeError):
@@ -341,9 +201,24 @@ class Controller:
                 "isr": list(new.isr), "was": None if state is None else
                 {"leader": state.leader, "leader_epoch": state.leader_epoch, "isr": list(state.isr)}})
 
-    def _delete_topic(self, token: ControllerToken, name: str, assignment: TopicAssignment | None) -> None:
-        """Remove a topic queued in ``/admin/delete_topics`` (Kafka's TopicDeletionManager, without
-        StopReplica: every node drops its replicas when the topic znode goes from its view)."""
+    def _delete_topic(self, token: ControllerToken, name: str, assignment: TopicAssignment | None,
+                      live: frozenset[int]) -> None:
+        """Remove a topic queued in ``/admin/delete_topics``, in two steps (Kafka's
+        TopicDeletionManager: the topic is gone once every replica answered StopReplica, and only
+        then is its deletion marker removed, so it is never re-created meanwhile):
+
+        1. delete the topic's znodes (states, assignment, config) in one fenced transaction; every
+           node drops its replicas when the topic leaves its view (our StopReplica) and then
+           acknowledges with ``/admin/delete_topics/<topic>/<broker id>`` (replica_manager.py);
+        2. once every live node has acknowledged, delete the acknowledgements and the marker.
+
+        While the marker exists no node auto-creates the topic and CreateTopics refuses it
+        (topic_store.py), and DeleteTopics answers only once the marker is gone: the answer means
+        no live node serves the topic any more.
+
+        Each step tolerates the other having been done already: a pass started from a view that
+        had not yet seen the previous pass's deletion finds nothing to delete (before, it deleted
+        the marker again and failed the whole pass with NoNodeError)."""
         client = self.election.zk.client
         paths = []
         if assignment is not None:
@@ -352,15 +227,44 @@ class Controller:
                 paths += [state, state.rsplit("/", 1)[0]]
             paths.append(f"{topic_path(name)}/partitions")
         existing = [path for path in paths + [topic_path(name), topic_config_path(name)] if client.exists(path)]
+        marker = f"{DELETE_TOPICS}/{name}"
+        if existing:
+            def build(tx: object) -> None:
+                # Only while the marker exists: a view that still shows it after the deletion
+                # completed must not delete a topic of the same name created since.
+                tx.check(marker, -1)  # type: ignore[attr-defined]
+                for path in existing:
+                    tx.delete(path)  # type: ignore[attr-defined]
 
-        def build(tx: object) -> None:
-            for path in existing:
-                tx.delete(path)  # type: ignore[attr-defined]
-            tx.delete(f"{DELETE_TOPICS}/{name}")  # type: ignore[attr-defined]
+            try:
+                self.election.commit_fenced(token, build)
+            except (NoNodeError, NotEmptyError):
+                return  # it changed meanwhile (a state created, a znode gone): the view brings another pass
+            log.info("topic deleted", extra={"topic": name})
+        try:
+            # The watch wakes the controller when a node acknowledges.
+            acked = client.get_children(marker, watch=self._acknowledged)
+        except NoNodeError:
+            return  # finished already (a pass from a view that had not seen it yet)
+        waiting = sorted(b for b in live if str(b) not in acked)
+        if waiting:
+            log.debug("topic deletion waits for nodes", extra={"topic": name, "waiting": waiting})
+            return
 
-        # A failure (a znode added meanwhile: NotEmpty) propagates: the pass is retried.
-        self.election.commit_fenced(token, build)
-        log.info("topic deleted", extra={"topic": name})
+        def finish(tx: object) -> None:
+            for child in acked:
+                tx.delete(f"{marker}/{child}")  # type: ignore[attr-defined]
+            tx.delete(marker)  # type: ignore[attr-defined]
+
+        try:
+            self.election.commit_fenced(token, finish)
+        except (NoNodeError, NotEmptyError):
+            return  # an acknowledgement came or went meanwhile: the watch brings another pass
+        log.info("topic deletion completed", extra={"topic": name, "acknowledged_by": sorted(int(a) for a in acked)})
+
+    def _acknowledged(self, event: object) -> None:
+        """A node acknowledged a deletion (a ZooKeeper thread)."""
+        self._loop.call_soon_threadsafe(self._dirty.set)
 
     def _finish_reassignments(self, token: ControllerToken, assignment: TopicAssignment,
                               finishing: dict[int, tuple[PartitionState, PartitionState]]) -> None:
@@ -439,7 +343,7 @@ class Controller:
                     break
                 moved = current
                 for p, target in sorted(moves.items()):
-                    problem = _invalid_move(current, p, target, live, allow_rf_change)
+                    problem = invalid_move(current, p, target, live, allow_rf_change)
                     if problem is not None:
                         result[p] = problem
                         continue

@@ -2,7 +2,8 @@
 changes (Kafka's ``ReplicaManager`` on a broker, fed by ZooKeeper watches instead of LeaderAndIsr).
 
 * A topic in the view is adopted by the topic registry (the registry is ZooKeeper's in cluster
-  mode, not ``topics.json``), so every handler sees it; a topic gone from the view is dropped.
+  mode, not ``topics.json``), so every handler sees it; a topic gone from the view is dropped,
+  and if it is queued for deletion this node acknowledges that to the controller.
 * For each partition this node is a replica of, once its state is known: open the log, then
   lead (leader = this node) or follow the leader through a :class:`ReplicaFetcher`. A role is
   applied only for a newer leader epoch (or the same epoch with a newer partition epoch: an ISR
@@ -21,7 +22,7 @@ import asyncio
 import logging
 from typing import Any, Callable, Iterable
 
-from kazoo.exceptions import BadVersionError, KazooException, NoNodeError
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 
 from ..topics.log_manager import LogManager
 from ..topics.partition_log import PartitionLog
@@ -30,7 +31,7 @@ from ..topics.replication_quota import ReplicationThrottle
 from ..topics.service import TopicService
 from .replica_fetcher import FetchSettings, ReplicaFetcher
 from .view import ClusterView
-from .znodes import CONTROLLED_SHUTDOWN, PartitionState, encode_partition_state, partition_state_path
+from .znodes import CONTROLLED_SHUTDOWN, DELETE_TOPICS, PartitionState, encode_partition_state, partition_state_path
 from .zookeeper import ZooKeeper
 
 __all__ = ["ReplicaManager", "NOT_A_REPLICA"]
@@ -77,6 +78,9 @@ class ReplicaManager:
         #: Told (topic, partition, leading, leader epoch) whenever this node starts or stops
         #: leading a partition: the group coordinator follows ``__consumer_offsets`` (issue 14).
         self.leadership_listeners: list[Callable[[str, int, bool, int], None]] = []
+        #: Topics queued for deletion this node has acknowledged dropping (``_acknowledge_deletions``).
+        self._deletions_acked: set[str] = set()
+        self._acks: set[asyncio.Task[None]] = set()
         view.listeners.append(self)
 
     def start(self) -> None:
@@ -85,10 +89,11 @@ class ReplicaManager:
                        loop.create_task(self._checkpoint_loop())]
 
     async def stop(self) -> None:
-        for task in self._tasks:
+        tasks = [*self._tasks, *self._acks]
+        for task in tasks:
             task.cancel()
         # Their endings (cancellation, or the error a task died of) are not news at shutdown.
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         for fetcher in self.fetchers.values():
             await fetcher.stop()
 
@@ -131,7 +136,8 @@ class ReplicaManager:
 
     def brokers_changed(self, view: ClusterView) -> None:
         # A leader that re-registered may have a new endpoint; fetchers read it at each connect.
-        pass
+        # The topics queued for deletion changed too (ClusterView.set_deleting tells this).
+        self._acknowledge_deletions()
 
     def topic_changed(self, view: ClusterView, name: str) -> None:
         assignment = view.topics.get(name)
@@ -144,6 +150,7 @@ class ReplicaManager:
                     if plog.topic == name and plog.replication is not None and plog.replication.is_leader:
                         self._tell(name, plog.partition, False, plog.replication.leader_epoch)
                 self.topics.forget(name)
+            self._acknowledge_deletions()
             return
         info = registry.get(name)
         configs = view.configs.get(name, {})
@@ -161,6 +168,38 @@ class ReplicaManager:
 
     def state_changed(self, view: ClusterView, topic: str, partition: int) -> None:
         self._mark(topic, partition)
+
+    def _acknowledge_deletions(self) -> None:
+        """Tell the controller this node serves no topic queued for deletion that has left its
+        view (dropped above, on ``topic_changed``): ``/admin/delete_topics/<topic>/<broker id>``,
+        our answer to Kafka's StopReplica. The controller removes the marker — and DeleteTopics
+        answers — only once every live node has answered (controller.py ``_delete_topic``). The
+        znode is persistent, so a session lost and regained does not take it back; it is created
+        without its parent, so a marker already removed is not brought back."""
+        pending = self.view.deleting
+        self._deletions_acked &= pending
+        for name in sorted(pending - self._deletions_acked):
+            if name in self.view.topics or name in self.topics.registry:
+                continue
+            self._deletions_acked.add(name)
+            task = asyncio.get_running_loop().create_task(self._acknowledge(name))
+            self._acks.add(task)
+            task.add_done_callback(self._acks.discard)
+
+    async def _acknowledge(self, name: str) -> None:
+        """One acknowledgement, retried while ZooKeeper cannot be reached (the controller waits
+        for it); one that exists already, or whose marker is gone (the deletion completed), is
+        not news."""
+        path = f"{DELETE_TOPICS}/{name}/{self.broker_id}"
+        while name in self.view.deleting:
+            try:
+                await asyncio.to_thread(self.zk.client.create, path, b"")
+                return
+            except (NodeExistsError, NoNodeError):
+                return
+            except KazooException as exc:
+                log.warning("could not acknowledge a topic deletion; retrying", extra={"path": path, "error": repr(exc)})
+                await asyncio.sleep(0.5)
 
     def _mark(self, topic: str, partition: int) -> None:
         self._dirty.add((topic, partition))

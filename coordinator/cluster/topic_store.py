@@ -77,11 +77,20 @@ class ZkTopicStore:
                 raise TopicError(exc.error_code, str(exc)) from None
         assignment = TopicAssignment(name, uuid.uuid4(), {p: tuple(r) for p, r in placement.items()})
         client = self.zk.client
+        client.ensure_path(DELETE_TOPICS)
+        marker = f"{DELETE_TOPICS}/{name}"
         tx = client.transaction()
+        # No creation while a deletion of the name is in flight (Kafka's AdminZkClient refuses a
+        # topic "marked for deletion"): creating and deleting the marker in the same transaction
+        # fails it, atomically with the rest, if the marker exists — whatever this node's view says.
+        tx.create(marker, b"")
+        tx.delete(marker)
         tx.create(topic_config_path(name), encode_topic_config(configs))
         tx.create(topic_path(name), encode_topic(assignment))
         results = tx.commit()
         errors = [r for r in results if isinstance(r, Exception)]
+        if isinstance(results[0], NodeExistsError):
+            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' is marked for deletion.")
         if any(isinstance(r, NodeExistsError) for r in errors):
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         if errors:
@@ -93,7 +102,7 @@ class ZkTopicStore:
 
     def create_in_background(self, name: str, num_partitions: int, replication_factor: int,
                              configs: dict[str, str]) -> None:
-        if name in self._creating or name in self.view.topics:
+        if name in self._creating or name in self.view.topics or name in self.view.deleting:
             return
         self._creating.add(name)
 
@@ -132,9 +141,13 @@ class ZkTopicStore:
             pass  # already queued
 
     async def wait_deleted(self, name: str, timeout_s: float) -> bool:
+        """True once the deletion completed: the topic is gone from this node's view and so is its
+        marker, which the controller removes only after every live node acknowledged dropping the
+        topic (controller.py) — so no node serves it any more (Kafka's controller answers
+        DeleteTopics once the deletion completed)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
-        while name in self.view.topics:
+        while name in self.view.topics or name in self.view.deleting:
             if loop.time() >= deadline:
                 return False
             await asyncio.sleep(0.01)

@@ -6,7 +6,7 @@ in which a node applies the partition states it sees."""
 
 from __future__ import annotations
 
-from coordinator.cluster.controller import plan_partition
+from coordinator.cluster.plan import plan_partition
 from coordinator.cluster.znodes import PartitionState, decode_warming_replica, warming_replica_name
 
 REPLICAS = (1, 2, 3)

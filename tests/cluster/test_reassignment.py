@@ -14,8 +14,8 @@ from typing import Any, Iterator
 
 import pytest
 
-from coordinator.cluster.controller import finish_reassignment, reassign
 from coordinator.cluster.local_cluster import LocalCluster
+from coordinator.cluster.plan import finish_reassignment, reassign
 from coordinator.cluster.znodes import PartitionState, TopicAssignment, decode_topic, encode_topic
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode

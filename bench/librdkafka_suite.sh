@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# librdkafka's own integration tests (its repository's tests/, see tests/README.md there) against
+# groupcoord: a single node, or a 3-node cluster on ZooKeeper. Builds librdkafka offline if its
+# test binary is missing, starts the server, runs each test in its own test-runner process (one
+# hanging test cannot take the others with it) and prints a pass/fail table.
+#
+#   bench/librdkafka_suite.sh single            # the default test list against one node
+#   bench/librdkafka_suite.sh cluster           # the same against `groupcoord cluster up --nodes 3`
+#   TESTS="0011 0033 0081 0092" RUNS=3 bench/librdkafka_suite.sh cluster
+#
+# Environment (defaults in brackets):
+#   LIBRDKAFKA_SRC   librdkafka checkout, outside this repository [/work/librdkafka-src]
+#   LIBRDKAFKA_GIT   where to clone it from when missing [/work/.mirror/confluentinc+librdkafka/repo]
+#   TESTS            test numbers to run [0001-0150 minus those below]
+#   SKIP             never run: 0052 0077 0109 need Kafka's shell tools, 0064 and the SSL/SASL
+#                    tests a secured listener [see DEFAULT_SKIP]
+#   RUNS             runs of the whole list [1]
+#   PORT             the (first) node's port, below the ephemeral range [19400]
+#   TEST_KAFKA_VERSION  the broker version the tests assume [3.9.0]
+#   TIMEOUT_S        wall-clock limit per test [600]
+#   TIMEOUT_MULTIPLIER  librdkafka's test.timeout.multiplier (a loaded machine) [2]
+#   OUT              where logs and results go [/tmp/librdkafka-suite-<mode>-<date>]
+#   PYTHON           the interpreter with groupcoord installed [python3]
+#   SCENARIO         librdkafka's test scenario (tests/scenarios/): default, or noautocreate —
+#                    the server then runs with auto.create.topics.enable=false and only the tests
+#                    of that scenario run (0045's topic_remove / non_exist, 0107, 0111) [default];
+#                    the scenario creates its topics with replication factor 3: cluster mode only
+#
+# The test-runner flags: -Q quick mode (fewer messages), -E no sockem (socket-fault) tests, -L no
+# local-only tests (those run against librdkafka's mock cluster, not a broker).
+set -u -o pipefail
+
+MODE=${1:-single}
+case "$MODE" in single|cluster) ;; *) echo "usage: $0 single|cluster" >&2; exit 2 ;; esac
+HERE=$(cd "$(dirname "$0")/.." && pwd)
+SRC=${LIBRDKAFKA_SRC:-/work/librdkafka-src}
+GIT=${LIBRDKAFKA_GIT:-/work/.mirror/confluentinc+librdkafka/repo}
+RUNS=${RUNS:-1}
+PORT=${PORT:-19400}
+KAFKA_VERSION=${TEST_KAFKA_VERSION:-3.9.0}
+TIMEOUT_S=${TIMEOUT_S:-600}
+MULT=${TIMEOUT_MULTIPLIER:-2}
+PYTHON=${PYTHON:-python3}
+OUT=${OUT:-/tmp/librdkafka-suite-$MODE-$(date -u +%Y%m%dT%H%M%S)}
+DEFAULT_SKIP="0052 0077 0109 0064 0097 0115 0119 0124 0126 0128 0133 0134 0135 0142"
+SKIP=${SKIP:-$DEFAULT_SKIP}
+SCENARIO=${SCENARIO:-default}
+EXTRA_SETTINGS=()
+if [ "$SCENARIO" = noautocreate ]; then
+    EXTRA_SETTINGS=(--set auto.create.topics.enable=false)
+    TESTS=${TESTS:-0045 0107 0111}
+fi
+mkdir -p "$OUT"
+
+# --- build (offline) -------------------------------------------------------------------------------
+if [ ! -x "$SRC/tests/test-runner" ]; then
+    if [ ! -d "$SRC" ]; then
+        git clone -q "$GIT" "$SRC" || exit 1
+    fi
+    echo "building librdkafka in $SRC (log: $OUT/build.log)"
+    (cd "$SRC" && ./configure --no-download --disable-gssapi --disable-curl && make -j2 libs \
+        && make -C tests -j2 build) > "$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; exit 1; }
+fi
+export LD_LIBRARY_PATH="$SRC/src:$SRC/src-cpp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+# --- the test list ---------------------------------------------------------------------------------
+if [ -z "${TESTS:-}" ]; then
+    # Every test numbered 0001-0150 that the build has (the list in test.c).
+    TESTS=$(grep -o '_TEST_DECL([0-9]\{4\}_' "$SRC/tests/test.c" | grep -o '[0-9]\{4\}' | sort -u \
+            | awk '$1 >= "0001" && $1 <= "0150"' | tr '\n' ' ')
+fi
+RUN_LIST=""
+for t in $TESTS; do
+    case " $SKIP " in *" $t "*) ;; *) RUN_LIST="$RUN_LIST $t" ;; esac
+done
+
+# --- the server ------------------------------------------------------------------------------------
+SERVER_PID=""
+stop_server() {
+    if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2>/dev/null; then
+        kill -INT "$SERVER_PID" 2>/dev/null   # `cluster up` stops its nodes on Ctrl-C; serve stops too
+        for _ in $(seq 1 60); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.5; done
+        kill -TERM "$SERVER_PID" 2>/dev/null
+    fi
+}
+trap stop_server EXIT
+
+cd "$HERE"
+if [ "$MODE" = single ]; then
+    BOOTSTRAP="127.0.0.1:$PORT"
+    PYTHONPATH="$HERE" setsid "$PYTHON" -m coordinator serve --data-dir "$OUT/data" --listen "$BOOTSTRAP" \
+        --set num.partitions=4 "${EXTRA_SETTINGS[@]}" > "$OUT/server.log" 2>&1 &
+    SERVER_PID=$!
+    READY="msg=listening"
+else
+    BOOTSTRAP="127.0.0.1:$PORT,127.0.0.1:$((PORT + 1)),127.0.0.1:$((PORT + 2))"
+    PYTHONPATH="$HERE" setsid "$PYTHON" -m coordinator cluster up --nodes 3 --base-port "$PORT" --dir "$OUT/cluster" \
+        --set num.partitions=4 --set default.replication.factor=3 "${EXTRA_SETTINGS[@]}" > "$OUT/server.log" 2>&1 &
+    SERVER_PID=$!
+    READY="$PORT"
+fi
+for _ in $(seq 1 120); do
+    grep -q "$READY" "$OUT/server.log" 2>/dev/null && break
+    kill -0 "$SERVER_PID" 2>/dev/null || { echo "server exited:"; tail -20 "$OUT/server.log"; exit 1; }
+    sleep 0.5
+done
+sleep 2  # the cluster's controller elects the first leaders
+
+printf 'bootstrap.servers=%s\ntest.timeout.multiplier=%s\n' "$BOOTSTRAP" "$MULT" > "$OUT/test.conf"
+
+# --- run ------------------------------------------------------------------------------------------
+RESULTS="$OUT/results.tsv"
+: > "$RESULTS"
+echo "mode=$MODE bootstrap=$BOOTSTRAP librdkafka=$(git -C "$SRC" describe --tags --always 2>/dev/null)" \
+     "TEST_KAFKA_VERSION=$KAFKA_VERSION scenario=$SCENARIO runs=$RUNS out=$OUT"
+for run in $(seq 1 "$RUNS"); do
+    for t in $RUN_LIST; do
+        log="$OUT/run$run-$t.log"
+        start=$(date +%s)
+        # A failing test aborts its process (SIGABRT): the subshell reports it in the test's log.
+        (cd "$SRC/tests" && RDKAFKA_TEST_CONF="$OUT/test.conf" TEST_KAFKA_VERSION="$KAFKA_VERSION" TESTS="$t" \
+            timeout "$TIMEOUT_S" ./test-runner -Q -E -L -s "$SCENARIO"; exit $?) > "$log" 2>&1
+        rc=$?
+        secs=$(( $(date +%s) - start ))
+        # The summary table: "| 0033_regex_subscribe | PASSED | 68.297s |", one line per test of that number.
+        rows=$(sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -E "^\| *$t[_a-z0-9]* +\|" \
+               | awk -F'|' '{gsub(/ /,"",$2); gsub(/ /,"",$3); print $2":"$3}' | tr '\n' ' ')
+        if [ -z "$rows" ]; then
+            if [ $rc -eq 124 ]; then rows="$t:TIMEOUT"; else rows="$t:NO-SUMMARY(rc=$rc)"; fi
+        fi
+        if echo "$rows" | grep -q -E "FAILED|TIMEOUT|NO-SUMMARY"; then
+            verdict=FAIL
+            reason=$(sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -E "TEST FAILURE|Test .* FAILED|### Test" | head -2 \
+                     | tr '\n' ' ' | cut -c1-300)
+        elif echo "$rows" | grep -q PASSED; then
+            verdict=PASS; reason=""
+        else
+            verdict=SKIP
+            reason=$(sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -i -E "skipping|skipped:" | head -1 | cut -c1-200)
+        fi
+        printf '%s\t%s\t%s\t%ss\t%s\t%s\n' "$run" "$t" "$verdict" "$secs" "$rows" "$reason" | tee -a "$RESULTS"
+        kill -0 "$SERVER_PID" 2>/dev/null || { echo "the server exited during $t"; break 2; }
+    done
+done
+
+# --- table ----------------------------------------------------------------------------------------
+echo
+echo "| test | $(for r in $(seq 1 "$RUNS"); do printf 'run %s | ' "$r"; done)"
+echo "|---|$(for _ in $(seq 1 "$RUNS"); do printf -- '---|'; done)"
+for t in $RUN_LIST; do
+    line="| $t |"
+    for r in $(seq 1 "$RUNS"); do
+        v=$(awk -F'\t' -v r="$r" -v t="$t" '$1==r && $2==t {print $3" ("$4")"}' "$RESULTS")
+        line="$line ${v:--} |"
+    done
+    echo "$line"
+done
+echo
+echo "passed: $(awk -F'\t' '$3=="PASS"' "$RESULTS" | wc -l), failed: $(awk -F'\t' '$3=="FAIL"' "$RESULTS" | wc -l)," \
+     "skipped: $(awk -F'\t' '$3=="SKIP"' "$RESULTS" | wc -l); logs in $OUT"
+awk -F'\t' '$3=="FAIL" {print "FAIL run " $1 " " $2 ": " $5 " " $6}' "$RESULTS"
