@@ -71,8 +71,15 @@ class Controller:
         self._preferred_due = False
         self._tasks: list[asyncio.Task[None]] = []
         self._loop = asyncio.get_running_loop()
-        election.on_elected = lambda t: self._loop.call_soon_threadsafe(self._elected, t)
-        election.on_resigned = lambda t: self._loop.call_soon_threadsafe(self._resigned, t)
+
+        def on_elected(token: ControllerToken) -> None:  # a kazoo thread
+            self._loop.call_soon_threadsafe(self._elected, token)
+
+        def on_resigned(token: ControllerToken) -> None:
+            self._loop.call_soon_threadsafe(self._resigned, token)
+
+        election.on_elected = on_elected
+        election.on_resigned = on_resigned
         view.listeners.append(self)
 
     def start(self) -> None:
@@ -193,7 +200,10 @@ class Controller:
 
                     self.election.commit_fenced(token, create)
                 else:
-                    self.election.commit_fenced(token, lambda tx, path=path, data=data, state=state: tx.set_data(path, data, version=state.zk_version))
+                    def update(tx: Any, path: str = path, data: bytes = data, version: int = state.zk_version) -> None:
+                        tx.set_data(path, data, version=version)
+
+                    self.election.commit_fenced(token, update)
             except (NodeExistsError, BadVersionError, NoNodeError):
                 continue  # the view brings the newer version and another pass
             log.info("partition state written", extra={
@@ -278,16 +288,16 @@ class Controller:
         done = replace(assignment, partitions=partitions, adding=adds, removing=removes)
         name = assignment.name
 
-        def build(tx: object) -> None:
+        def build(tx: Any) -> None:  # a kazoo transaction (kazoo is untyped)
             for p, (old, new) in sorted(finishing.items()):
-                tx.set_data(partition_state_path(name, p), encode_partition_state(new), version=old.zk_version)  # type: ignore[attr-defined]
-            tx.set_data(topic_path(name), encode_topic(done), version=assignment.zk_version)  # type: ignore[attr-defined]
+                tx.set_data(partition_state_path(name, p), encode_partition_state(new), version=old.zk_version)
+            tx.set_data(topic_path(name), encode_topic(done), version=assignment.zk_version)
 
         try:
             self.election.commit_fenced(token, build)
         except (BadVersionError, NoNodeError):
             return  # something moved meanwhile: the view brings it and another pass
-        for p, (old, new) in sorted(finishing.items()):
+        for p, (_old, new) in sorted(finishing.items()):
             log.info("partition reassignment completed", extra={
                 "partition": f"{name}-{p}", "replicas": list(partitions[p]),
                 "removed": list(assignment.removing.get(p, ())), "leader": new.leader,
@@ -355,8 +365,11 @@ class Controller:
                 if moved is current:
                     break
                 try:
-                    stat = self.election.commit_fenced(token, lambda tx, moved=moved: tx.set_data(
-                        topic_path(name), encode_topic(moved), version=current.zk_version))[0]
+                    def write(tx: Any, path: str = topic_path(name), data: bytes = encode_topic(moved),
+                              version: int = current.zk_version) -> None:
+                        tx.set_data(path, data, version=version)
+
+                    stat = self.election.commit_fenced(token, write)[0]
                     written[name] = stat.version
                 except BadVersionError:
                     continue  # the topic changed meanwhile (a finished move, new partitions): again

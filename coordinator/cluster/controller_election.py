@@ -19,8 +19,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from kazoo.client import KazooState
 from kazoo.exceptions import (
@@ -128,6 +129,7 @@ class ControllerElection:
     def elect(self) -> ControllerToken | None:
         """Try to become the controller; the token if this node won, None if another did."""
         client = self.zk.client
+        token: ControllerToken | None
         with self._lock:
             if self.token is not None:
                 return self.token

@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from kazoo.exceptions import BadVersionError, NoNodeError, NodeExistsError, RolledBackError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 
+from .view import ClusterView
 from .znodes import (
     CONFIG_CHANGES,
     broker_config_path,
@@ -22,7 +23,6 @@ from .znodes import (
     encode_topic_config,
     topic_config_path,
 )
-from .view import ClusterView
 from .zookeeper import ZooKeeper
 
 __all__ = ["ZkConfigs", "ConfigChanged"]

@@ -19,13 +19,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from protocol.apis import ApiKey, request_class
 from protocol.client import decode_response, encode_request
 from protocol.errors import ErrorCode
-
 from storage.errors import InvalidBatchError
 
 from ..topics.partition_log import PartitionLog
@@ -126,7 +126,7 @@ class ReplicaFetcher:
                 if waiting:
                     try:
                         await asyncio.wait_for(self._changed.wait(), min(f.retry_at for f in waiting) - now)
-                    except asyncio.TimeoutError:
+                    except TimeoutError:
                         pass
                 else:
                     await self._changed.wait()
@@ -144,7 +144,7 @@ class ReplicaFetcher:
                         continue
                 if ready:
                     await self._fetch_interruptibly(ready)
-            except (OSError, ConnectionError, asyncio.TimeoutError, asyncio.IncompleteReadError) as exc:
+            except (TimeoutError, OSError, ConnectionError, asyncio.IncompleteReadError) as exc:
                 log.info("fetch from the leader failed; retrying",
                          extra={"leader": self.leader_id, "error": repr(exc)})
                 self._close()
@@ -172,7 +172,7 @@ class ReplicaFetcher:
         self._changed.clear()
         try:
             await asyncio.wait_for(self._changed.wait(), seconds)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
 
     async def _connect(self) -> None:

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from functools import partial
+from typing import Any
 
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 
@@ -311,7 +313,7 @@ class ReplicaManager:
     def _follow(self, plog: PartitionLog, leader: int, epoch: int) -> None:
         fetcher = self.fetchers.get(leader)
         if fetcher is None:
-            fetcher = self.fetchers[leader] = ReplicaFetcher(leader, lambda b=leader: self._endpoint(b),
+            fetcher = self.fetchers[leader] = ReplicaFetcher(leader, partial(self._endpoint, leader),
                                                              self.fetch_settings, self.throttle)
         fetcher.follow(plog, epoch)
         self._following[(plog.topic, plog.partition)] = leader

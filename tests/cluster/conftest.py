@@ -5,8 +5,9 @@ from __future__ import annotations
 import contextlib
 import signal
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 

@@ -9,7 +9,8 @@ import json
 import re
 import threading
 import time
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from coordinator.cluster.local_cluster import LocalCluster
 

@@ -46,8 +46,8 @@ from pathlib import Path
 import pytest
 
 from coordinator.cluster.local_cluster import LocalCluster
-from tests.cluster.fault_tools import FaultLog, ZkReader, bad_log_lines, poll
 from tests.cluster.conftest import running_cluster
+from tests.cluster.fault_tools import FaultLog, ZkReader, bad_log_lines, poll
 from tests.cluster.test_replication import _create
 
 SECONDS = float(os.environ.get("GROUPCOORD_FAULT_SECONDS", "40"))
@@ -334,7 +334,7 @@ def test_random_faults_lose_no_acknowledged_record_and_replicas_converge(cluster
         after = [len(pr.acked) for pr in producers]
         log(f"faults over: {dict(counts)}; acked={after} read={reader.count()}")
         # Served again: both producers get acknowledgements once the last fault is over.
-        assert poll(lambda: all(len(pr.acked) >= n + 200 for pr, n in zip(producers, after)), 60), \
+        assert poll(lambda: all(len(pr.acked) >= n + 200 for pr, n in zip(producers, after, strict=True)), 60), \
             f"producers not acknowledged again within 60 s of the last fault: {after} -> " \
             f"{[len(pr.acked) for pr in producers]}\n{log.text()}"
         log(f"served again: acked={[len(pr.acked) for pr in producers]}")

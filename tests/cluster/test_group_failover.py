@@ -6,8 +6,9 @@ takes over its hot-standby state instead of loading the partition's log."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 

@@ -9,11 +9,13 @@ below min.insync.replicas.
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -326,6 +328,6 @@ session timeout for the new leader (§9 scenario 2)."""
         zk.close()
     assert state["leader"] != leader and leader not in state["isr"]
     assert errors == [], errors[:3]
-    around = [b - a for a, b in zip(times, times[1:]) if b > stopped_at - 1]
+    around = [b - a for a, b in itertools.pairwise(times) if b > stopped_at - 1]
     print(f"longest pause between acknowledgements around the shutdown: {max(around):.3f} s")
     assert max(around) < 1.0  # a hard kill pauses for the session timeout (4 s here)

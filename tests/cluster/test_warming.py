@@ -11,8 +11,8 @@ import pytest
 
 from coordinator.cluster.view import ClusterView
 from coordinator.cluster.warming import WarmingMarks
-from coordinator.cluster.znodes import WARMING_REPLICAS
 from coordinator.cluster.zk_watcher import ZkWatcher
+from coordinator.cluster.znodes import WARMING_REPLICAS
 from coordinator.cluster.zookeeper import ZooKeeper
 from tests.cluster.conftest import chroot_for
 

@@ -26,8 +26,13 @@ import tempfile
 from pathlib import Path
 
 from storage.errors import CorruptCheckpointError
-from storage.files import (RECOVERY_POINT_FILE, read_checkpoint, read_hw_checkpoint, write_checkpoint,
-                           write_hw_checkpoint)
+from storage.files import (
+    RECOVERY_POINT_FILE,
+    read_checkpoint,
+    read_hw_checkpoint,
+    write_checkpoint,
+    write_hw_checkpoint,
+)
 from tests.fuzz.harness import Finding, scratch_dir
 
 NAME = "checkpoints"

@@ -23,8 +23,8 @@ from coordinator.runtime.snapshot import read_snapshot
 from coordinator.runtime.timers import SystemClock
 from coordinator.topics.log_manager import LogManager
 from coordinator.topics.registry import TopicRegistry
-from tests.coordinator.stepping_clock import SteppingClock
 from tests.coordinator.runtime.test_runtime import COUNTERS, TOPIC, _commits, _rounds
+from tests.coordinator.stepping_clock import SteppingClock
 
 pytestmark = pytest.mark.asyncio
 

@@ -14,8 +14,8 @@ from coordinator.runtime.coordinator_types import CoordinatorType, CoordinatorTy
 from coordinator.runtime.runtime import CoordinatorRuntime
 from coordinator.topics.registry import CONSUMER_OFFSETS as TOPICS_CONSUMER_OFFSETS
 from protocol.consumer_offsets import OffsetCommitKey, OffsetCommitValue, deserialize
-from tests.coordinator.stepping_clock import SteppingClock
 from tests.coordinator.runtime.test_runtime import CounterShard, ManualLog, OneLog
+from tests.coordinator.stepping_clock import SteppingClock
 
 
 def test_the_registry_maps_each_topic_to_one_coordinator_type() -> None:
