@@ -11,7 +11,6 @@ message schemas: every field of every version, flexible versions and tagged fiel
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import Any
 
 from kafka.protocol.admin import (
     AlterConfigsRequest,
@@ -80,6 +79,8 @@ from kafka.protocol.producer import (
     ProduceResponse,
 )
 
+from .kafka_types import KafkaMessageClass
+
 __all__ = ["ApiKey", "SUPPORTED_VERSIONS", "request_class", "response_class", "is_flexible"]
 
 
@@ -119,7 +120,7 @@ class ApiKey(IntEnum):
 
 # Request and response classes per api key. Knowing a codec is not the same as serving the API:
 # only SUPPORTED_VERSIONS says what we serve.
-_MESSAGES: dict[ApiKey, tuple[Any, Any]] = {
+_MESSAGES: dict[ApiKey, tuple[KafkaMessageClass, KafkaMessageClass]] = {
     ApiKey.PRODUCE: (ProduceRequest, ProduceResponse),
     ApiKey.FETCH: (FetchRequest, FetchResponse),
     ApiKey.LIST_OFFSETS: (ListOffsetsRequest, ListOffsetsResponse),
@@ -206,11 +207,11 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
 }
 
 
-def request_class(api_key: int) -> Any:
+def request_class(api_key: int) -> KafkaMessageClass:
     return _MESSAGES[ApiKey(api_key)][0]
 
 
-def response_class(api_key: int) -> Any:
+def response_class(api_key: int) -> KafkaMessageClass:
     return _MESSAGES[ApiKey(api_key)][1]
 
 

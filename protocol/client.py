@@ -7,14 +7,14 @@ speak the wire directly.
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from .apis import ApiKey, request_class, response_class
+from .kafka_types import KafkaMessageClass, KafkaRequest, KafkaResponse
 
 __all__ = ["encode_request", "decode_response"]
 
 
-def encode_request(api_key: int, version: int, correlation_id: int, request: Any, client_id: str | None = "test") -> bytes:
+def encode_request(api_key: int, version: int, correlation_id: int, request: KafkaRequest, client_id: str | None = "test") -> bytes:
     """One whole request frame, size prefix included (request header v1, or v2 when flexible)."""
     cls = request_class(api_key)
     flexible = cls.flexible_version_q(version)
@@ -24,7 +24,7 @@ def encode_request(api_key: int, version: int, correlation_id: int, request: Any
     return struct.pack(">i", len(header) + len(body)) + header + body
 
 
-def decode_response(api_key: int, version: int, frame: bytes) -> tuple[int, Any]:
+def decode_response(api_key: int, version: int, frame: bytes) -> tuple[int, KafkaResponse]:
     """Decode a response frame (without its size prefix) into (correlation id, response)."""
     cls = response_class(api_key)
     (correlation_id,) = struct.unpack_from(">i", frame, 0)
@@ -41,7 +41,7 @@ def decode_response(api_key: int, version: int, frame: bytes) -> tuple[int, Any]
     return correlation_id, cls.decode(frame[pos:], version=version)
 
 
-def _decode_exact(cls: Any, data: bytes, version: int) -> Any:
+def _decode_exact(cls: KafkaMessageClass, data: bytes, version: int) -> KafkaResponse:
     from kafka.protocol.api_message import ApiMessage
 
     return ApiMessage.decode.__func__(cls, data, version=version)

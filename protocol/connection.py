@@ -26,10 +26,11 @@ Rules:
 from __future__ import annotations
 
 import struct
-from typing import Any
+from collections.abc import Callable
 
 from .apis import SUPPORTED_VERSIONS, ApiKey, request_class, response_class
 from .events import NEED_DATA, ProtocolViolation, RequestReceived, UnsupportedApiVersions
+from .kafka_types import KafkaRequest, KafkaResponse
 from .nullability import null_checker
 from .request_codec import MAX_TAGGED_FIELDS, MalformedRequest, body_decoder, too_many_tagged_fields
 from .varints import VarintError, read_uvarint
@@ -65,12 +66,13 @@ def _skip_tagged_fields(buf: memoryview, pos: int) -> int:
 #: (api key, version) -> whether its response header is v1; filled on first use (hot path).
 _RESPONSE_HEADER_V1: dict[tuple[int, int], bool] = {}
 #: (api key, version) of a supported request -> (ApiKey, body decoder, flexible header, null check).
-_REQUEST_PLANS: dict[tuple[int, int], tuple[ApiKey, Any, bool, Any]] = {}
+_REQUEST_PLANS: dict[tuple[int, int], tuple[ApiKey, Callable[[bytes | memoryview], KafkaRequest], bool,
+                                                 Callable[[KafkaRequest], None]]] = {}
 _CORRELATION = struct.Struct(">i")
 _CORRELATION_V1 = struct.Struct(">ib")
 
 
-def encode_response(api_key: int, api_version: int, correlation_id: int, response: Any) -> bytes:
+def encode_response(api_key: int, api_version: int, correlation_id: int, response: KafkaResponse) -> bytes:
     """Frame ``response`` (a kafka-python response message) for the given request."""
     body = response.encode(version=api_version)
     v1 = _RESPONSE_HEADER_V1.get((api_key, api_version))

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+
+from .kafka_types import KafkaRequest
 
 __all__ = ["NEED_DATA", "RequestReceived", "UnsupportedApiVersions", "ProtocolViolation"]
 
@@ -25,7 +26,7 @@ class RequestReceived:
     api_version: int
     correlation_id: int
     client_id: str | None
-    request: Any
+    request: KafkaRequest
     size: int
 
 

@@ -33,12 +33,13 @@ from __future__ import annotations
 
 import struct
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import BinaryIO
 
 from .varints import encode_uvarint
 
-__all__ = ["RecordsRef", "FetchPartitionData", "FetchTopicData", "encode_fetch_response", "parts_size",
+__all__ = ["RecordsRef", "FileRange", "FetchPartitionData", "FetchTopicData", "encode_fetch_response", "parts_size",
            "MIN_VERSION", "MAX_VERSION"]
 
 MIN_VERSION = 4
@@ -52,12 +53,29 @@ _PARTITION_V4 = struct.Struct(">ihqq")  # index, error, high watermark, last sta
 _I64 = struct.Struct(">q")
 
 
+class FileRange:
+    """``length`` bytes of an open binary file from ``position``, sent with ``sendfile``.
+
+    The file object must not be used for positional I/O elsewhere: ``loop.sendfile`` moves its
+    position. ``release`` (if given) is called once the range was sent or the send was abandoned.
+    """
+
+    __slots__ = ("file", "position", "length", "release")
+
+    def __init__(self, file: BinaryIO, position: int, length: int, release: Callable[[], None] | None = None) -> None:
+        self.file = file
+        self.position = position
+        self.length = length
+        self.release = release
+
+
 @dataclass(frozen=True, slots=True)
 class RecordsRef:
-    """Record bytes the encoder does not hold: ``length`` bytes described by ``source``."""
+    """Record bytes the encoder does not hold: ``length`` bytes described by ``source``, the bytes
+    themselves or a :class:`FileRange` (the server sends those with ``sendfile``)."""
 
     length: int
-    source: Any
+    source: bytes | FileRange
 
 
 @dataclass(slots=True)

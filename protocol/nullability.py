@@ -11,7 +11,8 @@ once per api key and version.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+
+from .kafka_types import KafkaMessageClass, KafkaSchemaField, KafkaStruct
 
 __all__ = ["null_checker", "NullInNonNullableField"]
 
@@ -28,7 +29,7 @@ Plan = list[tuple[str, bool, "Plan | None", bool]]
 _ELEMENTS: Plan = [("", False, None, False)]
 
 
-def _plan(fields: dict[str, Any], version: int) -> Plan:
+def _plan(fields: dict[str, KafkaSchemaField], version: int) -> Plan:
     """(attribute, nullable, plan of the items or struct, is a struct array) per relevant field."""
     out: Plan = []
     for name, field in fields.items():
@@ -51,7 +52,7 @@ def _plan(fields: dict[str, Any], version: int) -> Plan:
     return out
 
 
-def _check(obj: Any, plan: Plan, path: str) -> None:
+def _check(obj: KafkaStruct, plan: Plan, path: str) -> None:
     for name, nullable, sub, is_array in plan:
         value = getattr(obj, name, None)
         if value is None:
@@ -69,12 +70,12 @@ def _check(obj: Any, plan: Plan, path: str) -> None:
                 _check(value, sub, f"{path}{name}.")
 
 
-def null_checker(cls: Any, version: int) -> Callable[[Any], None]:
+def null_checker(cls: KafkaMessageClass, version: int) -> Callable[[KafkaStruct], None]:
     """A function raising :class:`NullInNonNullableField` for a decoded ``cls`` message of
     ``version`` holding a null where the schema does not allow one."""
     plan = _plan(cls.fields, version)
 
-    def check(message: Any) -> None:
+    def check(message: KafkaStruct) -> None:
         _check(message, plan, "")
 
     return check

@@ -56,7 +56,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from mmap import mmap
-from typing import Any, NamedTuple, cast
+from typing import NamedTuple, TypedDict, Unpack, cast
 
 import crc32c as _crc32c
 
@@ -611,13 +611,28 @@ def encode_batch(
     return bytes(out)
 
 
+class BatchOptions(TypedDict, total=False):
+    """The keyword arguments of ``encode_batch`` that ``build_batch`` passes on."""
+
+    max_timestamp: int | None
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    partition_leader_epoch: int
+    transactional: bool
+    control: bool
+    log_append_time: bool
+    last_offset_delta: int | None
+    delete_horizon: int | None
+
+
 def build_batch(
     items: Iterable[tuple[bytes | None, bytes | None] | tuple[bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]]],
     *,
     timestamp_ms: int,
     base_offset: int = 0,
     compression: int = Compression.NONE,
-    **options: Any,
+    **options: Unpack[BatchOptions],
 ) -> bytes:
     """A batch of sequential records ``(key, value)`` or ``(key, value, headers)``, one timestamp.
 

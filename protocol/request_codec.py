@@ -41,7 +41,6 @@ import io
 import struct
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from kafka.protocol.schemas.fields.array import ArrayField
 from kafka.protocol.schemas.fields.codecs.types import UnsignedVarInt32
@@ -49,6 +48,7 @@ from kafka.protocol.schemas.fields.codegen import CodegenContext
 from kafka.protocol.schemas.fields.struct import StructField
 from kafka.protocol.schemas.fields.struct_array import StructArrayField
 
+from .kafka_types import KafkaCodegen, KafkaMessageClass, KafkaRequest, KafkaSchemaField
 from .varints import read_uvarint
 
 __all__ = ["MalformedRequest", "body_decoder", "CODEC_ERRORS", "MAX_ARRAY_ELEMENTS", "MAX_TAGGED_FIELDS",
@@ -70,7 +70,7 @@ class MalformedRequest(ValueError):
 # --- the emitters we replace --------------------------------------------------------------
 
 
-def _emit_uvarint(cls: Any, ctx: Any, var_name: str, indent: str) -> None:
+def _emit_uvarint(cls: object, ctx: KafkaCodegen, var_name: str, indent: str) -> None:
     """An unsigned varint: a one-byte value (below 128: nearly every compact length, count and
     tag) read inline, anything longer by protocol/varints.read_uvarint, the one reader, which
     refuses more than 5 bytes as Kafka's ByteUtils does. The inline byte keeps a call per varint
@@ -84,7 +84,7 @@ def _emit_uvarint(cls: Any, ctx: Any, var_name: str, indent: str) -> None:
     ctx.emit(indent, f"    {var_name}, pos = _read_uvarint(data, pos - 1)")
 
 
-def _emit_tagged_decode(self: Any, ctx: Any, var_name: str, indent: str, version: int) -> None:
+def _emit_tagged_decode(self: KafkaSchemaField, ctx: KafkaCodegen, var_name: str, indent: str, version: int) -> None:
     """A non-empty tagged-field section, read by :func:`_read_tagged_fields`; the decoded fields
     land on the object as kafka-python's own decoder puts them (known ones as attributes)."""
     tagged = ctx.next_var("tf")
@@ -100,7 +100,7 @@ def _emit_tagged_decode(self: Any, ctx: Any, var_name: str, indent: str, version
     ctx.emit(indent, f"        setattr({var_name}, _tk, _tv)")
 
 
-def _emit_array_decode(self: Any, ctx: Any, var_name: str, indent: str, version: int | None = None,
+def _emit_array_decode(self: KafkaSchemaField, ctx: KafkaCodegen, var_name: str, indent: str, version: int | None = None,
                        compact: bool = False, tagged: bool | None = False) -> None:
     """An array (of values or of structs: both classes keep the item field in ``array_of``):
     -1 is null, any other negative count or one larger than the bytes left is malformed."""
@@ -139,12 +139,12 @@ def too_many_tagged_fields(count: int) -> MalformedRequest:
     return MalformedRequest(f"{count} tagged fields, more than the {MAX_TAGGED_FIELDS} a request may hold")
 
 
-def _read_tagged_fields(tagged: Any, data: memoryview, pos: int, version: int) -> tuple[dict[str, Any], int]:
+def _read_tagged_fields(tagged: KafkaSchemaField, data: memoryview, pos: int, version: int) -> tuple[dict[str, object], int]:
     """``{name or "_<tag>": value}`` of the section at ``pos``, and the position after it."""
     count, pos = read_uvarint(data, pos)
     if count > MAX_TAGGED_FIELDS:
         raise too_many_tagged_fields(count)
-    fields: dict[str, Any] = {}
+    fields: dict[str, object] = {}
     for _ in range(count):
         tag, pos = read_uvarint(data, pos)
         size, pos = read_uvarint(data, pos)
@@ -193,7 +193,7 @@ def _our_emitters() -> Iterator[None]:
         StructArrayField.emit_decode_from = _THEIR_STRUCT_ARRAY
 
 
-def _compile(cls: Any, version: int) -> Callable[[Any, int], tuple[Any, int]]:
+def _compile(cls: KafkaMessageClass, version: int) -> Callable[[bytes | memoryview, int], tuple[KafkaRequest, int]]:
     """``decode(data, pos) -> (message, end)`` for ``cls`` at ``version``: what kafka-python's
     ``compiled_decode_from`` builds (same classes, same objects), with our emitters."""
     schema = cls._struct
@@ -213,15 +213,15 @@ def _compile(cls: Any, version: int) -> Callable[[Any, int], tuple[Any, int]]:
             schema._data_class = saved
     ctx.emit("    ", "return obj, pos")
     exec(compile(ctx.source(), f"<codegen_decode:{schema.name}_v{version}:groupcoord>", "exec"), ctx.globs)
-    decode: Callable[[Any, int], tuple[Any, int]] = ctx.globs["_decode"]
+    decode: Callable[[bytes | memoryview, int], tuple[KafkaRequest, int]] = ctx.globs["_decode"]
     return decode
 
 
-def body_decoder(cls: Any, version: int) -> Callable[[bytes | memoryview], Any]:
+def body_decoder(cls: KafkaMessageClass, version: int) -> Callable[[bytes | memoryview], KafkaRequest]:
     """A function decoding a ``cls`` request body of ``version`` or raising MalformedRequest."""
     decode_from = _compile(cls, version)
 
-    def decode(body: bytes | memoryview) -> Any:
+    def decode(body: bytes | memoryview) -> KafkaRequest:
         try:
             message, end = decode_from(body, 0)
         except CODEC_ERRORS as exc:

@@ -10,32 +10,14 @@ ApiVersions request above our maximum itself (KIP-511), before any handler sees 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, BinaryIO
-
 from kafka.protocol.metadata import ApiVersionsResponse
 
 from .apis import SUPPORTED_VERSIONS
 from .errors import ErrorCode
-from .fetch_response import RecordsRef
+from .fetch_response import FileRange, RecordsRef
+from .kafka_types import KafkaResponse, KafkaStruct
 
 __all__ = ["FileRange", "EncodedResponse", "api_version_entries", "unsupported_api_versions_response"]
-
-
-class FileRange:
-    """``length`` bytes of an open binary file from ``position``, sent with ``sendfile``.
-
-    The file object must not be used for positional I/O elsewhere: ``loop.sendfile`` moves its
-    position. ``release`` (if given) is called once the range was sent or the send was abandoned.
-    """
-
-    __slots__ = ("file", "position", "length", "release")
-
-    def __init__(self, file: BinaryIO, position: int, length: int, release: Callable[[], None] | None = None) -> None:
-        self.file = file
-        self.position = position
-        self.length = length
-        self.release = release
 
 
 class EncodedResponse:
@@ -48,7 +30,7 @@ class EncodedResponse:
         self.parts = parts
 
 
-def api_version_entries() -> list[Any]:
+def api_version_entries() -> list[KafkaStruct]:
     """Every API we serve with its version range, as ApiVersionsResponse lists them."""
     return [
         ApiVersionsResponse.ApiVersion(api_key=int(key), min_version=low, max_version=high)
@@ -56,6 +38,6 @@ def api_version_entries() -> list[Any]:
     ]
 
 
-def unsupported_api_versions_response() -> Any:
+def unsupported_api_versions_response() -> KafkaResponse:
     """The v0-format answer to an ApiVersions request above our maximum version (KIP-511)."""
     return ApiVersionsResponse(version=0, error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=api_version_entries())

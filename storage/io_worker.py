@@ -73,7 +73,7 @@ class IoWorker:
                 jobs = list(self._jobs)
                 self._jobs.clear()
             done: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any, BaseException | None]]] = {}
-            outcomes_in_order: list[tuple[asyncio.AbstractEventLoop, Callable[[], Any] | None, list[Any]]] = []
+            outcomes_in_order: list[tuple[asyncio.AbstractEventLoop, Callable[[], object] | None, list[Any]]] = []
             for loop, fut, fn, args, then in jobs:
                 try:
                     outcome = [fut, fn(*args), None]
@@ -96,7 +96,7 @@ class IoWorker:
                     pass  # that loop is closed: nobody waits for these any more
 
     @staticmethod
-    def _then(then: Callable[[], Any], outcome: list[Any]) -> None:
+    def _then(then: Callable[[], object], outcome: list[Any]) -> None:
         try:
             then()
         except BaseException as exc:
