@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
 
 from protocol.consumer_offsets import GroupMetadataValue, MemberMetadata
 from protocol.consumer_protocol import CONSUMER_PROTOCOL_TYPE, parse_subscribed_topics
 
+from ..runtime.contract import ResponseHandle
 from .group_state import VALID_PREVIOUS_STATES, GroupState, IllegalStateTransition
 
 __all__ = ["ClassicGroup", "ClassicGroupMember", "ParkedResponse", "parse_subscribed_topics",
@@ -33,7 +33,7 @@ __all__ = ["ClassicGroup", "ClassicGroupMember", "ParkedResponse", "parse_subscr
 class ParkedResponse:
     """A JoinGroup or SyncGroup waiting for the rebalance, with the version to answer in."""
 
-    future: Any
+    future: ResponseHandle
     api_version: int
 
 

@@ -44,10 +44,11 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
-from typing import Any
 
 from protocol.consumer_offsets import GroupMetadataKey, GroupMetadataValue
 from protocol.errors import ErrorCode
+from protocol.hot_responses import HeartbeatAnswer
+from protocol.kafka_types import KafkaRequest, KafkaResponse
 
 from ..runtime.contract import Clock, CoordinatorResult, Record, ResponseHandle, Timer
 from .classic_group import ClassicGroup, ClassicGroupMember, ParkedResponse
@@ -80,8 +81,8 @@ class GroupManager(Rebalancer):
     # =========================================================================================
     # JoinGroup (v0-9)
 
-    def join_group(self, request: Any, api_version: int, client_id: str, client_host: str,
-                   future: ResponseHandle) -> CoordinatorResult[Any]:
+    def join_group(self, request: KafkaRequest, api_version: int, client_id: str, client_host: str,
+                   future: ResponseHandle) -> CoordinatorResult[None]:
         """Answer through ``future`` (now or when the join phase completes); the result carries
         records only, its ``response`` is None."""
         records: list[Record] = []
@@ -94,7 +95,7 @@ class GroupManager(Rebalancer):
         protocols = [(p.name, bytes(p.metadata)) for p in request.protocols]
         parked = ParkedResponse(future, api_version)
 
-        def fail(error: int, answer_member_id: str = member_id) -> CoordinatorResult[Any]:
+        def fail(error: int, answer_member_id: str = member_id) -> CoordinatorResult[None]:
             future.set_result(join_error(api_version, error, answer_member_id))
             return CoordinatorResult(records)
 
@@ -137,7 +138,7 @@ class GroupManager(Rebalancer):
 
     def _join_new_member(self, group: ClassicGroup, protocol_type: str, protocols: list[tuple[str, bytes]],
                          instance_id: str | None, client_id: str, client_host: str, session_ms: int,
-                         rebalance_ms: int, parked: ParkedResponse, records: list[Record]) -> CoordinatorResult[Any]:
+                         rebalance_ms: int, parked: ParkedResponse, records: list[Record]) -> CoordinatorResult[None]:
         prefix = instance_id if instance_id is not None else client_id
         new_member_id = f"{prefix}-{self._new_uuid()}"
         while new_member_id in group.members or new_member_id in group.pending_members:
@@ -164,7 +165,7 @@ class GroupManager(Rebalancer):
     def _join_existing_member(self, group: ClassicGroup, member_id: str, protocol_type: str,
                               protocols: list[tuple[str, bytes]], instance_id: str | None, client_id: str,
                               client_host: str, session_ms: int, rebalance_ms: int, parked: ParkedResponse,
-                              records: list[Record]) -> CoordinatorResult[Any]:
+                              records: list[Record]) -> CoordinatorResult[None]:
         version = parked.api_version
         if group.is_pending(member_id):
             if instance_id is not None:  # pending ids are only handed to dynamic members
@@ -199,10 +200,10 @@ class GroupManager(Rebalancer):
 
     def _replace_static_member(self, group: ClassicGroup, instance_id: str, old_member_id: str, new_member_id: str,
                                protocols: list[tuple[str, bytes]], session_ms: int, rebalance_ms: int,
-                               parked: ParkedResponse, records: list[Record]) -> CoordinatorResult[Any]:
+                               parked: ParkedResponse, records: list[Record]) -> CoordinatorResult[None]:
         """KIP-345: a known instance id joins with a new member id; the old id is fenced."""
         old = group.members[old_member_id]
-        fenced: list[tuple[ParkedResponse | None, Callable[[int], Any]]] = [
+        fenced: list[tuple[ParkedResponse | None, Callable[[int], KafkaResponse]]] = [
             (old.join, lambda v: join_error(v, E.FENCED_INSTANCE_ID, old_member_id)),
             (old.sync, lambda v: sync_response(v, E.FENCED_INSTANCE_ID))]
         for waiting, build in fenced:
@@ -241,10 +242,10 @@ class GroupManager(Rebalancer):
     # =========================================================================================
     # SyncGroup (v0-5)
 
-    def sync_group(self, request: Any, api_version: int, future: ResponseHandle) -> CoordinatorResult[Any]:
+    def sync_group(self, request: KafkaRequest, api_version: int, future: ResponseHandle) -> CoordinatorResult[None]:
         """Answer through ``future``; the leader's assignment is answered (to everyone) only
         after the GroupMetadata record holding it is durable (``on_appended``)."""
-        def fail(error: int) -> CoordinatorResult[Any]:
+        def fail(error: int) -> CoordinatorResult[None]:
             future.set_result(sync_response(api_version, error))
             return CoordinatorResult()
 
@@ -307,10 +308,10 @@ class GroupManager(Rebalancer):
     # =========================================================================================
     # Heartbeat (v0-4)
 
-    def heartbeat(self, request: Any, api_version: int) -> CoordinatorResult[Any]:
+    def heartbeat(self, request: KafkaRequest, api_version: int) -> CoordinatorResult[HeartbeatAnswer]:
         return CoordinatorResult(response=heartbeat_response(api_version, self._heartbeat(request, api_version)))
 
-    def _heartbeat(self, request: Any, api_version: int) -> int:
+    def _heartbeat(self, request: KafkaRequest, api_version: int) -> int:
         if not request.group_id:
             return E.INVALID_GROUP_ID
         group = self.groups.get(request.group_id)
@@ -331,7 +332,7 @@ class GroupManager(Rebalancer):
     # =========================================================================================
     # LeaveGroup (v0-5)
 
-    def leave_group(self, request: Any, api_version: int) -> CoordinatorResult[Any]:
+    def leave_group(self, request: KafkaRequest, api_version: int) -> CoordinatorResult[KafkaResponse]:
         if api_version < 3:
             identities: list[tuple[str, str | None]] = [(request.member_id, None)]
         else:

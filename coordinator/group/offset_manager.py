@@ -26,7 +26,6 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from kafka.protocol.consumer import OffsetDeleteResponse
 
@@ -41,6 +40,7 @@ from protocol.hot_responses import (
     OffsetCommitAnswer,
     OffsetFetchAnswer,
 )
+from protocol.kafka_types import KafkaRequest, KafkaResponse, KafkaStruct
 
 from ..runtime.contract import Clock, CoordinatorResult, Record
 from .classic_group import CONSUMER_PROTOCOL_TYPE, ClassicGroup
@@ -83,11 +83,11 @@ class OffsetManager:
     # =========================================================================================
     # OffsetCommit (v2-9)
 
-    def commit_offsets(self, request: Any, api_version: int) -> CoordinatorResult[Any]:
+    def commit_offsets(self, request: KafkaRequest, api_version: int) -> CoordinatorResult[OffsetCommitAnswer]:
         now = self.clock.now_ms()
         group_id = request.group_id
         results: dict[str, list[tuple[int, int]]] = {}
-        wanted: list[tuple[str, Any]] = []
+        wanted: list[tuple[str, KafkaStruct]] = []
         for topic in request.topics:
             out = results.setdefault(topic.name, [])
             for part in topic.partitions:
@@ -115,7 +115,7 @@ class OffsetManager:
                                        for name, parts in results.items()])
         return CoordinatorResult(records, response)
 
-    def _commit_value(self, request: Any, api_version: int, part: Any, metadata: str, now: int) -> OffsetCommitValue:
+    def _commit_value(self, request: KafkaRequest, api_version: int, part: KafkaStruct, metadata: str, now: int) -> OffsetCommitValue:
         expire = None
         if 2 <= api_version <= 4 and request.retention_time_ms != -1:
             expire = now + request.retention_time_ms  # legacy per-commit retention (written as value v1)
@@ -127,7 +127,7 @@ class OffsetManager:
             expire_timestamp=expire,
         )
 
-    def _validate_commit(self, request: Any, api_version: int) -> int:
+    def _validate_commit(self, request: KafkaRequest, api_version: int) -> int:
         generation = request.generation_id_or_member_epoch
         member_id = request.member_id or ""
         instance_id = request.group_instance_id if api_version >= 7 else None
@@ -156,7 +156,7 @@ class OffsetManager:
     # =========================================================================================
     # OffsetFetch (v1-9)
 
-    def fetch_offsets(self, request: Any, api_version: int) -> Any:
+    def fetch_offsets(self, request: KafkaRequest, api_version: int) -> OffsetFetchAnswer:
         """A read: the response itself. v8+ requests name several groups; all must belong to
         this partition (the service splits requests by partition)."""
         if api_version >= 8:
@@ -210,7 +210,7 @@ class OffsetManager:
     # =========================================================================================
     # OffsetDelete (v0, KIP-496)
 
-    def delete_offsets(self, request: Any, api_version: int) -> CoordinatorResult[Any]:
+    def delete_offsets(self, request: KafkaRequest, api_version: int) -> CoordinatorResult[KafkaResponse]:
         group = self.groups.groups.get(request.group_id)
         if group is None or group.state is S.DEAD:
             return CoordinatorResult(response=OffsetDeleteResponse(

@@ -22,10 +22,10 @@ replaced by its session timeout).
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from protocol.consumer_offsets import GroupMetadataKey
 from protocol.errors import ErrorCode
+from protocol.kafka_types import KafkaResponse, KafkaStruct
 
 from ..runtime.contract import EMPTY_RESULT, Clock, CoordinatorResult, Record, Timer
 from .classic_group import ClassicGroup, ClassicGroupMember, ParkedResponse
@@ -69,14 +69,14 @@ class Rebalancer:
         #: When each member's session timer will fire, to re-arm it only if a deadline moves earlier.
         self._timer_due: dict[tuple[str, str], int] = {}
 
-    def _current_generation_response(self, group: ClassicGroup, member_id: str, version: int) -> Any:
+    def _current_generation_response(self, group: ClassicGroup, member_id: str, version: int) -> KafkaResponse:
         return join_response(
             version, generation_id=group.generation_id, protocol_type=group.protocol_type,
             protocol_name=group.protocol_name, leader=group.leader_id or "", member_id=member_id,
             members=self._member_list(group) if group.is_leader(member_id) else ())
 
     @staticmethod
-    def _member_list(group: ClassicGroup) -> list[Any]:
+    def _member_list(group: ClassicGroup) -> list[KafkaStruct]:
         return [JoinMember(member_id=m.member_id, group_instance_id=m.group_instance_id,
                            metadata=m.metadata(group.protocol_name)) for m in group.members.values()]
 
@@ -136,7 +136,7 @@ class Rebalancer:
                             lambda: self._on_initial_delay(group_id, delay, remaining),
                             name="initial-rebalance-delay")
 
-    def _on_initial_delay(self, group_id: str, delay: int, remaining: int) -> CoordinatorResult[Any]:
+    def _on_initial_delay(self, group_id: str, delay: int, remaining: int) -> CoordinatorResult[None]:
         group = self.groups.get(group_id)
         if group is None or group.state is not S.PREPARING_REBALANCE:
             return EMPTY_RESULT
@@ -154,7 +154,7 @@ class Rebalancer:
         self.timer.schedule(join_key(group_id), group.rebalance_timeout_ms(), lambda: self._on_join_timeout(group_id),
                             name="expire-join")
 
-    def _on_join_timeout(self, group_id: str) -> CoordinatorResult[Any]:
+    def _on_join_timeout(self, group_id: str) -> CoordinatorResult[None]:
         group = self.groups.get(group_id)
         if group is None or group.state is not S.PREPARING_REBALANCE:
             return EMPTY_RESULT
@@ -196,7 +196,7 @@ class Rebalancer:
         self.timer.schedule(sync_key(group_id), group.rebalance_timeout_ms(),
                             lambda: self._expire_pending_sync(group_id, generation), name="expire-sync")
 
-    def _expire_pending_sync(self, group_id: str, generation: int) -> CoordinatorResult[Any]:
+    def _expire_pending_sync(self, group_id: str, generation: int) -> CoordinatorResult[None]:
         """KAFKA-12890: members that never sent SyncGroup are removed and the group rebalances."""
         group = self.groups.get(group_id)
         if group is None or group.generation_id != generation \
@@ -248,7 +248,7 @@ class Rebalancer:
         self.timer.schedule(heartbeat_key(group_id, member_id), max(due_ms - self.clock.now_ms(), 0),
                             lambda: self._on_session_timer(group_id, member_id), name="expire-session")
 
-    def _on_session_timer(self, group_id: str, member_id: str) -> CoordinatorResult[Any]:
+    def _on_session_timer(self, group_id: str, member_id: str) -> CoordinatorResult[None]:
         self._timer_due.pop((group_id, member_id), None)
         group = self.groups.get(group_id)
         member = group.members.get(member_id) if group is not None else None
@@ -265,7 +265,7 @@ class Rebalancer:
         self._remove_members_and_update(group, [member], records)
         return CoordinatorResult(records)
 
-    def _expire_pending_member(self, group_id: str, member_id: str) -> CoordinatorResult[Any]:
+    def _expire_pending_member(self, group_id: str, member_id: str) -> CoordinatorResult[None]:
         group = self.groups.get(group_id)
         if group is None or not group.is_pending(member_id):
             return EMPTY_RESULT

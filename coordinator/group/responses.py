@@ -8,12 +8,12 @@ compare equal field by field in tests. Strings that are only nullable from some 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from kafka.protocol.consumer import JoinGroupResponse, LeaveGroupResponse, SyncGroupResponse
 
 from protocol.errors import ErrorCode
 from protocol.hot_responses import HeartbeatAnswer
+from protocol.kafka_types import KafkaResponse, KafkaStruct
 
 __all__ = ["join_response", "join_error", "sync_response", "heartbeat_response", "leave_response",
            "JoinMember", "LeaveMember"]
@@ -24,7 +24,7 @@ LeaveMember = LeaveGroupResponse.MemberResponse
 
 def join_response(version: int, *, error: int = ErrorCode.NONE, generation_id: int = -1,
                   protocol_type: str | None = None, protocol_name: str | None = None, leader: str = "",
-                  member_id: str = "", members: Iterable[Any] = (), skip_assignment: bool = False) -> Any:
+                  member_id: str = "", members: Iterable[KafkaStruct] = (), skip_assignment: bool = False) -> KafkaResponse:
     return JoinGroupResponse(
         version=version,
         throttle_time_ms=0,
@@ -40,13 +40,13 @@ def join_response(version: int, *, error: int = ErrorCode.NONE, generation_id: i
     )
 
 
-def join_error(version: int, error: int, member_id: str = "") -> Any:
+def join_error(version: int, error: int, member_id: str = "") -> KafkaResponse:
     """A JoinGroup error: generation -1, no protocol, no leader, no members."""
     return join_response(version, error=error, member_id=member_id)
 
 
 def sync_response(version: int, error: int = ErrorCode.NONE, assignment: bytes = b"",
-                  protocol_type: str | None = None, protocol_name: str | None = None) -> Any:
+                  protocol_type: str | None = None, protocol_name: str | None = None) -> KafkaResponse:
     return SyncGroupResponse(
         version=version,
         throttle_time_ms=0,
@@ -57,11 +57,11 @@ def sync_response(version: int, error: int = ErrorCode.NONE, assignment: bytes =
     )
 
 
-def heartbeat_response(version: int, error: int) -> Any:
+def heartbeat_response(version: int, error: int) -> HeartbeatAnswer:
     return HeartbeatAnswer(int(error))
 
 
-def leave_response(version: int, error: int, members: list[tuple[str, str | None, int]]) -> Any:
+def leave_response(version: int, error: int, members: list[tuple[str, str | None, int]]) -> KafkaResponse:
     """v0-2 carry one member, whose error is the top-level error (KIP-345 batching is v3+)."""
     if version < 3:
         if error == ErrorCode.NONE and members:

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import types
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any
+from typing import Protocol, TypeVar
 
 from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
 from kafka.protocol.consumer import OffsetDeleteResponse
@@ -29,10 +29,19 @@ from kafka.protocol.consumer import OffsetDeleteResponse
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 from protocol.hashing import partition_for
-from protocol.hot_responses import CommitPartition, CommitTopic, FetchGroup, OffsetCommitAnswer, OffsetFetchAnswer
+from protocol.hot_responses import (
+    CommitPartition,
+    CommitTopic,
+    FetchGroup,
+    HeartbeatAnswer,
+    OffsetCommitAnswer,
+    OffsetFetchAnswer,
+)
+from protocol.kafka_types import KafkaRequest, KafkaResponse, KafkaStruct
 
 from .. import gc_policy
 from ..context import RequestContext
+from ..runtime.contract import CoordinatorResult
 from ..runtime.runtime import CoordinatorRuntime, CoordinatorState, NotActiveError, unanswered
 from .responses import heartbeat_response, join_error, leave_response, sync_response
 from .shard import GroupCoordinatorShard
@@ -40,19 +49,32 @@ from .shard import GroupCoordinatorShard
 __all__ = ["GroupService"]
 
 E = ErrorCode
+T = TypeVar("T")
+
+#: A handler of this service: the server answers what it returns (a response, or a future or
+#: coroutine of one; see ``coordinator/server/server.py``).
+GroupHandler = Callable[[RequestContext, KafkaRequest], object]
+
+
+class NamedTopic(Protocol):
+    """What the topic listener callbacks read of a topic (the topics wing's ``TopicInfo``, which
+    this wing does not import)."""
+
+    @property
+    def name(self) -> str: ...
 
 
 #: Group ids whose partition is remembered (a few MB at most).
 _PARTITION_CACHE_SIZE = 100_000
 
 
-def _commit_error(request: Any, v: int, error: int) -> Any:
+def _commit_error(request: KafkaRequest, v: int, error: int) -> OffsetCommitAnswer:
     return OffsetCommitAnswer([CommitTopic(t.name, [CommitPartition(x.partition_index, int(error))
                                                     for x in t.partitions])
                                for t in request.topics])
 
 
-def _discard(parked: asyncio.Future[Any]) -> None:
+def _discard(parked: asyncio.Future[T]) -> None:
     """A parked answer nobody awaits any more (the write before it failed, or the request's task
     was cancelled): its outcome is consumed, or asyncio logs an exception never retrieved (an
     unload fails it too) at level ERROR."""
@@ -60,7 +82,7 @@ def _discard(parked: asyncio.Future[Any]) -> None:
         parked.exception()
 
 
-def _fetch_offsets(request: Any, api_version: int, shard: GroupCoordinatorShard) -> Any:
+def _fetch_offsets(request: KafkaRequest, api_version: int, shard: GroupCoordinatorShard) -> OffsetFetchAnswer:
     return shard.fetch_offsets(request, api_version)
 
 
@@ -135,16 +157,16 @@ class GroupService:
         if standby:
             self.runtime.standby(partition)
 
-    def topic_created(self, info: Any) -> None:
+    def topic_created(self, info: NamedTopic) -> None:
         if info.name == self.runtime.topic:
             self.load_all()
 
-    def topic_deleted(self, info: Any) -> None:
+    def topic_deleted(self, info: NamedTopic) -> None:
         # The committed offsets of a deleted topic go at once, in every group of every partition.
         for p in self.runtime.active_partitions():
             unanswered(self.runtime.write(p, "on-partitions-deleted", lambda s: s.on_topics_deleted({info.name})))
 
-    def partitions_added(self, info: Any, old_count: int) -> None:
+    def partitions_added(self, info: NamedTopic, old_count: int) -> None:
         pass
 
     def shutdown(self) -> None:
@@ -171,7 +193,9 @@ class GroupService:
         return partition
 
     def _error_for(self, partition: int | None) -> int:
-        """NONE if ``partition`` serves requests, else the error to answer with."""
+        """NONE if ``partition`` serves requests, else the error to answer with (always one for
+        None). The hot handlers (heartbeat, commit, offset fetch) rely on that to pass the partition
+        on without a check mypy could follow: their ``type: ignore[arg-type]`` says "p: no error"."""
         if partition is None:
             return E.NOT_COORDINATOR
         state = self.runtime.state(partition)
@@ -181,29 +205,32 @@ class GroupService:
             return E.COORDINATOR_LOAD_IN_PROGRESS
         return E.NOT_COORDINATOR
 
-    async def _write(self, partition: int, name: str, op: Callable[[Any], Any]) -> Any:
+    async def _write(self, partition: int, name: str,
+                     op: Callable[[GroupCoordinatorShard], CoordinatorResult[T]]) -> T | None:
         return await self.runtime.write(partition, name, op)
 
     @staticmethod
-    def _or_not_coordinator(answer: asyncio.Future[Any], fallback: Callable[[], Any],
-                            by_error: Callable[[int], Any] | None = None) -> Any:
+    def _or_not_coordinator(answer: asyncio.Future[T], fallback: Callable[[], T],
+                            by_error: Callable[[int], T] | None = None) -> T | asyncio.Future[T]:
         """``answer``, or ``fallback()`` if the partition stops serving first. A future rather
         than a coroutine: the server answers futures without a task (the hot paths); and the
         answer itself when it is already there (a heartbeat with no write pending)."""
         if answer.done() and not answer.cancelled() and answer.exception() is None:
             return answer.result()
-        out: asyncio.Future[Any] = answer.get_loop().create_future()
+        out: asyncio.Future[T] = answer.get_loop().create_future()
 
-        def done(f: asyncio.Future[Any]) -> None:
+        def done(f: asyncio.Future[T]) -> None:
             if out.done():
                 return
             if f.cancelled():
                 out.cancel()
-            elif isinstance(f.exception(), NotActiveError):
-                code = getattr(f.exception(), "error_code", None)
+                return
+            exc = f.exception()
+            if isinstance(exc, NotActiveError):
+                code = getattr(exc, "error_code", None)
                 out.set_result(by_error(code) if by_error is not None and code is not None else fallback())
-            elif f.exception() is not None:
-                out.set_exception(f.exception())  # type: ignore[arg-type]
+            elif exc is not None:
+                out.set_exception(exc)
             else:
                 out.set_result(f.result())
 
@@ -212,7 +239,7 @@ class GroupService:
 
     # --- membership ---------------------------------------------------------------------------
 
-    async def join_group(self, ctx: RequestContext, request: Any) -> Any:
+    async def join_group(self, ctx: RequestContext, request: KafkaRequest) -> object:
         v = ctx.api_version
         p = self.partition_of(request.group_id)
         error = self._error_for(p)
@@ -229,7 +256,7 @@ class GroupService:
         finally:
             _discard(parked)
 
-    async def sync_group(self, ctx: RequestContext, request: Any) -> Any:
+    async def sync_group(self, ctx: RequestContext, request: KafkaRequest) -> object:
         v = ctx.api_version
         p = self.partition_of(request.group_id)
         error = self._error_for(p)
@@ -247,7 +274,8 @@ class GroupService:
         finally:
             _discard(parked)
 
-    def heartbeat(self, ctx: RequestContext, request: Any) -> Any:
+    def heartbeat(self, ctx: RequestContext, request: KafkaRequest
+                  ) -> HeartbeatAnswer | None | asyncio.Future[HeartbeatAnswer | None]:
         v = ctx.api_version
         p = self.partition_of(request.group_id)
         error = self._error_for(p)
@@ -256,33 +284,34 @@ class GroupService:
         if error:
             return heartbeat_response(v, error)
         try:
-            answer = self.runtime.write(p, "classic-group-heartbeat",  # type: ignore[arg-type]
+            answer = self.runtime.write(p, "classic-group-heartbeat",  # type: ignore[arg-type]  # p: no error
                                         lambda s: s.heartbeat(request, v))
         except NotActiveError:
             return heartbeat_response(v, E.NOT_COORDINATOR)
         return self._or_not_coordinator(answer, lambda: heartbeat_response(v, E.NOT_COORDINATOR))
 
-    async def leave_group(self, ctx: RequestContext, request: Any) -> Any:
+    async def leave_group(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
         v = ctx.api_version
         p = self.partition_of(request.group_id)
         error = self._error_for(p)
         if error:
             return leave_response(v, error, [])
+        assert p is not None
         try:
-            return await self._write(p, "classic-group-leave",  # type: ignore[arg-type]
-                                     lambda s: s.leave_group(request, v))
+            return await self._write(p, "classic-group-leave", lambda s: s.leave_group(request, v))
         except NotActiveError:
             return leave_response(v, E.NOT_COORDINATOR, [])
 
     # --- offsets ------------------------------------------------------------------------------
 
-    def offset_commit(self, ctx: RequestContext, request: Any) -> Any:
+    def offset_commit(self, ctx: RequestContext, request: KafkaRequest
+                      ) -> OffsetCommitAnswer | None | asyncio.Future[OffsetCommitAnswer | None]:
         v = ctx.api_version
         p = self.partition_of(request.group_id)
         error = self._error_for(p)
         if not error:
             try:
-                answer = self.runtime.write(p, "commit-offset",  # type: ignore[arg-type]
+                answer = self.runtime.write(p, "commit-offset",  # type: ignore[arg-type]  # p: no error
                                             lambda s: s.commit_offsets(request, v))
             except NotActiveError as exc:
                 # Kafka's maybeConvertOffsetCommitError: NOT_ENOUGH_REPLICAS → COORDINATOR_NOT_AVAILABLE.
@@ -292,14 +321,15 @@ class GroupService:
                                                 lambda code: _commit_error(request, v, code))
         return _commit_error(request, v, error)
 
-    def offset_fetch(self, ctx: RequestContext, request: Any) -> Any:
+    def offset_fetch(self, ctx: RequestContext, request: KafkaRequest
+                     ) -> OffsetFetchAnswer | asyncio.Future[OffsetFetchAnswer] | Awaitable[OffsetFetchAnswer]:
         v = ctx.api_version
         if v < 8:
             p = self.partition_of(request.group_id)
             error = self._error_for(p)
             if not error:
                 try:
-                    answer = self.runtime.read(p, "fetch-offsets",  # type: ignore[arg-type]
+                    answer = self.runtime.read(p, "fetch-offsets",  # type: ignore[arg-type]  # p: no error
                                                lambda s: s.fetch_offsets(request, v))
                 except NotActiveError:
                     error = E.NOT_COORDINATOR
@@ -309,14 +339,14 @@ class GroupService:
             return OffsetFetchAnswer(topics=[], error_code=int(error))
         return self._offset_fetch_groups(ctx, request)
 
-    async def _offset_fetch_groups(self, ctx: RequestContext, request: Any) -> Any:
+    async def _offset_fetch_groups(self, ctx: RequestContext, request: KafkaRequest) -> OffsetFetchAnswer:
         v = ctx.api_version
         # v8+: several groups, possibly on several partitions.
-        by_partition: dict[int | None, list[Any]] = {}
+        by_partition: dict[int | None, list[KafkaStruct]] = {}
         for g in request.groups:
             by_partition.setdefault(self.partition_of(g.group_id), []).append(g)
-        answers: dict[str, Any] = {}
-        reads: list[tuple[list[Any], asyncio.Future[Any]]] = []
+        answers: dict[str, FetchGroup] = {}
+        reads: list[tuple[list[KafkaStruct], asyncio.Future[OffsetFetchAnswer]]] = []
         for p, groups in by_partition.items():
             error = self._error_for(p)
             if p is not None and not error:
@@ -331,8 +361,10 @@ class GroupService:
         try:
             for groups, read in reads:  # the partitions' reads run at once; collect them in turn
                 try:
-                    for g in (await read).groups:
-                        answers[g.group_id] = g
+                    answer = await read
+                    assert answer.groups is not None  # a v8+ read answers per group (OffsetManager.fetch_offsets)
+                    for fetched in answer.groups:
+                        answers[fetched.group_id] = fetched
                 except NotActiveError:
                     for g in groups:
                         answers[g.group_id] = FetchGroup(g.group_id, [], int(E.NOT_COORDINATOR))
@@ -343,21 +375,20 @@ class GroupService:
                 _discard(read)
         return OffsetFetchAnswer(groups=[answers[g.group_id] for g in request.groups])
 
-    async def offset_delete(self, ctx: RequestContext, request: Any) -> Any:
+    async def offset_delete(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
         v = ctx.api_version
         p = self.partition_of(request.group_id)
         error = self._error_for(p)
-        if not error:
+        if p is not None and not error:
             try:
-                return await self._write(p, "delete-offsets",  # type: ignore[arg-type]
-                                         lambda s: s.delete_offsets(request, v))
+                return await self._write(p, "delete-offsets", lambda s: s.delete_offsets(request, v))
             except NotActiveError:
                 error = E.NOT_COORDINATOR
         return OffsetDeleteResponse(version=v, error_code=int(error), throttle_time_ms=0, topics=[])
 
     # --- admin --------------------------------------------------------------------------------
 
-    async def describe_groups(self, ctx: RequestContext, request: Any) -> Any:
+    async def describe_groups(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
         v = ctx.api_version
         answers = await self._per_partition(
             request.groups, lambda gid: gid,
@@ -369,7 +400,7 @@ class GroupService:
                 protocol_data="", members=[], authorized_operations=None))
         return DescribeGroupsResponse(version=v, throttle_time_ms=0, groups=[answers[g] for g in request.groups])
 
-    async def delete_groups(self, ctx: RequestContext, request: Any) -> Any:
+    async def delete_groups(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
         v = ctx.api_version
         answers = await self._per_partition(
             request.groups_names, lambda gid: gid,
@@ -380,17 +411,18 @@ class GroupService:
         return DeleteGroupsResponse(version=v, throttle_time_ms=0, results=[answers[g] for g in request.groups_names])
 
     async def _per_partition(self, items: list[str], group_of: Callable[[str], str],
-                             run: Callable[[int, list[str]], Any], unpack: Callable[[Any], dict[str, Any]],
-                             failed: Callable[[str, int], Any]) -> dict[str, Any]:
+                             run: Callable[[int, list[str]], Awaitable[KafkaResponse]],
+                             unpack: Callable[[KafkaResponse], dict[str, KafkaStruct]],
+                             failed: Callable[[str, int], KafkaStruct]) -> dict[str, KafkaStruct]:
         by_partition: dict[int | None, list[str]] = {}
         for item in items:
             by_partition.setdefault(self.partition_of(group_of(item)), []).append(item)
-        answers: dict[str, Any] = {}
+        answers: dict[str, KafkaStruct] = {}
         for p, subset in by_partition.items():
             error = self._error_for(p)
-            if not error:
+            if p is not None and not error:
                 try:
-                    answers.update(unpack(await run(p, subset)))  # type: ignore[arg-type]
+                    answers.update(unpack(await run(p, subset)))
                     continue
                 except NotActiveError:
                     error = E.NOT_COORDINATOR
@@ -398,9 +430,9 @@ class GroupService:
                 answers[item] = failed(item, error)
         return answers
 
-    async def list_groups(self, ctx: RequestContext, request: Any) -> Any:
+    async def list_groups(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
         v = ctx.api_version
-        listed: list[Any] = []
+        listed: list[KafkaStruct] = []
         error = E.NONE
         for p in range(self.offsets_partitions() or 0):
             state = self.runtime.state(p)
@@ -415,7 +447,7 @@ class GroupService:
             return ListGroupsResponse(version=v, throttle_time_ms=0, error_code=int(error), groups=[])
         return ListGroupsResponse(version=v, throttle_time_ms=0, error_code=0, groups=listed)
 
-    def handlers(self) -> dict[ApiKey, Any]:
+    def handlers(self) -> dict[ApiKey, GroupHandler]:
         return {
             ApiKey.JOIN_GROUP: self.join_group,
             ApiKey.SYNC_GROUP: self.sync_group,

@@ -31,7 +31,6 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
 
 from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
 
@@ -49,6 +48,8 @@ from protocol.consumer_offsets import (
     serialize,
 )
 from protocol.errors import ErrorCode
+from protocol.hot_responses import HeartbeatAnswer, OffsetCommitAnswer, OffsetFetchAnswer
+from protocol.kafka_types import KafkaRequest, KafkaResponse
 
 from ..runtime.contract import Clock, CoordinatorResult, Record, ResponseHandle, Timer
 from .config import GroupConfig
@@ -85,33 +86,33 @@ class GroupCoordinatorShard:
 
     # --- membership (write) --------------------------------------------------------------------
 
-    def join_group(self, request: Any, api_version: int, client_id: str, client_host: str,
-                   future: ResponseHandle) -> CoordinatorResult[Any]:
+    def join_group(self, request: KafkaRequest, api_version: int, client_id: str, client_host: str,
+                   future: ResponseHandle) -> CoordinatorResult[None]:
         return self.group_manager.join_group(request, api_version, client_id, client_host, future)
 
-    def sync_group(self, request: Any, api_version: int, future: ResponseHandle) -> CoordinatorResult[Any]:
+    def sync_group(self, request: KafkaRequest, api_version: int, future: ResponseHandle) -> CoordinatorResult[None]:
         return self.group_manager.sync_group(request, api_version, future)
 
-    def heartbeat(self, request: Any, api_version: int) -> CoordinatorResult[Any]:
+    def heartbeat(self, request: KafkaRequest, api_version: int) -> CoordinatorResult[HeartbeatAnswer]:
         return self.group_manager.heartbeat(request, api_version)
 
-    def leave_group(self, request: Any, api_version: int) -> CoordinatorResult[Any]:
+    def leave_group(self, request: KafkaRequest, api_version: int) -> CoordinatorResult[KafkaResponse]:
         return self.group_manager.leave_group(request, api_version)
 
     # --- offsets -------------------------------------------------------------------------------
 
-    def commit_offsets(self, request: Any, api_version: int) -> CoordinatorResult[Any]:
+    def commit_offsets(self, request: KafkaRequest, api_version: int) -> CoordinatorResult[OffsetCommitAnswer]:
         return self.offset_manager.commit_offsets(request, api_version)
 
-    def fetch_offsets(self, request: Any, api_version: int) -> Any:
+    def fetch_offsets(self, request: KafkaRequest, api_version: int) -> OffsetFetchAnswer:
         return self.offset_manager.fetch_offsets(request, api_version)
 
-    def delete_offsets(self, request: Any, api_version: int) -> CoordinatorResult[Any]:
+    def delete_offsets(self, request: KafkaRequest, api_version: int) -> CoordinatorResult[KafkaResponse]:
         return self.offset_manager.delete_offsets(request, api_version)
 
     # --- admin ---------------------------------------------------------------------------------
 
-    def describe_groups(self, request: Any, api_version: int) -> Any:
+    def describe_groups(self, request: KafkaRequest, api_version: int) -> KafkaResponse:
         """DescribeGroups v0-6 (read). Metadata, assignments and protocol only when Stable; an
         unknown group is described as Dead (v6: GROUP_ID_NOT_FOUND, KIP-1043)."""
         described = []
@@ -137,7 +138,7 @@ class GroupCoordinatorShard:
                 authorized_operations=operations))
         return DescribeGroupsResponse(version=api_version, throttle_time_ms=0, groups=described)
 
-    def list_groups(self, request: Any, api_version: int) -> Any:
+    def list_groups(self, request: KafkaRequest, api_version: int) -> KafkaResponse:
         """ListGroups v0-5 (read); the states (v4+) and types (v5+) filters ignore case."""
         states = {s.lower() for s in request.states_filter} if api_version >= 4 else set()
         types = {t.lower() for t in request.types_filter} if api_version >= 5 else set()
@@ -152,7 +153,7 @@ class GroupCoordinatorShard:
                     group_type=CLASSIC_GROUP_TYPE if api_version >= 5 else ""))
         return ListGroupsResponse(version=api_version, throttle_time_ms=0, error_code=0, groups=listed)
 
-    def delete_groups(self, request: Any, api_version: int) -> CoordinatorResult[Any]:
+    def delete_groups(self, request: KafkaRequest, api_version: int) -> CoordinatorResult[KafkaResponse]:
         """DeleteGroups v0-2 for the groups of this partition: only Empty groups can go; their
         offsets and their GroupMetadata are tombstoned."""
         records: list[Record] = []
@@ -171,7 +172,7 @@ class GroupCoordinatorShard:
         return CoordinatorResult(records, DeleteGroupsResponse(version=api_version, throttle_time_ms=0,
                                                                results=results))
 
-    def on_topics_deleted(self, topics: set[str]) -> CoordinatorResult[Any]:
+    def on_topics_deleted(self, topics: set[str]) -> CoordinatorResult[None]:
         """Topics were deleted: their committed offsets go at once, in every group (a write the
         service runs on every partition)."""
         return CoordinatorResult(self.offset_manager.topic_tombstones(set(topics)))
@@ -181,7 +182,7 @@ class GroupCoordinatorShard:
 
     # --- expiry --------------------------------------------------------------------------------
 
-    def cleanup_group_metadata(self) -> CoordinatorResult[Any]:
+    def cleanup_group_metadata(self) -> CoordinatorResult[None]:
         """The periodic expiry operation (timer ``expire-group-metadata``); re-arms itself.
 
         An Empty group left without offsets dies, unless a MEMBER_ID_REQUIRED member is about to
@@ -206,7 +207,7 @@ class GroupCoordinatorShard:
 
     # --- replay and loading --------------------------------------------------------------------
 
-    def replay(self, key: bytes, value: bytes | None, written: Any = None) -> None:
+    def replay(self, key: bytes, value: bytes | None, written: object = None) -> None:
         """Apply one record, as the log holds it (value None: tombstone). The only mutator of
         hard state. Raises UnknownRecordVersion for record types other than the classic two
         (the loader skips those) and MalformedRecordError for bytes that do not decode.

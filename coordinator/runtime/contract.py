@@ -65,9 +65,10 @@ class Timer(Protocol):
     """Keyed timers of one partition. ``schedule`` replaces any timer with the same key; when a
     timer fires, its key is no longer scheduled and the runtime runs ``operation()`` as a write
     named ``name`` (one name per kind of timer, such as "expire-session": the key holds ids, the
-    name is what log lines and metrics group by)."""
+    name is what log lines and metrics group by). A timer's write answers nobody: its result
+    carries no response."""
 
-    def schedule(self, key: str, delay_ms: int, operation: Callable[[], CoordinatorResult[object]], *,
+    def schedule(self, key: str, delay_ms: int, operation: Callable[[], CoordinatorResult[None]], *,
                  name: str) -> None: ...
 
     def cancel(self, key: str) -> None: ...

@@ -180,7 +180,7 @@ class CoordinatorRuntime(Generic[ShardT]):
         return Partition(partition, self.topic, plog, shard, timer)
 
     def _timer(self, partition: int) -> CoordinatorTimer:
-        def run(name: str, operation: Callable[[], CoordinatorResult[object]]) -> None:
+        def run(name: str, operation: Callable[[], CoordinatorResult[None]]) -> None:
             unanswered(self._writes.write(partition, name, lambda _shard: operation()))
         return CoordinatorTimer(f"{self.topic}-{partition}", self._table.timers, run)
 

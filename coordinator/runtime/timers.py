@@ -46,7 +46,7 @@ def asyncio_timers(delay_ms: float, callback: Callable[[], None]) -> TimerHandle
 
 #: Runs a timer's operation, named, as a write of the partition (records first, like any write);
 #: raises what ``CoordinatorRuntime.write`` raises.
-RunAsWrite = Callable[[str, Callable[[], CoordinatorResult[object]]], None]
+RunAsWrite = Callable[[str, Callable[[], CoordinatorResult[None]]], None]
 
 
 class CoordinatorTimer:
@@ -59,7 +59,7 @@ class CoordinatorTimer:
         self._run = run
         self._handles: dict[str, TimerHandle] = {}
 
-    def schedule(self, key: str, delay_ms: int, operation: Callable[[], CoordinatorResult[object]], *,
+    def schedule(self, key: str, delay_ms: int, operation: Callable[[], CoordinatorResult[None]], *,
                  name: str) -> None:
         old = self._handles.pop(key, None)
         if old is not None:
@@ -79,7 +79,7 @@ class CoordinatorTimer:
             handle.cancel()
         self._handles.clear()
 
-    def _fire(self, key: str, name: str, operation: Callable[[], CoordinatorResult[object]]) -> None:
+    def _fire(self, key: str, name: str, operation: Callable[[], CoordinatorResult[None]]) -> None:
         self._handles.pop(key, None)
         try:
             self._run(name, operation)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 
 __all__ = ["CloseLog"]
 
@@ -23,7 +24,7 @@ def host_of(peer: str) -> str:
 
 
 class CloseLog:
-    def __init__(self, log: logging.Logger, clock: object = time.monotonic) -> None:
+    def __init__(self, log: logging.Logger, clock: Callable[[], float] = time.monotonic) -> None:
         self.log = log
         self.clock = clock
         #: host -> [window start, lines logged in it, closings not logged]
@@ -31,7 +32,7 @@ class CloseLog:
 
     def closing(self, peer: str, reason: str) -> None:
         host = host_of(peer)
-        now = self.clock()  # type: ignore[operator]
+        now = self.clock()
         entry = self._hosts.get(host)
         if entry is None or now - entry[0] >= WINDOW_S:
             if entry is not None:

@@ -27,12 +27,13 @@ import os
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import cast
 
 from protocol.apis import ApiKey
 from protocol.connection import ServerConnection, encode_response
 from protocol.events import NEED_DATA, ProtocolViolation, RequestReceived, UnsupportedApiVersions
 from protocol.fetch_response import RecordsRef
+from protocol.kafka_types import KafkaRequest
 from protocol.responses import EncodedResponse, FileRange, unsupported_api_versions_response
 
 from ..context import RequestContext
@@ -42,7 +43,7 @@ __all__ = ["KafkaServer", "Handler", "MAX_IN_FLIGHT"]
 
 log = logging.getLogger("groupcoord.server")
 
-Handler = Callable[[RequestContext, Any], Any]
+Handler = Callable[[RequestContext, KafkaRequest], object]
 
 #: Requests one connection may have awaiting a response before we stop reading from it. Kafka
 #: reads one request at a time per connection; we allow pipelining up to this depth for speed.
@@ -59,7 +60,7 @@ _loop_sendfile: bool | None = None
 _COPY_CHUNK = 1 << 20
 
 
-async def _send_range(loop: asyncio.AbstractEventLoop, transport: Any, rng: FileRange) -> int:
+async def _send_range(loop: asyncio.AbstractEventLoop, transport: asyncio.Transport, rng: FileRange) -> int:
     """Send a file range with the kernel's sendfile where the loop offers it, else by reading
     it (``pread``, from the page cache in practice) and writing it to the transport in chunks."""
     global _loop_sendfile
@@ -100,7 +101,7 @@ class _Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.pending: deque[_Slot] = deque()
-        self.tasks: set[asyncio.Task[Any]] = set()
+        self.tasks: set[asyncio.Task[None]] = set()
         self.paused = False
         self.closed = False
         self.sending_file = False
@@ -112,7 +113,9 @@ class _Connection(asyncio.Protocol):
     # --- asyncio callbacks ----------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]  # uvloop transports are not asyncio.Transport subclasses
+        # A stream server's transports: asyncio.Transport's methods, whether asyncio's or uvloop's
+        # (which are not its subclasses). Once per connection, so the cast costs nothing that counts.
+        stream = self.transport = cast(asyncio.Transport, transport)
         info = transport.get_extra_info("peername")
         if isinstance(info, tuple) and len(info) >= 2:
             host, port = info[0], info[1]
@@ -122,7 +125,7 @@ class _Connection(asyncio.Protocol):
                 f"max.connections ({self.server.max_connections}) reached"
             log.warning("refusing connection", extra={"peer": self.peer, "reason": reason})
             self.closed = True
-            transport.abort()  # type: ignore[attr-defined]  # every stream transport has abort()
+            stream.abort()
             return
         self.server.connections.add(self)
         log.debug("connection opened", extra={"peer": self.peer})
@@ -195,7 +198,7 @@ class _Connection(asyncio.Protocol):
         else:
             self._fill(ctx, slot, result)
 
-    async def _await(self, ctx: RequestContext, slot: _Slot, result: Awaitable[Any]) -> None:
+    async def _await(self, ctx: RequestContext, slot: _Slot, result: Awaitable[object]) -> None:
         try:
             response = await result
         except asyncio.CancelledError:
@@ -208,7 +211,7 @@ class _Connection(asyncio.Protocol):
             self._fill(ctx, slot, response)
             self._schedule_flush()
 
-    def _on_future(self, ctx: RequestContext, slot: _Slot, fut: asyncio.Future[Any]) -> None:
+    def _on_future(self, ctx: RequestContext, slot: _Slot, fut: asyncio.Future[object]) -> None:
         if self.closed or fut.cancelled():
             return
         exc = fut.exception()
@@ -228,7 +231,7 @@ class _Connection(asyncio.Protocol):
         self.flush_scheduled = False
         self._flush()
 
-    def _fill(self, ctx: RequestContext, slot: _Slot, response: Any) -> None:
+    def _fill(self, ctx: RequestContext, slot: _Slot, response: object) -> None:
         if isinstance(response, EncodedResponse):
             if all(isinstance(p, bytes) or isinstance(p.source, bytes) for p in response.parts):
                 # Every source is bytes (checked just above); mypy cannot narrow through ``all``, and
