@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeAlias
 
-__all__ = ["RequestContext", "NodeInfo"]
+from protocol.kafka_types import KafkaRequest, KafkaResponse
+
+__all__ = ["RequestContext", "NodeInfo", "Handler", "Reply"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,3 +28,12 @@ class NodeInfo:
     host: str
     port: int
     cluster_id: str
+
+
+#: What a handler answers: a response (kafka-python's, or one of ours with an ``encode(version)``,
+#: protocol/hot_responses.py), ``EncodedResponse`` frames, None for nothing (acks=0), or a future or
+#: coroutine of one of these. The server tells them apart itself (coordinator/server/server.py).
+Handler = Callable[[RequestContext, KafkaRequest], object]
+
+#: A kafka-python response now, or an awaitable of one (a handler that must wait, sometimes).
+Reply: TypeAlias = "KafkaResponse | Awaitable[KafkaResponse]"

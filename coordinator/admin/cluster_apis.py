@@ -9,7 +9,8 @@ topic assignments and partition states. Topic creation goes through :class:`Topi
 from __future__ import annotations
 
 import re
-from typing import Any, NamedTuple
+import uuid
+from typing import NamedTuple
 
 from kafka.protocol.admin import DescribeClusterResponse
 from kafka.protocol.metadata import ApiVersionsResponse, FindCoordinatorResponse, MetadataResponse
@@ -18,10 +19,11 @@ from protocol.acl_operations import CLUSTER_OPERATIONS, OMITTED, TOPIC_OPERATION
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 from protocol.hashing import partition_for
+from protocol.kafka_types import KafkaRequest, KafkaResponse, KafkaStruct
 from protocol.responses import api_version_entries
 
 from ..cluster.view import ClusterView, PartitionInfo
-from ..context import NodeInfo, RequestContext
+from ..context import Handler, NodeInfo, RequestContext
 from ..topics.registry import CONSUMER_OFFSETS, INTERNAL_TOPICS, TopicError, topic_name_error
 from ..topics.service import TopicService
 
@@ -66,7 +68,7 @@ class ClusterApis:
         #: None: the single-node mode. Otherwise every answer is read from this view.
         self.cluster = cluster
 
-    def api_versions(self, ctx: RequestContext, request: Any) -> Any:
+    def api_versions(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
         version = ctx.api_version
         if version >= 3:
             for value in (request.client_software_name, request.client_software_version):
@@ -100,7 +102,7 @@ class ClusterApis:
     # REPLICA_NOT_AVAILABLE. A topic this node just asked to auto-create is not in the view yet:
     # LEADER_NOT_AVAILABLE with no partitions, which clients retry.
 
-    def metadata(self, ctx: RequestContext, request: Any) -> Any:
+    def metadata(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
         version = ctx.api_version
         brokers = [MetadataResponse.MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
                    for b in self._brokers()]
@@ -134,13 +136,13 @@ class ClusterApis:
             return self.topics.registry.get(name) is not None
         return name in self.cluster.topics and name not in self.cluster.deleting
 
-    def _topic_name_by_id(self, topic_id: Any) -> str | None:
+    def _topic_name_by_id(self, topic_id: uuid.UUID) -> str | None:
         if self.cluster is None:
             info = self.topics.registry.by_id(topic_id)
             return None if info is None else info.name
         return next((a.name for a in self.cluster.topics.values() if a.topic_id == topic_id), None)
 
-    def _requested_topic(self, wanted: Any, version: int, auto_create: bool, ops: set[int] | None) -> Any:
+    def _requested_topic(self, wanted: KafkaStruct, version: int, auto_create: bool, ops: set[int] | None) -> KafkaStruct:
         name = wanted.name
         topic_id = getattr(wanted, "topic_id", None)
         if name is None:
@@ -168,21 +170,21 @@ class ClusterApis:
         return self._topic_metadata(name, version, ops)
 
     @staticmethod
-    def _error_topic(name: str | None, error: int, topic_id: Any = None) -> Any:
+    def _error_topic(name: str | None, error: int, topic_id: uuid.UUID | None = None) -> KafkaStruct:
         return MetadataResponse.MetadataResponseTopic(
             error_code=error, name=name, topic_id=topic_id, is_internal=False, partitions=[],
             authorized_operations=OMITTED,
         )
 
     @staticmethod
-    def _pending_topic(name: str, ops: set[int] | None) -> Any:
+    def _pending_topic(name: str, ops: set[int] | None) -> KafkaStruct:
         """Cluster mode: a topic whose creation is under way and not yet in the view."""
         return MetadataResponse.MetadataResponseTopic(
             error_code=ErrorCode.LEADER_NOT_AVAILABLE, name=name, topic_id=None, is_internal=name in INTERNAL_TOPICS,
             partitions=[], authorized_operations=ops,
         )
 
-    def _topic_metadata(self, name: str, version: int, ops: set[int] | None) -> Any:
+    def _topic_metadata(self, name: str, version: int, ops: set[int] | None) -> KafkaStruct:
         """A topic known to exist (in the registry alone, in the view in cluster mode)."""
         view = self.cluster
         if view is None:
@@ -205,7 +207,7 @@ class ClusterApis:
         )
 
     @staticmethod
-    def _cluster_partition(view: ClusterView, part: PartitionInfo, version: int) -> Any:
+    def _cluster_partition(view: ClusterView, part: PartitionInfo, version: int) -> KafkaStruct:
         state = part.state
         replicas = list(part.replicas)
         isr = list(state.isr) if state is not None else []
@@ -226,7 +228,7 @@ class ClusterApis:
 
     # --- FindCoordinator ------------------------------------------------------------------------
 
-    def find_coordinator(self, ctx: RequestContext, request: Any) -> Any:
+    def find_coordinator(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
         version = ctx.api_version
         key_type = request.key_type if version >= 1 else KEY_TYPE_GROUP
         if version >= 4:
@@ -289,7 +291,7 @@ class ClusterApis:
 
     # --- DescribeCluster ------------------------------------------------------------------------
 
-    def describe_cluster(self, ctx: RequestContext, request: Any) -> Any:
+    def describe_cluster(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
         version = ctx.api_version
         node = self.node
         endpoint_type = request.endpoint_type if version >= 1 else ENDPOINT_TYPE_BROKER
@@ -308,7 +310,7 @@ class ClusterApis:
             authorized_operations=authorized(bool(request.include_cluster_authorized_operations), CLUSTER_OPERATIONS),
         )
 
-    def handlers(self) -> dict[ApiKey, Any]:
+    def handlers(self) -> dict[ApiKey, Handler]:
         return {
             ApiKey.API_VERSIONS: self.api_versions,
             ApiKey.METADATA: self.metadata,

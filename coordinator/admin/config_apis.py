@@ -19,16 +19,17 @@ as IncrementalAlterConfigs; only the way the new set is computed differs.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Protocol
+from collections.abc import Callable, Iterable
+from typing import Protocol
 
 from kafka.protocol.admin import AlterConfigsResponse, DescribeConfigsResponse, IncrementalAlterConfigsResponse
 
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
+from protocol.kafka_types import KafkaRequest, KafkaResponse, KafkaStruct
 
-from ..config import SETTINGS, Config
-from ..context import NodeInfo, RequestContext
+from ..config import SETTINGS, Config, Setting
+from ..context import Handler, NodeInfo, RequestContext
 from ..topics.configs import (
     TOPIC_CONFIGS,
     TYPE_BOOLEAN,
@@ -97,11 +98,11 @@ Entry = Result.DescribeConfigsResourceResult
 Synonym = Entry.DescribeConfigsSynonym
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def _broker_type(setting: Any) -> int:
+def _broker_type(setting: Setting) -> int:
     """Kafka's ConfigDef type: settings bounded by Integer.MAX_VALUE are INT, wider ones LONG."""
     if isinstance(setting.default, bool):
         return TYPE_BOOLEAN
@@ -118,7 +119,7 @@ class ConfigApis:
         self.topics = topics
         self.dynamic: DynamicBrokerConfigs = dynamic if dynamic is not None else MemoryBrokerConfigs()
 
-    def describe_configs(self, ctx: RequestContext, request: Any) -> Any:
+    def describe_configs(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
         version = ctx.api_version
         synonyms = bool(request.include_synonyms)
         docs = version >= 3 and bool(request.include_documentation)
@@ -136,7 +137,7 @@ class ConfigApis:
                                       configs=[]))
         return DescribeConfigsResponse(version=version, throttle_time_ms=0, results=results)
 
-    def _topic(self, name: str, keys: set[str] | None, synonyms: bool, docs: bool) -> Any:
+    def _topic(self, name: str, keys: set[str] | None, synonyms: bool, docs: bool) -> KafkaStruct:
         info = self.topics.registry.get(name)
         if info is None:
             return Result(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
@@ -165,7 +166,7 @@ class ConfigApis:
                                  config_type=definition.type, documentation=definition.doc if docs else None))
         return Result(error_code=0, error_message=None, resource_type=RESOURCE_TOPIC, resource_name=name, configs=entries)
 
-    def _broker(self, name: str, keys: set[str] | None, synonyms: bool, docs: bool) -> Any:
+    def _broker(self, name: str, keys: set[str] | None, synonyms: bool, docs: bool) -> KafkaStruct:
         if name not in ("", str(self.node.node_id)):
             return Result(error_code=ErrorCode.INVALID_REQUEST,
                           error_message=f"Unexpected broker id, expected {self.node.node_id} but received {name}",
@@ -199,7 +200,7 @@ class ConfigApis:
 
     # --- IncrementalAlterConfigs (KIP-339) -------------------------------------------------------
 
-    async def incremental_alter_configs(self, ctx: RequestContext, request: Any) -> Any:
+    async def incremental_alter_configs(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
         validate_only = bool(request.validate_only)
         responses = []
         for resource in request.resources:
@@ -216,7 +217,7 @@ class ConfigApis:
 
     # --- AlterConfigs (the non-incremental form) --------------------------------------------------
 
-    async def alter_configs(self, ctx: RequestContext, request: Any) -> Any:
+    async def alter_configs(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
         """Each resource's dynamic configs become exactly the given set (module docstring).
 
         A resource named twice in one request is refused both times with INVALID_REQUEST
@@ -269,7 +270,7 @@ class ConfigApis:
         return ErrorCode.NONE, None
 
     @staticmethod
-    def _apply_ops(current: dict[str, str], ops: Any, is_list: Any) -> dict[str, str]:
+    def _apply_ops(current: dict[str, str], ops: Iterable[KafkaStruct], is_list: Callable[[str], bool]) -> dict[str, str]:
         """``current`` after the operations (KIP-339: APPEND/SUBTRACT only on list configs)."""
         new = dict(current)
         seen = set()
@@ -338,7 +339,7 @@ class ConfigApis:
         if not validate_only and new != current:
             await self.dynamic.alter_broker(entity, new)
 
-    def handlers(self) -> dict[ApiKey, Any]:
+    def handlers(self) -> dict[ApiKey, Handler]:
         return {ApiKey.DESCRIBE_CONFIGS: self.describe_configs,
                 ApiKey.ALTER_CONFIGS: self.alter_configs,
                 ApiKey.INCREMENTAL_ALTER_CONFIGS: self.incremental_alter_configs}

@@ -9,15 +9,14 @@ ELECTION_NOT_NEEDED.
 
 from __future__ import annotations
 
-from typing import Any
-
 from kafka.protocol.admin import ElectLeadersResponse
 
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
+from protocol.kafka_types import KafkaRequest, KafkaResponse, KafkaStruct
 
 from ..cluster.controller import Controller
-from ..context import RequestContext
+from ..context import Handler, Reply, RequestContext
 from ..topics.service import TopicService
 
 __all__ = ["ElectLeadersApis"]
@@ -32,7 +31,7 @@ class ElectLeadersApis:
         self.topics = topics
         self.controller = controller
 
-    def elect_leaders(self, ctx: RequestContext, request: Any) -> Any:
+    def elect_leaders(self, ctx: RequestContext, request: KafkaRequest) -> Reply:
         version = ctx.api_version
         election_type = request.election_type if version >= 1 else PREFERRED
         if election_type not in (PREFERRED, UNCLEAN):
@@ -51,13 +50,13 @@ class ElectLeadersApis:
             outcome[(name, p)] = ErrorCode.ELECTION_NOT_NEEDED if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return self._response(version, outcome)
 
-    async def _in_cluster(self, version: int, wanted: list[tuple[str, int]] | None, unclean: bool) -> Any:
+    async def _in_cluster(self, version: int, wanted: list[tuple[str, int]] | None, unclean: bool) -> KafkaResponse:
         assert self.controller is not None
         return self._response(version, await self.controller.elect_leaders(wanted, unclean))
 
     @staticmethod
-    def _response(version: int, outcome: dict[tuple[str, int], int]) -> Any:
-        by_topic: dict[str, list[Any]] = {}
+    def _response(version: int, outcome: dict[tuple[str, int], int]) -> KafkaResponse:
+        by_topic: dict[str, list[KafkaStruct]] = {}
         for (name, p), error in outcome.items():
             message = None if error in (ErrorCode.NONE,) else ErrorCode(error).name
             by_topic.setdefault(name, []).append(PartitionResult(partition_id=p, error_code=error, error_message=message))
@@ -65,5 +64,5 @@ class ElectLeadersApis:
         return ElectLeadersResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.NONE,
                                     replica_election_results=results)
 
-    def handlers(self) -> dict[ApiKey, Any]:
+    def handlers(self) -> dict[ApiKey, Handler]:
         return {ApiKey.ELECT_LEADERS: self.elect_leaders}

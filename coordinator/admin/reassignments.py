@@ -11,15 +11,14 @@ that is not alive (INVALID_REPLICA_ASSIGNMENT), and nothing is ever in progress.
 
 from __future__ import annotations
 
-from typing import Any
-
 from kafka.protocol.admin import AlterPartitionReassignmentsResponse, ListPartitionReassignmentsResponse
 
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
+from protocol.kafka_types import KafkaRequest, KafkaResponse, KafkaStruct
 
 from ..cluster.controller import Controller
-from ..context import NodeInfo, RequestContext
+from ..context import Handler, NodeInfo, Reply, RequestContext
 from ..topics.service import TopicService
 
 __all__ = ["ReassignmentApis"]
@@ -38,7 +37,7 @@ class ReassignmentApis:
 
     # --- AlterPartitionReassignments -------------------------------------------------------------
 
-    def alter(self, ctx: RequestContext, request: Any) -> Any:
+    def alter(self, ctx: RequestContext, request: KafkaRequest) -> Reply:
         version = ctx.api_version
         wanted: dict[tuple[str, int], tuple[int, ...] | None] = {}
         for topic in request.topics:
@@ -63,7 +62,7 @@ class ReassignmentApis:
         return self._alter_response(version, outcome)
 
     async def _alter_in_cluster(self, version: int, wanted: dict[tuple[str, int], tuple[int, ...] | None],
-                                allow_rf_change: bool) -> Any:
+                                allow_rf_change: bool) -> KafkaResponse:
         assert self.controller is not None
         if self.controller.token is None:
             return AlterPartitionReassignmentsResponse(
@@ -72,8 +71,8 @@ class ReassignmentApis:
         return self._alter_response(version, await self.controller.alter_reassignments(wanted, allow_rf_change))
 
     @staticmethod
-    def _alter_response(version: int, outcome: dict[tuple[str, int], tuple[int, str | None]]) -> Any:
-        by_topic: dict[str, list[Any]] = {}
+    def _alter_response(version: int, outcome: dict[tuple[str, int], tuple[int, str | None]]) -> KafkaResponse:
+        by_topic: dict[str, list[KafkaStruct]] = {}
         for (name, p), (code, message) in sorted(outcome.items()):
             by_topic.setdefault(name, []).append(AlterPartition(partition_index=p, error_code=code, error_message=message))
         return AlterPartitionReassignmentsResponse(
@@ -82,7 +81,7 @@ class ReassignmentApis:
 
     # --- ListPartitionReassignments --------------------------------------------------------------
 
-    def list(self, ctx: RequestContext, request: Any) -> Any:
+    def list(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
         version = ctx.api_version
         wanted = None if request.topics is None else [
             (t.name, p) for t in request.topics for p in t.partition_indexes]
@@ -94,7 +93,7 @@ class ReassignmentApis:
             return ListPartitionReassignmentsResponse(
                 version=version, throttle_time_ms=0, error_code=ErrorCode.NOT_CONTROLLER,
                 error_message="This node is not the controller.", topics=[])
-        by_topic: dict[str, list[Any]] = {}
+        by_topic: dict[str, list[KafkaStruct]] = {}
         for (name, p), assignment in sorted(moving.items()):
             by_topic.setdefault(name, []).append(ListPartition(
                 partition_index=p, replicas=list(assignment.partitions[p]),
@@ -103,5 +102,5 @@ class ReassignmentApis:
             version=version, throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
             topics=[ListTopic(name=name, partitions=parts) for name, parts in by_topic.items()])
 
-    def handlers(self) -> dict[ApiKey, Any]:
+    def handlers(self) -> dict[ApiKey, Handler]:
         return {ApiKey.ALTER_PARTITION_REASSIGNMENTS: self.alter, ApiKey.LIST_PARTITION_REASSIGNMENTS: self.list}

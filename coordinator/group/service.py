@@ -40,7 +40,7 @@ from protocol.hot_responses import (
 from protocol.kafka_types import KafkaRequest, KafkaResponse, KafkaStruct
 
 from .. import gc_policy
-from ..context import RequestContext
+from ..context import Handler, RequestContext
 from ..runtime.contract import CoordinatorResult
 from ..runtime.runtime import CoordinatorRuntime, CoordinatorState, NotActiveError, unanswered
 from .responses import heartbeat_response, join_error, leave_response, sync_response
@@ -50,11 +50,6 @@ __all__ = ["GroupService"]
 
 E = ErrorCode
 T = TypeVar("T")
-
-#: A handler of this service: the server answers what it returns (a response, or a future or
-#: coroutine of one; see ``coordinator/server/server.py``).
-GroupHandler = Callable[[RequestContext, KafkaRequest], object]
-
 
 class NamedTopic(Protocol):
     """What the topic listener callbacks read of a topic (the topics wing's ``TopicInfo``, which
@@ -447,7 +442,7 @@ class GroupService:
             return ListGroupsResponse(version=v, throttle_time_ms=0, error_code=int(error), groups=[])
         return ListGroupsResponse(version=v, throttle_time_ms=0, error_code=0, groups=listed)
 
-    def handlers(self) -> dict[ApiKey, GroupHandler]:
+    def handlers(self) -> dict[ApiKey, Handler]:
         return {
             ApiKey.JOIN_GROUP: self.join_group,
             ApiKey.SYNC_GROUP: self.sync_group,

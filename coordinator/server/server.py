@@ -26,24 +26,21 @@ import logging
 import os
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from typing import cast
 
 from protocol.apis import ApiKey
 from protocol.connection import ServerConnection, encode_response
 from protocol.events import NEED_DATA, ProtocolViolation, RequestReceived, UnsupportedApiVersions
 from protocol.fetch_response import RecordsRef
-from protocol.kafka_types import KafkaRequest
 from protocol.responses import EncodedResponse, FileRange, unsupported_api_versions_response
 
-from ..context import RequestContext
+from ..context import Handler, RequestContext
 from .close_log import CloseLog
 
 __all__ = ["KafkaServer", "Handler", "MAX_IN_FLIGHT"]
 
 log = logging.getLogger("groupcoord.server")
-
-Handler = Callable[[RequestContext, KafkaRequest], object]
 
 #: Requests one connection may have awaiting a response before we stop reading from it. Kafka
 #: reads one request at a time per connection; we allow pipelining up to this depth for speed.

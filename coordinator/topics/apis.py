@@ -14,14 +14,15 @@ then created with exactly that placement, the first broker of each list its pref
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import uuid
 
 from kafka.protocol.admin import CreatePartitionsResponse, CreateTopicsResponse, DeleteTopicsResponse
 
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
+from protocol.kafka_types import KafkaRequest, KafkaResponse, KafkaStruct
 
-from ..context import NodeInfo, RequestContext
+from ..context import Handler, NodeInfo, Reply, RequestContext
 from .registry import TopicError
 from .service import MAX_PARTITIONS, TopicService
 
@@ -45,7 +46,7 @@ class TopicApis:
 
     # --- CreateTopics ---------------------------------------------------------------------------
 
-    def create_topics(self, ctx: RequestContext, request: Any) -> Any:
+    def create_topics(self, ctx: RequestContext, request: KafkaRequest) -> Reply:
         version = ctx.api_version
         names = [t.name for t in request.topics]
         duplicates = {n for n in names if names.count(n) > 1}
@@ -75,22 +76,22 @@ class TopicApis:
         response = CreateTopicsResponse(version=version, throttle_time_ms=0, topics=results)
         return self._after_settled([r.name for r in results if r.error_code == ErrorCode.NONE], response)
 
-    def _after_settled(self, names: list[str], response: Any) -> Any:
+    def _after_settled(self, names: list[str], response: KafkaResponse) -> Reply:
         """The response, once the new partitions of ``names`` opened in the background are open
         (a client that produces right after its CreateTopics finds them), at once if none are."""
         settling = [name for name in names if self.topics.settling(name)]
         if not settling:
             return response
 
-        async def settled() -> Any:
+        async def settled() -> KafkaResponse:
             for name in settling:
                 await self.topics.settle(name)
             return response
 
         return settled()
 
-    async def _create_in_cluster(self, version: int, request: Any, results: list[Any],
-                                 placements: dict[str, dict[int, list[int]]]) -> Any:
+    async def _create_in_cluster(self, version: int, request: KafkaRequest, results: list[KafkaStruct],
+                                 placements: dict[str, dict[int, list[int]]]) -> KafkaResponse:
         """Cluster mode: the validated topics are written to ZooKeeper (off the event loop), with
         the request's placement where it gave one, and the answer waits until each has a live
         leader per partition or the request times out."""
@@ -117,8 +118,8 @@ class TopicApis:
                 break  # Kafka answers NONE after its timeout too: the topic exists
         return CreateTopicsResponse(version=version, throttle_time_ms=0, topics=results)
 
-    def _create_one(self, version: int, topic: Any, validate_only: bool,
-                    placements: dict[str, dict[int, list[int]]]) -> Any:
+    def _create_one(self, version: int, topic: KafkaStruct, validate_only: bool,
+                    placements: dict[str, dict[int, list[int]]]) -> KafkaStruct:
         configs = {c.name: c.value for c in topic.configs}
         num_partitions, replication_factor = topic.num_partitions, topic.replication_factor
         if topic.assignments and self.topics.store is not None:
@@ -151,7 +152,7 @@ class TopicApis:
                                    num_partitions=num_partitions, replication_factor=replication_factor,
                                    configs=configs)
 
-    def _manual_placement(self, topic: Any) -> dict[int, list[int]]:
+    def _manual_placement(self, topic: KafkaStruct) -> dict[int, list[int]]:
         """Cluster mode: CreateTopics' own assignment, checked as Kafka checks it (module docstring)."""
         if topic.replication_factor != -1:
             raise TopicError(ErrorCode.INVALID_REQUEST,
@@ -204,9 +205,9 @@ class TopicApis:
         return replicas
 
     @staticmethod
-    def _create_result(version: int, name: str, error: int, message: str | None, *, topic_id: Any = None,
+    def _create_result(version: int, name: str, error: int, message: str | None, *, topic_id: uuid.UUID | None = None,
                        num_partitions: int = -1, replication_factor: int = -1,
-                       configs: dict[str, str | None] | None = None) -> Any:
+                       configs: dict[str, str | None] | None = None) -> KafkaStruct:
         entries = [
             CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs(
                 name=k, value=v, read_only=False, config_source=CONFIG_SOURCE_DYNAMIC_TOPIC, is_sensitive=False)
@@ -219,7 +220,7 @@ class TopicApis:
 
     # --- DeleteTopics ---------------------------------------------------------------------------
 
-    def delete_topics(self, ctx: RequestContext, request: Any) -> Any:
+    def delete_topics(self, ctx: RequestContext, request: KafkaRequest) -> Reply:
         version = ctx.api_version
         if version >= 6:
             wanted = [(t.name, t.topic_id) for t in request.topics]
@@ -232,7 +233,7 @@ class TopicApis:
         if settling:
             # A topic whose new partitions are still being opened is deleted once they are all
             # open (then closed and set aside with the others).
-            async def after_settled() -> Any:
+            async def after_settled() -> KafkaResponse:
                 for name in settling:
                     await self.topics.settle(name)
                 result = self.delete_topics(ctx, request)
@@ -268,7 +269,7 @@ class TopicApis:
             return self._delete_in_cluster(version, request.timeout_ms, results, doomed)
         return DeleteTopicsResponse(version=version, throttle_time_ms=0, responses=results)
 
-    async def _delete_in_cluster(self, version: int, timeout_ms: int, results: list[Any], doomed: list[str]) -> Any:
+    async def _delete_in_cluster(self, version: int, timeout_ms: int, results: list[KafkaStruct], doomed: list[str]) -> KafkaResponse:
         """Cluster mode: queue the deletions for the controller (``/admin/delete_topics``) and
         answer once they are gone from this node's view, or REQUEST_TIMED_OUT (Kafka's
         DelayedDeleteTopics)."""
@@ -287,7 +288,7 @@ class TopicApis:
 
     # --- CreatePartitions -----------------------------------------------------------------------
 
-    def create_partitions(self, ctx: RequestContext, request: Any) -> Any:
+    def create_partitions(self, ctx: RequestContext, request: KafkaRequest) -> Reply:
         version = ctx.api_version
         names = [t.name for t in request.topics]
         results = []
@@ -321,8 +322,8 @@ class TopicApis:
         response = CreatePartitionsResponse(version=version, throttle_time_ms=0, results=results)
         return self._after_settled([r.name for r in results if r.error_code == ErrorCode.NONE], response)
 
-    async def _grow_in_cluster(self, version: int, timeout_ms: int, results: list[Any],
-                               growing: list[tuple[str, int, dict[int, list[int]] | None]]) -> Any:
+    async def _grow_in_cluster(self, version: int, timeout_ms: int, results: list[KafkaStruct],
+                               growing: list[tuple[str, int, dict[int, list[int]] | None]]) -> KafkaResponse:
         """Cluster mode: rewrite each topic's assignment in ZooKeeper (with the request's placement
         of the new partitions where it gave one), then wait for the new partitions' leaders (or
         the timeout, as CreateTopics does)."""
@@ -339,7 +340,7 @@ class TopicApis:
             await store.wait_partitions(name, count, timeout_s)
         return CreatePartitionsResponse(version=version, throttle_time_ms=0, results=results)
 
-    def _add_partitions(self, topic: Any, validate_only: bool) -> tuple[bool, dict[int, list[int]] | None]:
+    def _add_partitions(self, topic: KafkaStruct, validate_only: bool) -> tuple[bool, dict[int, list[int]] | None]:
         """Validate; on a single node add the partitions. (True, the request's placement of the
         new partitions or None) if cluster mode must add them."""
         info = self.topics.registry.get(topic.name)
@@ -382,7 +383,7 @@ class TopicApis:
         self.topics.add_partitions(topic.name, topic.count)
         return False, None
 
-    def handlers(self) -> dict[ApiKey, Any]:
+    def handlers(self) -> dict[ApiKey, Handler]:
         return {
             ApiKey.CREATE_TOPICS: self.create_topics,
             ApiKey.DELETE_TOPICS: self.delete_topics,

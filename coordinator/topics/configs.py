@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from .replication_quota import throttled_replicas_error
 
@@ -118,7 +117,7 @@ def offsets_topic_configs(segment_bytes: int) -> dict[str, str]:
     return {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes), "compression.type": "producer"}
 
 
-def effective_topic_configs(overrides: Mapping[str, str], broker: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
+def effective_topic_configs(overrides: Mapping[str, str], broker: Mapping[str, object]) -> dict[str, tuple[str, str]]:
     """Every topic key's value in force and its source: ``topic``, ``broker`` or ``default``."""
     result: dict[str, tuple[str, str]] = {}
     for name, definition in TOPIC_CONFIGS.items():

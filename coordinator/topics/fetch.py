@@ -24,14 +24,15 @@ watermark and there are no aborted transactions.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Awaitable
 
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 from protocol.fetch_response import FetchPartitionData, FetchTopicData, RecordsRef, encode_fetch_response
+from protocol.kafka_types import KafkaRequest
 from protocol.responses import EncodedResponse
 
-from ..context import RequestContext
+from ..context import Handler, RequestContext
 from .log_manager import LogManager
 from .partition_log import PartitionLog
 from .replication_quota import ReplicationThrottle
@@ -56,7 +57,7 @@ class FetchApis:
         #: Cluster mode: the leader's replication quota (KIP-73) for followers' fetches.
         self.throttle = throttle
 
-    def fetch(self, ctx: RequestContext, request: Any) -> Any:
+    def fetch(self, ctx: RequestContext, request: KafkaRequest) -> EncodedResponse | Awaitable[EncodedResponse]:
         version = ctx.api_version
         first = self._read(version, request)
         topics, size, logs, immediate = first
@@ -64,7 +65,7 @@ class FetchApis:
             return self._encode(version, ctx.correlation_id, topics)
         return self._long_poll(ctx, request, logs)
 
-    async def _long_poll(self, ctx: RequestContext, request: Any, logs: list[PartitionLog]) -> Any:
+    async def _long_poll(self, ctx: RequestContext, request: KafkaRequest, logs: list[PartitionLog]) -> EncodedResponse:
         version = ctx.api_version
         loop = asyncio.get_running_loop()
         deadline = loop.time() + request.max_wait_ms / 1000.0
@@ -83,7 +84,7 @@ class FetchApis:
     def _encode(version: int, correlation_id: int, topics: list[FetchTopicData]) -> EncodedResponse:
         return EncodedResponse(encode_fetch_response(version, correlation_id, topics, session_id=0))
 
-    def _read(self, version: int, request: Any) -> tuple[list[FetchTopicData], int, list[PartitionLog], bool]:
+    def _read(self, version: int, request: KafkaRequest) -> tuple[list[FetchTopicData], int, list[PartitionLog], bool]:
         """One pass over the requested partitions: (topics, bytes found, logs read, errors seen)."""
         replica_id = _replica_id(version, request)
         response_budget = request.max_bytes if request.max_bytes is not None else 2**31 - 1
@@ -109,6 +110,8 @@ class FetchApis:
                     data.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
                     immediate = True
                     continue
+                # ``follower`` implies ``plog.replication``, ``throttled`` also ``self.throttle``: mypy cannot
+                # narrow through a bool, hence the union-attr ignores below (a check would cost the fetch path).
                 follower = replica_id >= 0 and plog.replication is not None
                 if follower:
                     error = check_leader_epoch(plog, part.current_leader_epoch if version >= 9 else -1)
@@ -155,11 +158,11 @@ class FetchApis:
                 total += length
         return topics, total, logs, immediate
 
-    def handlers(self) -> dict[ApiKey, Any]:
+    def handlers(self) -> dict[ApiKey, Handler]:
         return {ApiKey.FETCH: self.fetch}
 
 
-def _replica_id(version: int, request: Any) -> int:
+def _replica_id(version: int, request: KafkaRequest) -> int:
     """-1 for consumers; a broker id for a follower (v15+ carries it in ReplicaState, KIP-903)."""
     if version >= 15:
         state = getattr(request, "replica_state", None)

@@ -8,14 +8,14 @@ here, so it is 0. v4 adds the directory's total and usable bytes (KIP-827).
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from kafka.protocol.admin import DescribeLogDirsResponse
 
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
+from protocol.kafka_types import KafkaRequest, KafkaResponse, KafkaStruct
 
-from ..context import RequestContext
+from ..context import Handler, RequestContext
 from .log_manager import LogManager
 
 __all__ = ["LogDirApis"]
@@ -29,7 +29,7 @@ class LogDirApis:
     def __init__(self, logs: LogManager) -> None:
         self.logs = logs
 
-    def describe_log_dirs(self, ctx: RequestContext, request: Any) -> Any:
+    def describe_log_dirs(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
         version = ctx.api_version
         hosted = self.logs.partitions()
         if request.topics is None:
@@ -37,7 +37,7 @@ class LogDirApis:
         else:
             wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
             chosen = [plog for plog in hosted if (plog.topic, plog.partition) in wanted]
-        by_topic: dict[str, list[Any]] = {}
+        by_topic: dict[str, list[KafkaStruct]] = {}
         for plog in sorted(chosen, key=lambda x: (x.topic, x.partition)):
             by_topic.setdefault(plog.topic, []).append(PartitionOut(
                 partition_index=plog.partition, partition_size=plog.log.size_bytes, offset_lag=0, is_future_key=False))
@@ -54,5 +54,5 @@ class LogDirApis:
         return DescribeLogDirsResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.NONE,
                                        results=[result])
 
-    def handlers(self) -> dict[ApiKey, Any]:
+    def handlers(self) -> dict[ApiKey, Handler]:
         return {ApiKey.DESCRIBE_LOG_DIRS: self.describe_log_dirs}

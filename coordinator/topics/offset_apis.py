@@ -15,16 +15,16 @@ cache (KIP-101/279): the largest epoch at or below the one asked for, and where 
 
 from __future__ import annotations
 
-from typing import Any
-
 from kafka.protocol.consumer import ListOffsetsResponse, OffsetForLeaderEpochResponse
 
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
+from protocol.kafka_types import KafkaRequest, KafkaResponse
 
-from ..context import RequestContext
+from ..context import Handler, RequestContext
 from .fetch import check_leader_epoch
 from .log_manager import LogManager
+from .partition_log import PartitionLog
 
 __all__ = ["OffsetApis"]
 
@@ -40,7 +40,7 @@ class OffsetApis:
     def __init__(self, logs: LogManager) -> None:
         self.logs = logs
 
-    def list_offsets(self, ctx: RequestContext, request: Any) -> Any:
+    def list_offsets(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
         version = ctx.api_version
         topics = []
         for topic in request.topics:
@@ -69,7 +69,7 @@ class OffsetApis:
         return ListOffsetsResponse(version=version, throttle_time_ms=0, topics=topics)
 
     @staticmethod
-    def _lookup(plog: Any, timestamp: int) -> tuple[int, int] | None:
+    def _lookup(plog: PartitionLog, timestamp: int) -> tuple[int, int] | None:
         if timestamp in (EARLIEST, EARLIEST_LOCAL):
             return plog.log_start_offset, -1
         if timestamp == LATEST:
@@ -82,7 +82,7 @@ class OffsetApis:
             return None
         return plog.offset_for_timestamp(timestamp)
 
-    def offset_for_leader_epoch(self, ctx: RequestContext, request: Any) -> Any:
+    def offset_for_leader_epoch(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
         version = ctx.api_version
         topics = []
         for topic in request.topics:
@@ -111,5 +111,5 @@ class OffsetApis:
             topics.append(EpochTopic(topic=topic.topic, partitions=parts))
         return OffsetForLeaderEpochResponse(version=version, throttle_time_ms=0, topics=topics)
 
-    def handlers(self) -> dict[ApiKey, Any]:
+    def handlers(self) -> dict[ApiKey, Handler]:
         return {ApiKey.LIST_OFFSETS: self.list_offsets, ApiKey.OFFSET_FOR_LEADER_EPOCH: self.offset_for_leader_epoch}

@@ -30,12 +30,12 @@ import logging
 import struct
 import time
 from collections.abc import Awaitable
-from typing import Any
 
 from kafka.protocol.producer import ProduceResponse
 
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
+from protocol.kafka_types import KafkaRequest, KafkaResponse, KafkaStruct
 from protocol.records import (
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
@@ -50,7 +50,7 @@ from protocol.records import (
 from storage.errors import LogClosedError
 from storage.producer_state import Duplicate
 
-from ..context import RequestContext
+from ..context import Handler, RequestContext
 from .log_manager import LogManager
 from .partition_log import PartitionLog
 from .replication import NotLeader
@@ -67,7 +67,7 @@ _CRC = struct.Struct(">I")
 _I32 = struct.Struct(">i")
 
 
-def _fail(result: Any, error: int, message: str) -> None:
+def _fail(result: KafkaStruct, error: int, message: str) -> None:
     result.error_code = error
     result.error_message = message
     result.base_offset = -1
@@ -85,10 +85,10 @@ class ProduceApis:
     def __init__(self, logs: LogManager) -> None:
         self.logs = logs
 
-    def produce(self, ctx: RequestContext, request: Any) -> Any:
+    def produce(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse | None | Awaitable[KafkaResponse]:
         version = ctx.api_version
         acks = request.acks
-        pending: list[tuple[Any, Awaitable[None] | None]] = []
+        pending: list[tuple[KafkaStruct, Awaitable[None] | None]] = []
         topics_out = []
         for topic in request.topic_data:
             parts_out = []
@@ -144,7 +144,8 @@ class ProduceApis:
             return response
         return self._respond_when_durable(response, pending)
 
-    async def _respond_when_durable(self, response: Any, pending: list[tuple[Any, Awaitable[None] | None]]) -> Any:
+    async def _respond_when_durable(self, response: KafkaResponse,
+                                    pending: list[tuple[KafkaStruct, Awaitable[None] | None]]) -> KafkaResponse:
         try:
             for result, wait in pending:
                 if wait is None:
@@ -175,7 +176,7 @@ class ProduceApis:
                     wait.close()
 
     @staticmethod
-    async def _replicated(plog: PartitionLog, durable: Awaitable[None], end: int, result: Any,
+    async def _replicated(plog: PartitionLog, durable: Awaitable[None], end: int, result: KafkaStruct,
                           timeout_ms: int) -> None:
         """acks=all in cluster mode: after the local append, wait for the ISR (module docstring)."""
         await durable
@@ -203,7 +204,7 @@ class ProduceApis:
         except Exception as exc:
             log.error("append failed (acks=0)", extra={"reason": str(exc)})
 
-    def _append(self, plog: PartitionLog, records: bytes | None, result: Any) -> tuple[Awaitable[None], int]:
+    def _append(self, plog: PartitionLog, records: bytes | None, result: KafkaStruct) -> tuple[Awaitable[None], int]:
         """Validate and queue one batch; (local durability, the batch's end offset)."""
         batch = self._validate(plog, records)
         header = read_batch_header(batch, 0)
@@ -308,5 +309,5 @@ class ProduceApis:
                 base_sequence=header.base_sequence))
         return bytearray(records)
 
-    def handlers(self) -> dict[ApiKey, Any]:
+    def handlers(self) -> dict[ApiKey, Handler]:
         return {ApiKey.PRODUCE: self.produce}

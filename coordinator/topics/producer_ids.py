@@ -20,15 +20,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from kafka.protocol.producer import InitProducerIdResponse
 
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
+from protocol.kafka_types import KafkaRequest, KafkaResponse
 
 from ..config import ConfigError
-from ..context import RequestContext
+from ..context import Handler, Reply, RequestContext
 from ..data_dir import atomic_write
 
 __all__ = ["ProducerIdManager", "ProducerIdApis", "BLOCK_SIZE"]
@@ -90,7 +90,7 @@ class ProducerIdApis:
     def __init__(self, manager: ProducerIdManager) -> None:
         self.manager = manager
 
-    def init_producer_id(self, ctx: RequestContext, request: Any) -> Any:
+    def init_producer_id(self, ctx: RequestContext, request: KafkaRequest) -> Reply:
         version = ctx.api_version
         if request.transactional_id is not None:
             return InitProducerIdResponse(version=version, throttle_time_ms=0,
@@ -100,7 +100,7 @@ class ProducerIdApis:
         return InitProducerIdResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.NONE,
                                       producer_id=self.manager.next_id(), producer_epoch=0)
 
-    async def _after_refill(self, version: int) -> Any:
+    async def _after_refill(self, version: int) -> KafkaResponse:
         while self.manager.exhausted:
             try:
                 await self.manager.refill()
@@ -113,5 +113,5 @@ class ProducerIdApis:
         return InitProducerIdResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.NONE,
                                       producer_id=self.manager.next_id(), producer_epoch=0)
 
-    def handlers(self) -> dict[ApiKey, Any]:
+    def handlers(self) -> dict[ApiKey, Handler]:
         return {ApiKey.INIT_PRODUCER_ID: self.init_producer_id}

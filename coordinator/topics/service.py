@@ -11,7 +11,7 @@ when the cluster wing sees it and calls :meth:`TopicService.adopt`.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Protocol
+from typing import Protocol
 
 from protocol.errors import ErrorCode
 
@@ -218,5 +218,5 @@ class TopicService:
             if changed is not None:
                 changed(info)
 
-    def describe_configs(self, info: TopicInfo) -> dict[str, Any]:
+    def describe_configs(self, info: TopicInfo) -> dict[str, str]:
         return dict(info.configs)
