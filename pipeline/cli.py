@@ -16,12 +16,27 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from .outputs import progress, write_table
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from .report import GroupRow, ReportData
+
 __all__ = ["main", "run_job", "preflight", "PreflightError"]
+
+
+class JobResult(TypedDict):
+    """What ``run_job`` returns: the report's figures, for callers and tests."""
+
+    totals: dict[str, int]
+    groups: list[GroupRow]
+    churn: list[tuple[str, int, int, int]]
+    report: ReportData
 
 
 def _is_local(path: str) -> bool:
@@ -33,7 +48,7 @@ class PreflightError(RuntimeError):
     directory is not visible at the same path."""
 
 
-def preflight(spark: Any, data_dir: str) -> list[tuple[str, int, str, bool]]:
+def preflight(spark: SparkSession, data_dir: str) -> list[tuple[str, int, str, bool]]:
     """Before reading anything, ask the executors' Python workers (one task per default
     parallelism slot) what they are: host, process id, where ``pipeline`` imports from, and
     whether ``data_dir`` is a directory there. Fails with a readable message instead of a
@@ -41,7 +56,7 @@ def preflight(spark: Any, data_dir: str) -> list[tuple[str, int, str, bool]]:
     sc = spark.sparkContext
     slots = max(int(sc.defaultParallelism), 1)
 
-    def probe(_rows: Any) -> Any:
+    def probe(_rows: Iterable[int]) -> Iterator[tuple[str, int, str, bool]]:
         import os
         import socket
 
@@ -68,9 +83,9 @@ def preflight(spark: Any, data_dir: str) -> list[tuple[str, int, str, bool]]:
     return workers
 
 
-def run_job(spark: Any, data_dir: str, out: str, *, end_offsets_file: str | None = None,
+def run_job(spark: SparkSession, data_dir: str, out: str, *, end_offsets_file: str | None = None,
             now_ms: int | None = None, lag_window: int = 10, rate_window: str = "1 minute",
-            report_dir: str | None = None, offsets_retention_minutes: int = 10_080) -> dict[str, Any]:
+            report_dir: str | None = None, offsets_retention_minutes: int = 10_080) -> JobResult:
     """The whole job on an existing session; returns the small collected results (the report's
     inputs, also used by the tests)."""
     from pyspark.sql import functions as F

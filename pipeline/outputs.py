@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["TABLES", "progress", "write_table", "table_path"]
 
@@ -39,7 +42,7 @@ def table_path(out: str, name: str) -> str:
     return f"{out.rstrip('/')}/{name}"
 
 
-def write_table(spark: Any, df: Any, out: str, name: str) -> Any:
+def write_table(spark: SparkSession, df: DataFrame, out: str, name: str) -> DataFrame:
     """Write ``df`` as ``<out>/<name>`` (Parquet, overwrite, one file), report its row count and
     return the written table read back, so later stages start from the file and not from a
     recomputation of the plan."""

@@ -13,15 +13,18 @@ import html
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-__all__ = ["ReportData", "write_report", "group_lag_series", "render_html", "render_markdown"]
+__all__ = ["ReportData", "GroupRow", "write_report", "group_lag_series", "render_html", "render_markdown"]
 
 _COLORS = ["#2563eb", "#dc2626", "#16a34a", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#4b5563"]
 _STATUS_COLORS = {"OK": "#16a34a", "WARN": "#d97706", "STOP": "#dc2626", "STALL": "#dc2626", "REWIND": "#7c3aed",
                   "ERR": "#dc2626"}
 #: Groups drawn per line chart; the tables list every group.
 MAX_SERIES = 8
+
+
+#: (group, status, Burrow group status, partitions, total lag, max lag): a row of ``group_status``.
+GroupRow = tuple[str, str, str, int, int | None, int | None]
 
 
 @dataclass
@@ -33,7 +36,7 @@ class ReportData:
     #: generations, expired
     totals: dict[str, int]
     #: (group, status, Burrow group status, partitions, total lag, max lag), worst first
-    groups: list[tuple[Any, ...]] = field(default_factory=list)
+    groups: list[GroupRow] = field(default_factory=list)
     #: group -> [(time ms, lag summed over its partitions at that time)]; the job ends each series
     #: with the group's lag at the evaluation time
     lag_series: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
@@ -42,7 +45,7 @@ class ReportData:
     #: (group, generations, joins, leaves), most generations first
     churn: list[tuple[str, int, int, int]] = field(default_factory=list)
     #: (group, topic, partition, status, lag) of every partition that is not OK
-    bad_partitions: list[tuple[str, str, int, str, Any]] = field(default_factory=list)
+    bad_partitions: list[tuple[str, str, int, str, int | None]] = field(default_factory=list)
     #: (group, kind, offsets) of removed or overdue offsets
     expired: list[tuple[str, str, int]] = field(default_factory=list)
     corrupt: list[str] = field(default_factory=list)
@@ -101,7 +104,7 @@ def _ticks(top: int) -> list[float]:
     return [top * i / intervals for i in range(intervals + 1)]
 
 
-def _esc(value: Any) -> str:
+def _esc(value: object) -> str:
     return html.escape(str(value))
 
 
@@ -225,7 +228,7 @@ def _sparklines(title: str, series: dict[str, list[tuple[int, int]]], unit: str)
     return "".join(parts)
 
 
-def _num(value: Any) -> str:
+def _num(value: int | None) -> str:
     return "—" if value is None else f"{value:,}"
 
 

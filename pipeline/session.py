@@ -12,7 +12,10 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 __all__ = ["build_session", "launched_by_spark_submit", "DEFAULTS", "ARROW_JAVA_OPTIONS"]
 
@@ -51,7 +54,7 @@ def launched_by_spark_submit() -> bool:
 
 
 def build_session(master: str | None = None, conf: dict[str, str] | None = None,
-                  app: str = "groupcoord-pipeline", log_level: str = "WARN") -> Any:
+                  app: str = "groupcoord-pipeline", log_level: str = "WARN") -> SparkSession:
     """A SparkSession with the ``consumer_offsets`` data source registered. ``conf`` entries
     always apply; ``master`` only outside spark-submit."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

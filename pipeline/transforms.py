@@ -8,8 +8,9 @@ expired) removes the group, not its offsets: those get tombstones of their own.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import pairwise
-from typing import Any
+from typing import TypedDict
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
@@ -97,7 +98,16 @@ def lag_at_commits(history: DataFrame, end_history: DataFrame) -> DataFrame:
 BURROW_ORDER = ["OK", "WARN", "STOP", "STALL", "REWIND"]
 
 
-def evaluate_window(entries: list[Any], current_lag: int | None, now_ms: int) -> str:
+class WindowEntry(TypedDict):
+    """What ``evaluate_window`` reads of one commit of a partition's window (``burrow_status``'s
+    rows also carry the commit's log position, ``pos``, which only orders them)."""
+
+    ts: int
+    offset: int
+    lag: int
+
+
+def evaluate_window(entries: Sequence[WindowEntry], current_lag: int | None, now_ms: int) -> str:
     """Burrow's partition rules (clients_and_peers.md §5.2) over the last commits, oldest first;
     each entry has ``offset``, ``ts`` and ``lag``."""
     if not entries:

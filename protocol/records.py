@@ -67,6 +67,7 @@ __all__ = [
     "BATCH_HEADER_SIZE",
     "LOG_OVERHEAD",
     "MAGIC_V2",
+    "BatchBuffer",
     "BatchHeader",
     "CorruptBatchError",
     "read_batch_header",
@@ -155,12 +156,12 @@ class BatchHeader(NamedTuple):
         return bool(self.attributes & TIMESTAMP_TYPE_MASK)
 
 
-#: What the batch-header readers read: bytes, a view, or a memory-mapped segment file (the pipeline's
-#: readers map whole segments); ``struct.unpack_from`` and ``len`` work on each.
-HeaderBuffer = bytes | bytearray | memoryview | mmap
+#: What the batch readers read: bytes, a view, or a memory-mapped segment file (the pipeline's
+#: readers map whole segments); ``struct.unpack_from``, ``len`` and ``memoryview`` work on each.
+BatchBuffer = bytes | bytearray | memoryview | mmap
 
 
-def read_batch_header(buf: HeaderBuffer, pos: int = 0) -> BatchHeader:
+def read_batch_header(buf: BatchBuffer, pos: int = 0) -> BatchHeader:
     """Parse the 61-byte header at ``pos``. Raises CorruptBatchError if it cannot be a v2 batch."""
     if len(buf) - pos < BATCH_HEADER_SIZE:
         raise CorruptBatchError("truncated batch header", pos)
@@ -172,7 +173,7 @@ def read_batch_header(buf: HeaderBuffer, pos: int = 0) -> BatchHeader:
     return header
 
 
-def compute_crc(buf: bytes | bytearray | memoryview, pos: int, size: int) -> int:
+def compute_crc(buf: BatchBuffer, pos: int, size: int) -> int:
     """CRC-32C of the batch at ``pos`` of ``size`` bytes, over attributes..end."""
     return _crc32c.crc32c(memoryview(buf)[pos + _ATTRIBUTES_OFFSET : pos + size])
 
@@ -191,7 +192,7 @@ def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> 
 
 
 def iter_batch_positions(
-    buf: HeaderBuffer, start: int = 0, end: int | None = None
+    buf: BatchBuffer, start: int = 0, end: int | None = None
 ) -> Iterator[tuple[int, BatchHeader]]:
     """Yield ``(position, header)`` for each complete batch from ``start``.
 
@@ -438,7 +439,7 @@ def _decode_body(data: bytes, p: int, end: int, count: int) -> list[Record]:
 
 
 def decode_records(
-    buf: bytes | bytearray | memoryview,
+    buf: BatchBuffer,
     pos: int = 0,
     header: BatchHeader | None = None,
     *,

@@ -47,9 +47,10 @@ import functools
 import mmap
 import os
 from collections.abc import Iterator
-from typing import Any
 
 import pyarrow as pa
+
+from protocol.records import BatchBuffer
 
 from .fast_path import FastParser
 from .rows import SegmentContext, reference_rows, rows_to_batch
@@ -133,7 +134,7 @@ def parse_segment(
 
 
 def parse_buffer(
-    buf: Any,
+    buf: BatchBuffer,
     end: int,
     log_partition: int,
     segment_base_offset: int,

@@ -50,12 +50,15 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from .schema import RAW_SCHEMA
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = [
     "FORMAT",
@@ -165,8 +168,8 @@ def plan_partitions(segments: list[SegmentFile], *, max_bytes: int = MAX_PARTITI
     return bins
 
 
-def read_partition(segments: list[SegmentFile], *, verify_crc: bool = True, schema: Any = None,
-                   batch_rows: int = BATCH_ROWS) -> Iterator[Any]:
+def read_partition(segments: list[SegmentFile], *, verify_crc: bool = True, schema: pa.Schema | None = None,
+                   batch_rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
     """The Arrow batches of a list of planned segments (what one task does); Spark-free."""
     from .columns import parse_segment
 
@@ -211,7 +214,7 @@ class ConsumerOffsetsReader(DataSourceReader):
                                min_partitions=self.min_partitions, min_bytes=self.min_bytes)
         return [SegmentGroup(b) for b in bins] or [SegmentGroup([])]
 
-    def read(self, partition: InputPartition) -> Iterator[Any]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         from pyspark.sql.pandas.types import to_arrow_schema
 
         assert isinstance(partition, SegmentGroup)

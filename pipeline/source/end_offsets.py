@@ -39,7 +39,7 @@ from typing import Any, NamedTuple
 
 import pyarrow as pa
 
-from protocol.records import CorruptBatchError, iter_batch_positions
+from protocol.records import BatchHeader, CorruptBatchError, iter_batch_positions
 from storage.files import LOG_START_OFFSET_FILE, read_checkpoint
 
 __all__ = [
@@ -84,7 +84,7 @@ def _segments(directory: Path) -> list[Path]:
     return sorted(p for p in directory.glob("*.log") if p.stem.isdigit())
 
 
-def _batch_headers(segment: Path) -> Iterator[Any]:
+def _batch_headers(segment: Path) -> Iterator[BatchHeader]:
     """Headers of the complete batches of a segment, up to a cut-off or damaged one."""
     with open(segment, "rb") as f:
         size = os.fstat(f.fileno()).st_size
@@ -128,6 +128,7 @@ def load_log_offsets(path: str | os.PathLike[str]) -> list[PartitionEnd]:
     """
     text = Path(path).read_text(encoding="utf-8")
     if os.fspath(path).endswith(".json") or text.lstrip().startswith("["):
+        # JSON holds anything (json.loads is typed Any): each field is converted, and checked, below.
         entries: list[dict[str, Any]] = json.loads(text)
     else:
         entries = list(csv.DictReader(text.splitlines()))

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from typing import Any
 
 import crc32c as _crc32c
 import numpy as np
@@ -308,7 +307,7 @@ class FastParser:
         if slow is not None:
             work += zip(slow.rb.tolist(), range(len(slow.rb)), strict=True)
             work.sort()
-        general: list[list[Any]] = []
+        general: list[list[object]] = []
         general_batch: list[int] = []  # chunk-local batch of each general row
         corrupt_at = -1
         headers: dict[int, BatchHeader] = {}
@@ -439,7 +438,7 @@ def _constant_strings(text: str, n: int) -> pa.Array:
     return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(raw * n))
 
 
-def _as_array(values: Any, type_: pa.DataType, n: int) -> pa.Array:
+def _as_array(values: object, type_: pa.DataType, n: int) -> pa.Array:
     if values is None:
         return pa.nulls(n, type=type_)
     if isinstance(values, pa.Array):

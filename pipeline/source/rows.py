@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TypedDict
 
 import pyarrow as pa
 
@@ -23,6 +23,7 @@ from protocol.consumer_offsets import (
     key_version,
 )
 from protocol.records import (
+    BatchBuffer,
     BatchHeader,
     CorruptBatchError,
     Record,
@@ -34,12 +35,25 @@ from protocol.records import (
 from .schema import CONTROL, CORRUPT, GROUP_METADATA, OFFSET_COMMIT, RAW_COLUMNS, UNKNOWN
 
 
+class MemberRow(TypedDict):
+    """One element of the ``members`` column."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    subscription: bytes
+    assignment: bytes
+
+
 class SegmentContext:
     """What every row of one segment shares, and where its bytes are."""
 
     __slots__ = ("buf", "end", "lp", "seg_base", "verify_crc", "name", "schema")
 
-    def __init__(self, buf: Any, end: int, lp: int, seg_base: int, verify_crc: bool, name: str,
+    def __init__(self, buf: BatchBuffer, end: int, lp: int, seg_base: int, verify_crc: bool, name: str,
                  schema: pa.Schema) -> None:
         self.buf, self.end, self.lp, self.seg_base = buf, end, lp, seg_base
         self.verify_crc, self.name, self.schema = verify_crc, name, schema
@@ -64,16 +78,16 @@ def _version_of(value: bytes | None) -> int | None:
     return _I16.unpack_from(value)[0] if value is not None and len(value) >= 2 else None
 
 
-def _members(value: GroupMetadataValue) -> list[dict[str, Any]]:
+def _members(value: GroupMetadataValue) -> list[MemberRow]:
     return [{"member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
              "client_host": m.client_host, "rebalance_timeout_ms": m.rebalance_timeout,
              "session_timeout_ms": m.session_timeout, "subscription": m.subscription, "assignment": m.assignment}
             for m in value.members]
 
 
-def _base_row(ctx: SegmentContext, header: BatchHeader, record: Record) -> list[Any]:
+def _base_row(ctx: SegmentContext, header: BatchHeader, record: Record) -> list[object]:
     """A row with the columns every record has (position, batch fields) filled in."""
-    row: list[Any] = [None] * _WIDTH
+    row: list[object] = [None] * _WIDTH
     row[_LP], row[_SEG], row[_OFF] = ctx.lp, ctx.seg_base, header.base_offset + record.offset_delta
     row[_TS], row[_PID] = record.timestamp(header), header.producer_id
     row[_TXN], row[_CTL] = header.is_transactional, header.is_control
@@ -81,7 +95,7 @@ def _base_row(ctx: SegmentContext, header: BatchHeader, record: Record) -> list[
     return row
 
 
-def record_row(ctx: SegmentContext, header: BatchHeader, record: Record, pos: int) -> list[Any]:
+def record_row(ctx: SegmentContext, header: BatchHeader, record: Record, pos: int) -> list[object]:
     """One record as a row. Raises CorruptBatchError (at the batch's ``pos``) for a record the
     codec cannot parse; unknown versions are rows, not errors (rule 3)."""
     row = _base_row(ctx, header, record)
@@ -130,7 +144,7 @@ def record_row(ctx: SegmentContext, header: BatchHeader, record: Record, pos: in
     return row
 
 
-def rows_of_batch(ctx: SegmentContext, pos: int) -> list[list[Any]]:
+def rows_of_batch(ctx: SegmentContext, pos: int) -> list[list[object]]:
     """Every row of the batch at ``pos``, or CorruptBatchError: a batch is atomic (rule 2)."""
     for _pos, header in iter_batch_positions(ctx.buf, pos, ctx.end):  # validates length and magic
         records = decode_records(ctx.buf, pos, header, check_crc=ctx.verify_crc)
@@ -138,16 +152,16 @@ def rows_of_batch(ctx: SegmentContext, pos: int) -> list[list[Any]]:
     return []  # cut off: callers only pass complete batches
 
 
-def corrupt_row(ctx: SegmentContext, exc: CorruptBatchError) -> list[Any]:
-    row: list[Any] = [None] * _WIDTH
+def corrupt_row(ctx: SegmentContext, exc: CorruptBatchError) -> list[object]:
+    row: list[object] = [None] * _WIDTH
     # No offset: the bytes that would say it are the ones in doubt.
     row[_LP], row[_SEG], row[_OFF], row[_TYPE] = ctx.lp, ctx.seg_base, -1, CORRUPT
     row[_ERROR] = f"{ctx.name}: {exc.reason} at byte {exc.position}"
     return row
 
 
-def reference_rows(ctx: SegmentContext, batch_rows: int) -> Iterator[list[list[Any]]]:
-    rows: list[list[Any]] = []
+def reference_rows(ctx: SegmentContext, batch_rows: int) -> Iterator[list[list[object]]]:
+    rows: list[list[object]] = []
     try:
         for pos, _header in iter_batch_positions(ctx.buf, 0, ctx.end):
             rows += rows_of_batch(ctx, pos)
@@ -160,7 +174,7 @@ def reference_rows(ctx: SegmentContext, batch_rows: int) -> Iterator[list[list[A
         yield rows
 
 
-def rows_to_batch(rows: Sequence[Sequence[Any]], schema: pa.Schema) -> pa.RecordBatch:
+def rows_to_batch(rows: Sequence[Sequence[object]], schema: pa.Schema) -> pa.RecordBatch:
     columns = list(zip(*rows, strict=True)) if rows else [()] * _WIDTH
     return pa.RecordBatch.from_arrays([pa.array(list(c), type=f.type) for c, f in zip(columns, schema, strict=True)],
                                       schema=schema)
@@ -198,7 +212,7 @@ def _gm_bytes(data: bytes, p: int) -> tuple[bytes, int]:
     return data[p:p + n], p + n
 
 
-def plain_group_metadata_row(ctx: SegmentContext, header: BatchHeader, record: Record) -> list[Any] | None:
+def plain_group_metadata_row(ctx: SegmentContext, header: BatchHeader, record: Record) -> list[object] | None:
     key, value = record.key, record.value
     try:
         assert key is not None
