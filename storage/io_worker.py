@@ -43,8 +43,10 @@ _Ts = TypeVarTuple("_Ts")
 
 class IoWorker:
     def __init__(self, name: str = "groupcoord-io") -> None:
-        # Jobs of every result type share the queue: their futures and functions are erased to Any here.
-        self._jobs: deque[tuple[asyncio.AbstractEventLoop, asyncio.Future[Any], Callable[..., Any], tuple[Any, ...],
+        # Jobs of every result type share the queue. Their functions and results are objects here,
+        # but a Future[T] is invariant in T and Python's types have no "Future of some T": the
+        # futures (and the [future, result, error] outcome lists holding them) are Future[Any].
+        self._jobs: deque[tuple[asyncio.AbstractEventLoop, asyncio.Future[Any], Callable[..., object], tuple[object, ...],
                                 Callable[[], object] | None]] = deque()
         self._cv = threading.Condition(threading.Lock())
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -72,11 +74,11 @@ class IoWorker:
                     self._cv.wait()
                 jobs = list(self._jobs)
                 self._jobs.clear()
-            done: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any, BaseException | None]]] = {}
+            done: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], object, BaseException | None]]] = {}
             outcomes_in_order: list[tuple[asyncio.AbstractEventLoop, Callable[[], object] | None, list[Any]]] = []
             for loop, fut, fn, args, then in jobs:
                 try:
-                    outcome = [fut, fn(*args), None]
+                    outcome: list[Any] = [fut, fn(*args), None]
                 except BaseException as exc:  # handed to the awaiting coroutine, like an executor
                     outcome, then = [fut, None, exc], None
                 outcomes_in_order.append((loop, then, outcome))
@@ -103,7 +105,7 @@ class IoWorker:
             outcome[1], outcome[2] = None, exc
 
 
-def _deliver(outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]]) -> None:
+def _deliver(outcomes: list[tuple[asyncio.Future[Any], object, BaseException | None]]) -> None:
     for fut, result, exc in outcomes:
         if fut.done():
             continue
