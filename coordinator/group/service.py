@@ -190,7 +190,7 @@ class GroupService:
     def _error_for(self, partition: int | None) -> int:
         """NONE if ``partition`` serves requests, else the error to answer with (always one for
         None). The hot handlers (heartbeat, commit, offset fetch) rely on that to pass the partition
-        on without a check mypy could follow: their ``type: ignore[arg-type]`` says "p: no error"."""
+        on without a check mypy could follow: their ignore of ``arg-type`` says "p: no error"."""
         if partition is None:
             return E.NOT_COORDINATOR
         state = self.runtime.state(partition)
