@@ -13,13 +13,40 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Literal, overload
 
-__all__ = ["ConfigError", "Config", "SETTINGS", "parse_properties", "load_config", "parse_host_port",
-           "parse_zookeeper_connect"]
+__all__ = ["ConfigError", "Config", "Setting", "SettingValue", "IntSetting", "FlagSetting", "TextSetting", "SETTINGS",
+           "parse_properties", "load_config", "parse_host_port", "parse_zookeeper_connect"]
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
+
+#: A setting's value once parsed: every setting is an integer, a flag or a text.
+SettingValue = int | bool | str
+
+# Which keys hold which type, so ``config[key]`` with a literal key has that type; a test checks
+# these against the defaults of ``SETTINGS`` (tests/coordinator/test_config_types.py).
+IntSetting = Literal[
+    "node.id", "broker.id", "zookeeper.session.timeout.ms", "zookeeper.connection.timeout.ms",
+    "socket.request.max.bytes", "max.connections", "connections.max.idle.ms", "num.partitions",
+    "default.replication.factor", "offsets.topic.replication.factor", "min.insync.replicas",
+    "replica.lag.time.max.ms", "leader.imbalance.check.interval.seconds", "replica.fetch.wait.max.ms",
+    "replica.fetch.backoff.ms", "replica.fetch.max.bytes", "replica.fetch.response.max.bytes",
+    "leader.replication.throttled.rate", "follower.replication.throttled.rate", "replication.quota.window.num",
+    "replication.quota.window.size.seconds", "message.max.bytes", "log.segment.bytes", "log.retention.ms",
+    "log.retention.bytes", "log.retention.check.interval.ms", "log.cleaner.backoff.ms",
+    "log.flush.interval.messages", "offsets.topic.num.partitions", "offsets.topic.segment.bytes",
+    "offsets.retention.minutes", "offsets.retention.check.interval.ms", "offsets.snapshot.min.records",
+    "offsets.commit.timeout.ms", "offset.metadata.max.bytes", "group.initial.rebalance.delay.ms",
+    "group.min.session.timeout.ms", "group.max.session.timeout.ms", "group.max.size",
+]
+FlagSetting = Literal[
+    "auto.create.topics.enable", "unclean.leader.election.enable", "auto.leader.rebalance.enable",
+    "controlled.shutdown.enable", "delete.topic.enable",
+]
+TextSetting = Literal[
+    "broker.rack", "zookeeper.connect", "listeners", "advertised.listeners", "log.dirs", "logging.level",
+]
 
 
 class ConfigError(ValueError):
@@ -29,11 +56,11 @@ class ConfigError(ValueError):
 @dataclass(frozen=True, slots=True)
 class Setting:
     name: str
-    parse: Callable[[str], Any]
-    default: Any
+    parse: Callable[[str], SettingValue]
+    default: SettingValue
     allowed: str
     doc: str
-    check: Callable[[Any], bool] = lambda _v: True
+    check: Callable[[SettingValue], bool] = lambda _v: True
 
 
 @dataclass(frozen=True)
@@ -278,15 +305,27 @@ def parse_properties(text: str, source: str) -> dict[str, str]:
     return result
 
 
-class Config(Mapping[str, Any]):
+class Config(Mapping[str, SettingValue]):
     """Validated settings. Read with ``config["offsets.topic.num.partitions"]``."""
 
-    def __init__(self, values: Mapping[str, Any], explicit: frozenset[str] = frozenset()) -> None:
+    def __init__(self, values: Mapping[str, SettingValue], explicit: frozenset[str] = frozenset()) -> None:
         self._values = dict(values)
         #: Keys set by the operator (file, --set or flags) rather than left at their defaults.
         self.explicit = explicit
 
-    def __getitem__(self, key: str) -> Any:
+    @overload
+    def __getitem__(self, key: IntSetting) -> int: ...
+
+    @overload
+    def __getitem__(self, key: FlagSetting) -> bool: ...
+
+    @overload
+    def __getitem__(self, key: TextSetting) -> str: ...
+
+    @overload
+    def __getitem__(self, key: str) -> SettingValue: ...
+
+    def __getitem__(self, key: str) -> SettingValue:
         return self._values[key]
 
     def __iter__(self) -> Iterator[str]:
@@ -297,15 +336,15 @@ class Config(Mapping[str, Any]):
 
     @property
     def data_dir(self) -> Path:
-        return Path(self._values["log.dirs"])
+        return Path(self["log.dirs"])
 
     @property
     def listen(self) -> tuple[str, int]:
-        return parse_host_port(self._values["listeners"])
+        return parse_host_port(self["listeners"])
 
     @property
     def advertised(self) -> tuple[str, int]:
-        text = self._values["advertised.listeners"] or self._values["listeners"]
+        text = self["advertised.listeners"] or self["listeners"]
         host, port = parse_host_port(text)
         if host in ("", "0.0.0.0", "::"):
             import socket
@@ -314,7 +353,7 @@ class Config(Mapping[str, Any]):
         return host, port
 
 
-def _apply(values: dict[str, Any], key: str, raw: str, source: str, explicit: set[str] | None = None) -> None:
+def _apply(values: dict[str, SettingValue], key: str, raw: str, source: str, explicit: set[str] | None = None) -> None:
     setting = SETTINGS.get(key)
     if setting is None:
         raise ConfigError(f"{source}: unknown configuration key {key!r}; see README for the keys groupcoord knows")
@@ -333,7 +372,7 @@ def load_config(
     listen: str | None = None,
 ) -> Config:
     """Build the configuration; raises ConfigError on any unknown key or invalid value."""
-    values: dict[str, Any] = {name: s.default for name, s in SETTINGS.items()}
+    values: dict[str, SettingValue] = {name: s.default for name, s in SETTINGS.items()}
     explicit: set[str] = set()
     if config_file is not None:
         try:
@@ -357,10 +396,11 @@ def load_config(
                               "id and must agree; set one of them")
         values["node.id"] = values["broker.id"]
     values["broker.id"] = values["node.id"]
-    if values["group.min.session.timeout.ms"] > values["group.max.session.timeout.ms"]:
+    config = Config(values, frozenset(explicit))
+    if config["group.min.session.timeout.ms"] > config["group.max.session.timeout.ms"]:
         raise ConfigError(
             "group.min.session.timeout.ms "
-            f"({values['group.min.session.timeout.ms']}) must not exceed group.max.session.timeout.ms "
-            f"({values['group.max.session.timeout.ms']})"
+            f"({config['group.min.session.timeout.ms']}) must not exceed group.max.session.timeout.ms "
+            f"({config['group.max.session.timeout.ms']})"
         )
-    return Config(values, frozenset(explicit))
+    return config
