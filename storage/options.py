@@ -14,9 +14,9 @@ Rules:
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Literal, TypedDict, Unpack
 
-__all__ = ["LogOptions", "FlushPolicy", "CleanupPolicy", "offsets_topic_options"]
+__all__ = ["LogOptions", "LogOptionChanges", "FlushPolicy", "CleanupPolicy", "offsets_topic_options"]
 
 FlushPolicy = Literal["fsync", "interval", "none"]
 CleanupPolicy = Literal["delete", "compact"]
@@ -89,9 +89,28 @@ class LogOptions:
         if self.delete_retention_ms < 0:
             raise ValueError(f"delete_retention_ms must be >= 0, got {self.delete_retention_ms}")
 
-    def with_(self, **changes: object) -> LogOptions:
+    def with_(self, **changes: Unpack[LogOptionChanges]) -> LogOptions:
         """A copy with some fields changed (validated again)."""
-        return replace(self, **changes)  # type: ignore[arg-type]
+        return replace(self, **changes)
+
+
+class LogOptionChanges(TypedDict, total=False):
+    """The fields of :class:`LogOptions`, for ``with_`` (tests/storage/test_options_types.py keeps
+    the two lists equal)."""
+
+    segment_bytes: int
+    segment_ms: int
+    index_interval_bytes: int
+    max_batch_bytes: int
+    flush_policy: FlushPolicy
+    flush_interval_ms: int
+    cleanup_policy: CleanupPolicy
+    retention_ms: int
+    retention_bytes: int
+    delete_retention_ms: int
+    min_cleanable_dirty_ratio: float
+    cleaner_max_keys: int
+    file_delete_delay_ms: int
 
 
 def offsets_topic_options() -> LogOptions:
