@@ -43,7 +43,7 @@ serve: $(SERVE_STAMP)
 
 test: $(TEST_STAMP)
 	bash tests/clients/setup_clients.sh
-	bash tests/cluster/setup_zookeeper.sh
+	bash tests/coordinator/cluster/setup_zookeeper.sh
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 clean:

@@ -42,8 +42,8 @@ def clone(tmp_path: Path) -> Path:
     shutil.copy(REPO / "pyproject.toml", work / "pyproject.toml")
     # `make test` runs this script; here it only leaves a trace.
     (work / "tests" / "clients" / "setup_clients.sh").write_text('echo "setup_clients" >> "$FAKE_LOG"\n')
-    (work / "tests" / "cluster").mkdir()
-    (work / "tests" / "cluster" / "setup_zookeeper.sh").write_text('echo "setup_zookeeper" >> "$FAKE_LOG"\n')
+    (work / "tests" / "coordinator" / "cluster").mkdir(parents=True)
+    (work / "tests" / "coordinator" / "cluster" / "setup_zookeeper.sh").write_text('echo "setup_zookeeper" >> "$FAKE_LOG"\n')
     fake = tmp_path / "python3"
     fake.write_text(FAKE_PYTHON)
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)

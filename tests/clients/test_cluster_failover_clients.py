@@ -13,9 +13,9 @@ import pytest
 
 from coordinator.cluster.local_cluster import LocalCluster
 from tests.clients.background import start_java
-from tests.cluster.conftest import wait_for
-from tests.cluster.test_replication import SESSION_MS, _create, _leader, _read_all
-from tests.cluster.test_replication import cluster as cluster  # noqa: F401  (the fixture)
+from tests.coordinator.cluster.conftest import wait_for
+from tests.coordinator.cluster.test_replication import SESSION_MS, _create, _leader, _read_all
+from tests.coordinator.cluster.test_replication import cluster as cluster  # noqa: F401  (the fixture)
 
 pytestmark = [pytest.mark.clients, pytest.mark.timeout(240)]
 

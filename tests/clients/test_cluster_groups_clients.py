@@ -31,8 +31,8 @@ from tests.clients.group_scenario import (
     wait_stable,
     wait_until,
 )
-from tests.cluster.conftest import SESSION_MS, running_cluster
-from tests.cluster.test_replication import _create, _leader, _state, _zk
+from tests.coordinator.cluster.conftest import SESSION_MS, running_cluster
+from tests.coordinator.cluster.test_replication import _create, _leader, _state, _zk
 
 pytestmark = [pytest.mark.clients, pytest.mark.timeout(240)]
 

@@ -41,9 +41,9 @@ from tests.clients.group_scenario import (
 )
 from tests.clients.test_groups_admin_java import describe, offsets
 from tests.clients.tools import run_java
-from tests.cluster.conftest import running_cluster, wait_for
-from tests.cluster.fault_tools import bad_log_lines
-from tests.cluster.test_replication import _create, _leader, _zk
+from tests.coordinator.cluster.conftest import running_cluster, wait_for
+from tests.coordinator.cluster.fault_tools import bad_log_lines
+from tests.coordinator.cluster.test_replication import _create, _leader, _zk
 
 pytestmark = [pytest.mark.clients, pytest.mark.timeout(300)]
 
@@ -92,7 +92,7 @@ def _committer(bootstrap: str, group: str, acked: dict[int, int], assigned: list
 def test_kafka_reassign_partitions_with_a_throttle_through_the_java_admin_client(tmp_path: Path) -> None:
     from kafka import KafkaProducer
 
-    from tests.cluster.test_local_cluster import _free_ports
+    from tests.coordinator.cluster.test_local_cluster import _free_ports
 
     with running_cluster(tmp_path / "cluster", f"offsets.topic.num.partitions={OFFSETS_PARTITIONS}",
                          "group.initial.rebalance.delay.ms=0", "replication.quota.window.num=2") as cluster:
@@ -230,7 +230,7 @@ def _acked(members: list, since: dict[str, int] | None = None) -> dict[int, int]
 
 
 def test_a_java_group_commits_through_a_move_of_its_offsets_partition_onto_a_new_node(tmp_path: Path) -> None:
-    from tests.cluster.test_local_cluster import _free_ports
+    from tests.coordinator.cluster.test_local_cluster import _free_ports
 
     with running_cluster(tmp_path / "cluster", f"offsets.topic.num.partitions={OFFSETS_PARTITIONS}",
                          "group.initial.rebalance.delay.ms=0") as cluster:

@@ -282,7 +282,7 @@ async def test_a_failed_append_fails_the_partition_and_its_waiting_answers() -> 
 
 @pytest.mark.asyncio
 async def test_a_wait_for_the_isr_failing_after_its_answer_was_settled_is_still_retrieved() -> None:
-    """Cluster mode, found by tests/cluster/test_group_fault_schedule.py: a node that stops
+    """Cluster mode, found by tests/coordinator/cluster/test_group_fault_schedule.py: a node that stops
     leading an offsets partition unloads it, which fails the answers still waiting for the ISR,
     and only then do those waits fail (NotLeader). Their exceptions must be retrieved all the
     same, or asyncio logs "Future exception was never retrieved" at level ERROR for each one."""
@@ -309,7 +309,7 @@ async def test_a_wait_for_the_isr_failing_after_its_answer_was_settled_is_still_
 
 @pytest.mark.asyncio
 async def test_a_parked_join_answer_failed_by_an_unload_is_still_retrieved() -> None:
-    """Found by tests/cluster/test_group_fault_schedule.py (SIGKILLs only: a surviving leader's
+    """Found by tests/coordinator/cluster/test_group_fault_schedule.py (SIGKILLs only: a surviving leader's
     epoch bump unloads its partitions): a JoinGroup whose answer the shard completed at once (here
     MEMBER_ID_REQUIRED) waits with it for earlier records to reach the ISR; an unload fails both
     the write and the parked answer, and GroupService returned NOT_COORDINATOR without ever

@@ -66,7 +66,7 @@ def running_cluster(directory: Path, *settings: str) -> Iterator[LocalCluster]:
     """ZooKeeper (tickTime 500) and three node processes on free loopback ports, with a 4 s
     session and a 200 ms fetch backoff, plus ``settings``; stopped afterwards (a node a test left
     SIGSTOPped is resumed first, or it would never exit on SIGTERM)."""
-    from tests.cluster.test_local_cluster import _free_ports
+    from tests.coordinator.cluster.test_local_cluster import _free_ports
 
     try:
         zookeeper_classpath()

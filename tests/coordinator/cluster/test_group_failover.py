@@ -14,9 +14,9 @@ import pytest
 
 from coordinator.cluster.local_cluster import LocalCluster
 from protocol.hashing import partition_for
-from tests.cluster.committer import Committer
-from tests.cluster.conftest import SESSION_MS, running_cluster, wait_for
-from tests.cluster.test_replication import _create, _leader, _state, _zk
+from tests.coordinator.cluster.committer import Committer
+from tests.coordinator.cluster.conftest import SESSION_MS, running_cluster, wait_for
+from tests.coordinator.cluster.test_replication import _create, _leader, _state, _zk
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -26,7 +26,7 @@ The seed is printed and reported in every assertion message, with the fault log;
 ``GROUPCOORD_FAULT_SEED=<seed>`` (the choices replay; timings are the machine's). Duration:
 ``GROUPCOORD_FAULT_SECONDS`` (default 40, the short form CI runs). The long form, by hand::
 
-    GROUPCOORD_FAULT_SECONDS=600 .venv/bin/python -m pytest tests/cluster/test_fault_schedule.py
+    GROUPCOORD_FAULT_SECONDS=600 .venv/bin/python -m pytest tests/coordinator/cluster/test_fault_schedule.py
 """
 
 from __future__ import annotations
@@ -46,9 +46,9 @@ from pathlib import Path
 import pytest
 
 from coordinator.cluster.local_cluster import LocalCluster
-from tests.cluster.conftest import running_cluster
-from tests.cluster.fault_tools import FaultLog, ZkReader, bad_log_lines, poll
-from tests.cluster.test_replication import _create
+from tests.coordinator.cluster.conftest import running_cluster
+from tests.coordinator.cluster.fault_tools import FaultLog, ZkReader, bad_log_lines, poll
+from tests.coordinator.cluster.test_replication import _create
 
 SECONDS = float(os.environ.get("GROUPCOORD_FAULT_SECONDS", "40"))
 SEED = int(os.environ.get("GROUPCOORD_FAULT_SEED") or random.SystemRandom().randrange(1 << 32))

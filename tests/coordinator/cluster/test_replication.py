@@ -22,7 +22,7 @@ import pytest
 from coordinator.cluster.local_cluster import LocalCluster
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
-from tests.cluster.conftest import SESSION_MS, running_cluster, wait_for
+from tests.coordinator.cluster.conftest import SESSION_MS, running_cluster, wait_for
 from tests.wire_client import WireClient
 
 pytestmark = pytest.mark.timeout(240)

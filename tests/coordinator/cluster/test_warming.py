@@ -14,7 +14,7 @@ from coordinator.cluster.warming import WarmingMarks
 from coordinator.cluster.zk_watcher import ZkWatcher
 from coordinator.cluster.znodes import WARMING_REPLICAS
 from coordinator.cluster.zookeeper import ZooKeeper
-from tests.cluster.conftest import chroot_for
+from tests.coordinator.cluster.conftest import chroot_for
 
 pytestmark = pytest.mark.asyncio
 

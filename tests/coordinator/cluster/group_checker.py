@@ -1,4 +1,4 @@
-"""The checker of the group fault schedule (tests/cluster/test_group_fault_schedule.py): what a run
+"""The checker of the group fault schedule (tests/coordinator/cluster/test_group_fault_schedule.py): what a run
 recorded, judged against properties (a)-(e) of that module's docstring."""
 
 from __future__ import annotations
@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from coordinator.cluster.local_cluster import LocalCluster
-from tests.cluster.fault_tools import (
+from tests.coordinator.cluster.fault_tools import (
     FaultLog,
     bad_log_lines,
     node_log_events,
 )
-from tests.cluster.group_workload import (
+from tests.coordinator.cluster.group_workload import (
     GROUPS,
     KINDS,
     LONG_GROUPS,

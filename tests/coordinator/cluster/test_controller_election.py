@@ -9,7 +9,7 @@ import pytest
 
 from coordinator.cluster.controller_election import ControllerElection, ControllerMoved, ControllerToken
 from coordinator.cluster.zookeeper import ZooKeeper
-from tests.cluster.conftest import chroot_for, wait_for
+from tests.coordinator.cluster.conftest import chroot_for, wait_for
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 
 from coordinator.cluster.local_cluster import LocalCluster
-from tests.cluster.conftest import wait_for
-from tests.cluster.test_replication import _create, _zk
-from tests.cluster.test_replication import cluster as cluster  # noqa: F401  (the fixture)
+from tests.coordinator.cluster.conftest import wait_for
+from tests.coordinator.cluster.test_replication import _create, _zk
+from tests.coordinator.cluster.test_replication import cluster as cluster  # noqa: F401  (the fixture)
 
 
 def test_create_partitions_then_delete_then_create_again(cluster: LocalCluster) -> None:  # noqa: F811
@@ -55,7 +55,7 @@ def test_elect_leaders_moves_leadership_back_to_the_preferred_replica(cluster: L
     from kafka.admin import KafkaAdminClient
 
     from protocol.errors import ErrorCode
-    from tests.cluster.test_replication import SESSION_MS, _leader, _state
+    from tests.coordinator.cluster.test_replication import SESSION_MS, _leader, _state
 
     _create(cluster, "pref", 1, 3, {})
     preferred = _leader(cluster, "pref", 0)

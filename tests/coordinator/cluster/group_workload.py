@@ -1,6 +1,6 @@
-"""The workload of the group fault schedule (tests/cluster/test_group_fault_schedule.py): consumer
+"""The workload of the group fault schedule (tests/coordinator/cluster/test_group_fault_schedule.py): consumer
 group members, the producer, the observer and the zombie probe, and the shared history they
-record for the checker (tests/cluster/group_checker.py)."""
+record for the checker (tests/coordinator/cluster/group_checker.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 from coordinator.cluster.local_cluster import LocalCluster
 from protocol.apis import ApiKey
 from protocol.hashing import partition_for
-from tests.cluster.fault_tools import (
+from tests.coordinator.cluster.fault_tools import (
     FaultLog,
     ZkReader,
 )

@@ -20,7 +20,7 @@ from kafka.protocol.admin import CreateTopicsRequest
 from coordinator.cluster.local_cluster import LocalCluster
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
-from tests.cluster.conftest import running_cluster, wait_for
+from tests.coordinator.cluster.conftest import running_cluster, wait_for
 from tests.wire_client import WireClient
 
 pytestmark = pytest.mark.timeout(180)

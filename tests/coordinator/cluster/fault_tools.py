@@ -1,4 +1,4 @@
-"""What the randomized fault schedules share (tests/cluster/test_fault_schedule.py for topics,
+"""What the randomized fault schedules share (tests/coordinator/cluster/test_fault_schedule.py for topics,
 test_group_fault_schedule.py for consumer groups): the fault log printed and quoted in assertion
 messages, a ZooKeeper reader that rides out ZooKeeper's own restarts, polling, and the node log
 lines no fault may cause, and partition moves (AlterPartitionReassignments) awaited to the end."""
@@ -153,7 +153,7 @@ def move_partition(cluster: LocalCluster, zk: ZkReader, topic: str, partition: i
     exactly ``target``. None once done; otherwise what went wrong (not accepted, or not done, in
     time)."""
     from protocol.errors import ErrorCode
-    from tests.cluster.test_reassignment import _alter, _alter_errors, _list
+    from tests.coordinator.cluster.test_reassignment import _alter, _alter_errors, _list
 
     deadline = time.monotonic() + timeout
     last = "no controller in ZooKeeper"

@@ -15,8 +15,8 @@ from typing import Any
 from coordinator.cluster.local_cluster import LocalCluster
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
-from tests.cluster.test_replication import _create, _zk
-from tests.cluster.test_replication import cluster as cluster  # noqa: F401  (the fixture)
+from tests.coordinator.cluster.test_replication import _create, _zk
+from tests.coordinator.cluster.test_replication import cluster as cluster  # noqa: F401  (the fixture)
 from tests.wire_client import WireClient
 
 TOPIC = "doomed"
@@ -109,7 +109,7 @@ def test_while_a_node_has_not_dropped_the_topic_its_name_is_neither_auto_created
 
     from kafka.protocol.admin import CreateTopicsRequest, DeleteTopicsRequest
 
-    from tests.cluster.test_replication import SESSION_MS
+    from tests.coordinator.cluster.test_replication import SESSION_MS
 
     _create(cluster, TOPIC, 2, 3, {})
     zk = _zk(cluster)

@@ -7,9 +7,9 @@ import json
 import time
 
 from coordinator.cluster.local_cluster import LocalCluster
-from tests.cluster.conftest import wait_for
-from tests.cluster.test_replication import SESSION_MS, _create, _leader, _read_all, _state, _zk
-from tests.cluster.test_replication import cluster as cluster  # noqa: F401  (the fixture)
+from tests.coordinator.cluster.conftest import wait_for
+from tests.coordinator.cluster.test_replication import SESSION_MS, _create, _leader, _read_all, _state, _zk
+from tests.coordinator.cluster.test_replication import cluster as cluster  # noqa: F401  (the fixture)
 
 
 def _metadata_controller(cluster: LocalCluster, broker: int) -> int:

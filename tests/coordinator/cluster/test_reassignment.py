@@ -21,9 +21,9 @@ from coordinator.cluster.znodes import PartitionState, TopicAssignment, decode_t
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 from protocol.hashing import partition_for
-from tests.cluster.committer import Committer
-from tests.cluster.conftest import running_cluster, wait_for
-from tests.cluster.test_replication import _create, _leader, _state, _zk
+from tests.coordinator.cluster.committer import Committer
+from tests.coordinator.cluster.conftest import running_cluster, wait_for
+from tests.coordinator.cluster.test_replication import _create, _leader, _state, _zk
 
 OFFSETS_PARTITIONS = 3
 
@@ -131,7 +131,7 @@ def _list(cluster: LocalCluster, broker: int) -> tuple[int, dict[tuple[str, int]
 
 
 def _free_port() -> int:
-    from tests.cluster.test_local_cluster import _free_ports
+    from tests.coordinator.cluster.test_local_cluster import _free_ports
 
     return _free_ports(1)
 

@@ -66,7 +66,7 @@ committed up to the log end:
 Seed and duration as in ``test_fault_schedule.py``: the default seed is fixed (CI replays the same
 choices; the timings are the machine's). By hand::
 
-    GROUPCOORD_FAULT_SEED=7 GROUPCOORD_FAULT_SECONDS=600 .venv/bin/python -m pytest -s tests/cluster/test_group_fault_schedule.py
+    GROUPCOORD_FAULT_SEED=7 GROUPCOORD_FAULT_SECONDS=600 .venv/bin/python -m pytest -s tests/coordinator/cluster/test_group_fault_schedule.py
 
 The coordinator-kill count ("50 randomized coordinator kills", acknowledged commits lost: goal 0):
 ``GROUPCOORD_FAULT_KILLS=50`` replaces the schedule by that many SIGKILLs of the coordinator of a
@@ -79,8 +79,8 @@ Other mixes by hand: ``GROUPCOORD_FAULT_KINDS`` (comma-separated, default all fi
 kinds drawn, and ``GROUPCOORD_FAULT_COUNT`` runs that many faults instead of a duration, e.g.
 twenty reassignments, or a reassignment-and-kill mix for ten minutes::
 
-    GROUPCOORD_FAULT_KINDS=reassign GROUPCOORD_FAULT_COUNT=20 .venv/bin/python -m pytest -s tests/cluster/test_group_fault_schedule.py
-    GROUPCOORD_FAULT_KINDS=reassign,kill GROUPCOORD_FAULT_SECONDS=600 .venv/bin/python -m pytest -s tests/cluster/test_group_fault_schedule.py
+    GROUPCOORD_FAULT_KINDS=reassign GROUPCOORD_FAULT_COUNT=20 .venv/bin/python -m pytest -s tests/coordinator/cluster/test_group_fault_schedule.py
+    GROUPCOORD_FAULT_KINDS=reassign,kill GROUPCOORD_FAULT_SECONDS=600 .venv/bin/python -m pytest -s tests/coordinator/cluster/test_group_fault_schedule.py
 """
 
 from __future__ import annotations
@@ -98,14 +98,14 @@ import pytest
 
 from coordinator.cluster.local_cluster import LocalCluster
 from protocol.hashing import partition_for
-from tests.cluster.conftest import SESSION_MS, running_cluster
-from tests.cluster.fault_tools import (
+from tests.coordinator.cluster.conftest import SESSION_MS, running_cluster
+from tests.coordinator.cluster.fault_tools import (
     FaultLog,
     move_partition,
     poll,
 )
-from tests.cluster.group_checker import ScheduleRun, check
-from tests.cluster.group_workload import (
+from tests.coordinator.cluster.group_checker import ScheduleRun, check
+from tests.coordinator.cluster.group_workload import (
     GROUPS,
     KINDS,
     LONG_GROUPS,
@@ -133,7 +133,7 @@ from tests.cluster.group_workload import (
     now_s,
     read_log,
 )
-from tests.cluster.test_replication import _create
+from tests.coordinator.cluster.test_replication import _create
 
 SECONDS = float(os.environ.get("GROUPCOORD_FAULT_SECONDS", "40"))
 SEED = int(os.environ.get("GROUPCOORD_FAULT_SEED") or 14)

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.conftest import chroot_for, wait_for
 from tests.conftest import REPO, ServerProcess
+from tests.coordinator.cluster.conftest import chroot_for, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
