@@ -21,7 +21,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from kazoo.client import KazooState
 from kazoo.exceptions import (
@@ -42,7 +41,7 @@ from .znodes import (
     decode_controller_epoch,
     encode_controller,
 )
-from .zookeeper import ZooKeeper
+from .zookeeper import ZkEvent, ZkOpResult, ZkStat, ZkTransaction, ZooKeeper
 
 __all__ = ["ControllerToken", "ControllerMoved", "ControllerElection"]
 
@@ -88,7 +87,7 @@ class ControllerElection:
 
     # --- watches (kazoo's threads) ------------------------------------------------------------
 
-    def _on_controller(self, data: bytes | None, stat: Any, event: Any = None) -> None:
+    def _on_controller(self, data: bytes | None, stat: ZkStat | None, event: ZkEvent = None) -> None:
         if self.zk.closing:
             return
         if stat is None:
@@ -172,7 +171,7 @@ class ControllerElection:
 
     # --- fenced writes ------------------------------------------------------------------------
 
-    def commit_fenced(self, token: ControllerToken, build: Callable[[Any], None]) -> list[Any]:
+    def commit_fenced(self, token: ControllerToken, build: Callable[[ZkTransaction], None]) -> list[ZkOpResult]:
         """Run ``build(tx)`` ops in one transaction that first checks ``/controller_epoch`` is
         still at the token's version; ControllerMoved if another controller has been elected."""
         tx = self.zk.client.transaction()

@@ -14,7 +14,7 @@ import base64
 import json
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 __all__ = ["ZnodeError", "BROKER_IDS", "CLUSTER_ID", "PERSISTENT_PATHS", "broker_path", "BrokerRegistration",
            "encode_broker", "decode_broker", "encode_cluster_id", "decode_cluster_id", "CONTROLLER",
@@ -57,6 +57,11 @@ PERSISTENT_PATHS = ("/consumers", "/brokers/ids", "/brokers/topics", "/config/ch
 BROKER_VERSION = 5
 
 
+#: A znode's value as ``json.loads`` gives it (typed ``Any`` by the standard library): a znode
+#: may hold JSON of any shape, so the decoders check the fields they read.
+JsonObject: TypeAlias = dict[str, Any]
+
+
 class ZnodeError(ValueError):
     """A znode whose value is not what Kafka's ZooKeeper mode writes there."""
 
@@ -96,7 +101,7 @@ class BrokerRegistration:
 
 
 def encode_broker(reg: BrokerRegistration) -> bytes:
-    value: dict[str, Any] = {
+    value: dict[str, object] = {
         "version": BROKER_VERSION,
         # host/port: the first PLAINTEXT endpoint (all we have), for pre-0.10 readers.
         "host": reg.host,
@@ -112,7 +117,7 @@ def encode_broker(reg: BrokerRegistration) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()
 
 
-def _json_map(path: str, data: bytes | None) -> dict[str, Any]:
+def _json_map(path: str, data: bytes | None) -> JsonObject:
     if not data:
         raise ZnodeError(f"znode {path} is empty")
     try:
@@ -124,7 +129,7 @@ def _json_map(path: str, data: bytes | None) -> dict[str, Any]:
     return value
 
 
-def _int_field(path: str, value: dict[str, Any], key: str) -> int:
+def _int_field(path: str, value: JsonObject, key: str) -> int:
     field = value.get(key)
     if isinstance(field, bool) or not isinstance(field, int):
         raise ZnodeError(f"znode {path}: {key} is {field!r}, expected an integer")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import Any, Protocol, TypeAlias
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
@@ -36,7 +37,29 @@ from .znodes import (
     encode_cluster_id,
 )
 
-__all__ = ["ClusterError", "ZooKeeper"]
+__all__ = ["ClusterError", "ZooKeeper", "ZkStat", "ZkTransaction", "ZkOpResult", "ZkEvent"]
+
+# kazoo ships no type information (pyproject.toml's mypy section ignores its imports), so every
+# kazoo value is ``Any`` to mypy; these names say at each use which kazoo object is meant.
+
+
+class ZkStat(Protocol):
+    """The fields we read of kazoo's ``ZnodeStat`` (a znode's stat, as a watch or ``get`` gives it)."""
+
+    @property
+    def version(self) -> int: ...
+
+    @property
+    def ephemeralOwner(self) -> int: ...
+
+
+#: A kazoo ``TransactionRequest`` (``client.transaction()``): ops queued, then one ``commit()``.
+ZkTransaction: TypeAlias = Any
+#: What ``commit()`` gives for each committed op: the path ``create`` made, the new stat of a
+#: ``set_data``, True for ``check`` and ``delete``.
+ZkOpResult: TypeAlias = str | ZkStat | bool
+#: A kazoo ``WatchedEvent`` handed to a watch callback.
+ZkEvent: TypeAlias = Any
 
 log = logging.getLogger("groupcoord.cluster")
 
