@@ -6,7 +6,8 @@ version read with E* (``KafkaZkClient.registerControllerAndIncrementControllerEp
 race fails the whole transaction. The epoch znode's version after the win is the controller's
 fencing token: every later controller write is a multi-op that starts with a version check of
 ``/controller_epoch`` (``commit_fenced``), so a deposed controller that has not noticed yet (a
-paused process, a partitioned node) can never write (reference/cluster_replication.md §2.1).
+paused process, a partitioned node) can never write (``wrapRequestWithControllerEpochCheck`` in
+https://github.com/apache/kafka/blob/3.9.0/core/src/main/scala/kafka/zk/KafkaZkClient.scala).
 
 Who elects when: a watch on ``/controller`` runs the election whenever it is absent (at start,
 when the controller's session ends); a controller that sees ``/controller`` name another node,

@@ -6,7 +6,9 @@ first asks the leader where their logs diverge — OffsetForLeaderEpoch with its
 (KIP-101, KIP-279) — and truncates to that point, so it never keeps a record the leader does not
 have. Then it fetches from its log end (Fetch v12 with ``replica_id`` = its broker id), appends
 what comes keeping offsets and leader epochs, and sets its high watermark to min(leader's, own log
-end) (reference/cluster_replication.md §3.1, §3.6).
+end) (Kafka's docs, https://kafka.apache.org/documentation/#replication; the fetch and truncation
+steps are in
+https://github.com/apache/kafka/blob/3.9.0/core/src/main/scala/kafka/server/AbstractFetcherThread.scala).
 
 Errors: FENCED_LEADER_EPOCH (our epoch is old) parks the partition until its state znode moves
 (the replica manager hands it a new epoch); NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH and

@@ -8,8 +8,8 @@ a node that lost its session sees the whole cluster again once it has a new one.
 
 Callbacks run on kazoo's single watch thread, one after another; each posts its decoded value to
 the event loop with ``call_soon_threadsafe``, which keeps ZooKeeper's order. A znode that does not
-decode is logged with its path and skipped (reference/cluster_replication.md: a corrupt or foreign
-znode is a log line, never a crash).
+decode is logged with its path and skipped (znodes.py's decoders raise only ZnodeError, so a
+corrupt or foreign znode is a log line, never a crash).
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """ZooKeeper paths and znode values as Kafka's ZooKeeper mode writes them (``ZkData``).
 
 An operator's ``zkCli.sh ls /brokers/ids`` or ``get /cluster/id`` must read as it would for a
-Kafka cluster (reference/cluster_replication.md §1). Values are UTF-8 JSON maps (field order is
-free) except where noted. Decoders never raise anything but :class:`ZnodeError`, whose message
+Kafka cluster (the znodes and their JSON:
+https://github.com/apache/kafka/blob/3.9.0/core/src/main/scala/kafka/zk/ZkData.scala). Values are UTF-8 JSON maps
+(field order is free) except where noted. Decoders never raise anything but :class:`ZnodeError`, whose message
 names the path: a corrupt or foreign znode is a clear log line, never a crash.
 
 Pure: no ZooKeeper client here, only paths and bytes.
@@ -337,7 +338,9 @@ def _reassignment_map(path: str, what: str, raw: object,
 class PartitionState:
     """``.../partitions/<p>/state``: leader, leader epoch, ISR and the controller epoch of the last
     writer. ``zk_version`` is the znode's version, the partition epoch every write is
-    conditional on (reference/cluster_replication.md §1.4); -1 when not read from ZooKeeper."""
+    conditional on (``KafkaZkClient.updateLeaderAndIsr``,
+    https://github.com/apache/kafka/blob/3.9.0/core/src/main/scala/kafka/zk/KafkaZkClient.scala); -1 when not read
+    from ZooKeeper."""
 
     leader: int
     leader_epoch: int
