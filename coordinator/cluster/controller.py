@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import cast
 
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError, NotEmptyError
 
@@ -41,6 +41,7 @@ from .znodes import (
     topic_config_path,
     topic_path,
 )
+from .zookeeper import ZkStat, ZkTransaction
 
 __all__ = ["Controller"]
 
@@ -192,7 +193,7 @@ class Controller:
                     parents = [q for q in (f"{topic_path(name)}/partitions", path.rsplit("/", 1)[0])
                                if not client.exists(q)]
 
-                    def create(tx: Any, path: str = path, data: bytes = data, parents: list[str] = parents) -> None:
+                    def create(tx: ZkTransaction, path: str = path, data: bytes = data, parents: list[str] = parents) -> None:
                         tx.check(topic_path(name), assignment.zk_version)
                         for parent in parents:
                             tx.create(parent, b"")
@@ -200,7 +201,7 @@ class Controller:
 
                     self.election.commit_fenced(token, create)
                 else:
-                    def update(tx: Any, path: str = path, data: bytes = data, version: int = state.zk_version) -> None:
+                    def update(tx: ZkTransaction, path: str = path, data: bytes = data, version: int = state.zk_version) -> None:
                         tx.set_data(path, data, version=version)
 
                     self.election.commit_fenced(token, update)
@@ -239,12 +240,12 @@ class Controller:
         existing = [path for path in paths + [topic_path(name), topic_config_path(name)] if client.exists(path)]
         marker = f"{DELETE_TOPICS}/{name}"
         if existing:
-            def build(tx: object) -> None:
+            def build(tx: ZkTransaction) -> None:
                 # Only while the marker exists: a view that still shows it after the deletion
                 # completed must not delete a topic of the same name created since.
-                tx.check(marker, -1)  # type: ignore[attr-defined]
+                tx.check(marker, -1)
                 for path in existing:
-                    tx.delete(path)  # type: ignore[attr-defined]
+                    tx.delete(path)
 
             try:
                 self.election.commit_fenced(token, build)
@@ -261,10 +262,10 @@ class Controller:
             log.debug("topic deletion waits for nodes", extra={"topic": name, "waiting": waiting})
             return
 
-        def finish(tx: object) -> None:
+        def finish(tx: ZkTransaction) -> None:
             for child in acked:
-                tx.delete(f"{marker}/{child}")  # type: ignore[attr-defined]
-            tx.delete(marker)  # type: ignore[attr-defined]
+                tx.delete(f"{marker}/{child}")
+            tx.delete(marker)
 
         try:
             self.election.commit_fenced(token, finish)
@@ -288,7 +289,7 @@ class Controller:
         done = replace(assignment, partitions=partitions, adding=adds, removing=removes)
         name = assignment.name
 
-        def build(tx: Any) -> None:  # a kazoo transaction (kazoo is untyped)
+        def build(tx: ZkTransaction) -> None:
             for p, (old, new) in sorted(finishing.items()):
                 tx.set_data(partition_state_path(name, p), encode_partition_state(new), version=old.zk_version)
             tx.set_data(topic_path(name), encode_topic(done), version=assignment.zk_version)
@@ -365,11 +366,11 @@ class Controller:
                 if moved is current:
                     break
                 try:
-                    def write(tx: Any, path: str = topic_path(name), data: bytes = encode_topic(moved),
+                    def write(tx: ZkTransaction, path: str = topic_path(name), data: bytes = encode_topic(moved),
                               version: int = current.zk_version) -> None:
                         tx.set_data(path, data, version=version)
 
-                    stat = self.election.commit_fenced(token, write)[0]
+                    stat = cast(ZkStat, self.election.commit_fenced(token, write)[0])  # set_data's result
                     written[name] = stat.version
                 except BadVersionError:
                     continue  # the topic changed meanwhile (a finished move, new partitions): again

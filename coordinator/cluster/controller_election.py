@@ -6,7 +6,8 @@ version read with E* (``KafkaZkClient.registerControllerAndIncrementControllerEp
 race fails the whole transaction. The epoch znode's version after the win is the controller's
 fencing token: every later controller write is a multi-op that starts with a version check of
 ``/controller_epoch`` (``commit_fenced``), so a deposed controller that has not noticed yet (a
-paused process, a partitioned node) can never write (reference/cluster_replication.md §2.1).
+paused process, a partitioned node) can never write (``wrapRequestWithControllerEpochCheck`` in
+https://github.com/apache/kafka/blob/3.9.0/core/src/main/scala/kafka/zk/KafkaZkClient.scala).
 
 Who elects when: a watch on ``/controller`` runs the election whenever it is absent (at start,
 when the controller's session ends); a controller that sees ``/controller`` name another node,
@@ -21,7 +22,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from kazoo.client import KazooState
 from kazoo.exceptions import (
@@ -42,7 +42,7 @@ from .znodes import (
     decode_controller_epoch,
     encode_controller,
 )
-from .zookeeper import ZooKeeper
+from .zookeeper import ZkEvent, ZkOpResult, ZkStat, ZkTransaction, ZooKeeper
 
 __all__ = ["ControllerToken", "ControllerMoved", "ControllerElection"]
 
@@ -88,7 +88,7 @@ class ControllerElection:
 
     # --- watches (kazoo's threads) ------------------------------------------------------------
 
-    def _on_controller(self, data: bytes | None, stat: Any, event: Any = None) -> None:
+    def _on_controller(self, data: bytes | None, stat: ZkStat | None, event: ZkEvent = None) -> None:
         if self.zk.closing:
             return
         if stat is None:
@@ -172,7 +172,7 @@ class ControllerElection:
 
     # --- fenced writes ------------------------------------------------------------------------
 
-    def commit_fenced(self, token: ControllerToken, build: Callable[[Any], None]) -> list[Any]:
+    def commit_fenced(self, token: ControllerToken, build: Callable[[ZkTransaction], None]) -> list[ZkOpResult]:
         """Run ``build(tx)`` ops in one transaction that first checks ``/controller_epoch`` is
         still at the token's version; ControllerMoved if another controller has been elected."""
         tx = self.zk.client.transaction()

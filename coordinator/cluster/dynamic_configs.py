@@ -1,8 +1,9 @@
 """Config changes after creation, written where Kafka's ZooKeeper mode keeps them: topic overrides
 in ``/config/topics/<t>``, dynamic broker configs in ``/config/brokers/<id>`` (or ``<default>``),
 each followed by a ``/config/changes/config_change_<seq>`` notification as Kafka's
-``AdminZkClient.changeConfigs`` writes it (reference/cluster_replication.md §1). Our nodes watch the
-config znodes themselves (zk_watcher), so a change reaches every node's view directly.
+``AdminZkClient.changeConfigs`` writes it
+(https://github.com/apache/kafka/blob/3.9.0/core/src/main/scala/kafka/zk/AdminZkClient.scala). Our nodes
+watch the config znodes themselves (zk_watcher), so a change reaches every node's view directly.
 
 Blocking: call from a worker thread.
 """

@@ -3,9 +3,11 @@ directory of its own: for the tests, and for a local cluster on one machine.
 
 Debian's ``zookeeper`` package (3.8) puts the server in ``/usr/share/java/zookeeper.jar``, whose
 manifest names the libraries it needs. We run ``ZooKeeperServerMain`` in the foreground with a
-minimal config (reference/cluster_replication.md §7.3): NIO (no netty-codec needed), no admin
-server, only the ``srvr``/``ruok`` four-letter words, and a session cap raised to 60 s so tests can
-ask for long sessions. ``GROUPCOORD_ZOOKEEPER_CLASSPATH`` points elsewhere (e.g. the lib/*.jar of
+minimal config (each setting is in ZooKeeper's administrator's guide,
+https://zookeeper.apache.org/doc/r3.8.0/zookeeperAdmin.html): the default NIO connection factory
+(Debian's jar does not list netty-codec, which Netty would need), no admin server, only the
+``srvr``/``ruok`` four-letter words, and ``maxSessionTimeout`` raised to 60 s so tests can ask for
+long sessions. ``GROUPCOORD_ZOOKEEPER_CLASSPATH`` points elsewhere (e.g. the lib/*.jar of
 an Apache ZooKeeper tarball).
 """
 

@@ -6,7 +6,9 @@ first asks the leader where their logs diverge — OffsetForLeaderEpoch with its
 (KIP-101, KIP-279) — and truncates to that point, so it never keeps a record the leader does not
 have. Then it fetches from its log end (Fetch v12 with ``replica_id`` = its broker id), appends
 what comes keeping offsets and leader epochs, and sets its high watermark to min(leader's, own log
-end) (reference/cluster_replication.md §3.1, §3.6).
+end) (Kafka's docs, https://kafka.apache.org/documentation/#replication; the fetch and truncation
+steps are in
+https://github.com/apache/kafka/blob/3.9.0/core/src/main/scala/kafka/server/AbstractFetcherThread.scala).
 
 Errors: FENCED_LEADER_EPOCH (our epoch is old) parks the partition until its state znode moves
 (the replica manager hands it a new epoch); NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH and
@@ -21,12 +23,13 @@ import logging
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from protocol.apis import ApiKey, request_class
 from protocol.client import decode_response, encode_request
 from protocol.errors import ErrorCode
+from protocol.kafka_types import KafkaRequest, KafkaResponse, KafkaStruct
 from storage.errors import InvalidBatchError
+from storage.log import AppendResult
 
 from ..topics.partition_log import PartitionLog
 from ..topics.replication_quota import ReplicationThrottle
@@ -184,7 +187,7 @@ class ReplicaFetcher:
         self._reader, self._writer = await asyncio.wait_for(
             asyncio.open_connection(*endpoint), self.settings.socket_timeout_s)
 
-    async def _call(self, api_key: int, version: int, request: Any) -> Any:
+    async def _call(self, api_key: int, version: int, request: KafkaRequest) -> KafkaResponse:
         assert self._reader is not None and self._writer is not None
         self._correlation += 1
         cid = self._correlation
@@ -289,7 +292,7 @@ class ReplicaFetcher:
 
     async def _fetch(self, ready: list[_Followed]) -> None:
         cls = request_class(ApiKey.FETCH)
-        by_topic: dict[str, list[Any]] = {}
+        by_topic: dict[str, list[KafkaStruct]] = {}
         sent: dict[tuple[str, int], tuple[_Followed, int]] = {}
         for f in ready:
             plog = f.plog
@@ -309,7 +312,7 @@ class ReplicaFetcher:
         # Every partition's append is queued before any is awaited: one wait for the I/O thread
         # per response, not one per partition in a row (the leader's high watermark, and so its
         # acks=all answers, wait for the next fetch, which waits for these appends).
-        appended: list[tuple[_Followed, Any, asyncio.Future[Any] | None]] = []
+        appended: list[tuple[_Followed, KafkaStruct, asyncio.Future[AppendResult] | None]] = []
         for topic in response.responses:
             for part in topic.partitions:
                 entry = sent.get((topic.topic, part.partition_index))
@@ -328,8 +331,8 @@ class ReplicaFetcher:
                 records = part.records
                 queued = None
                 if records and plog.log_end_offset == offset:
-                    if self._throttled(f):
-                        self.throttle.follower.record(len(records))  # type: ignore[union-attr]
+                    if self.throttle is not None and self._throttled(f):
+                        self.throttle.follower.record(len(records))
                     queued = plog.append_replicated(bytes(records))
                 appended.append((f, part, queued))
         outcomes = await asyncio.gather(*(q for _f, _p, q in appended if q is not None), return_exceptions=True)

@@ -22,7 +22,6 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable
 from functools import partial
-from typing import Any
 
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 
@@ -34,7 +33,7 @@ from ..topics.service import TopicService
 from .replica_fetcher import FetchSettings, ReplicaFetcher
 from .view import ClusterView
 from .znodes import CONTROLLED_SHUTDOWN, DELETE_TOPICS, PartitionState, encode_partition_state, partition_state_path
-from .zookeeper import ZooKeeper
+from .zookeeper import ZkStat, ZooKeeper
 
 __all__ = ["ReplicaManager", "NOT_A_REPLICA"]
 
@@ -348,7 +347,7 @@ class ReplicaManager:
     async def _commit_isr(self, plog: PartitionLog, new: PartitionState, version: int) -> None:
         path = partition_state_path(plog.topic, plog.partition)
         try:
-            stat: Any = await asyncio.to_thread(self.zk.client.set, path, encode_partition_state(new), version)
+            stat: ZkStat = await asyncio.to_thread(self.zk.client.set, path, encode_partition_state(new), version)
         except (BadVersionError, NoNodeError, KazooException) as exc:
             log.info("isr change not written", extra={"partition": f"{plog.topic}-{plog.partition}",
                                                       "isr": list(new.isr), "reason": repr(exc)})

@@ -8,8 +8,8 @@ a node that lost its session sees the whole cluster again once it has a new one.
 
 Callbacks run on kazoo's single watch thread, one after another; each posts its decoded value to
 the event loop with ``call_soon_threadsafe``, which keeps ZooKeeper's order. A znode that does not
-decode is logged with its path and skipped (reference/cluster_replication.md: a corrupt or foreign
-znode is a log line, never a crash).
+decode is logged with its path and skipped (znodes.py's decoders raise only ZnodeError, so a
+corrupt or foreign znode is a log line, never a crash).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TypeVarTuple
 
 from kazoo.client import KazooState
 from kazoo.exceptions import KazooException, NoNodeError
@@ -47,11 +47,13 @@ from .znodes import (
     topic_config_path,
     topic_path,
 )
-from .zookeeper import ZooKeeper
+from .zookeeper import ZkEvent, ZkStat, ZooKeeper
 
 __all__ = ["ZkWatcher"]
 
 log = logging.getLogger("groupcoord.cluster.watch")
+#: The arguments of a call posted to the event loop.
+_Args = TypeVarTuple("_Args")
 
 
 class ZkWatcher:
@@ -66,7 +68,7 @@ class ZkWatcher:
         self._partitions: set[tuple[str, int]] = set()
         self._stopped = False
 
-    def _post(self, fn: Callable[..., None], *args: Any) -> None:
+    def _post(self, fn: Callable[[*_Args], None], *args: *_Args) -> None:
         if self._stopped:
             return
         try:
@@ -138,7 +140,7 @@ class ZkWatcher:
         self._post(self.view.set_deleting, frozenset(children))
         return True
 
-    def _on_controller(self, data: bytes | None, stat: Any, event: Any = None) -> bool:
+    def _on_controller(self, data: bytes | None, stat: ZkStat | None, event: ZkEvent = None) -> bool:
         if self._stopped:
             return False
         controller = -1
@@ -163,7 +165,7 @@ class ZkWatcher:
             DataWatch(self.zk.client, topic_path(name), lambda d, s, e=None, n=name: self._on_topic(n, d, s))
         return True
 
-    def _on_config(self, name: str, data: bytes | None, stat: Any) -> bool:
+    def _on_config(self, name: str, data: bytes | None, stat: ZkStat | None) -> bool:
         if self._stopped:
             return False
         if stat is None:
@@ -176,7 +178,7 @@ class ZkWatcher:
         self._post(self.view.set_config, name, configs)
         return True
 
-    def _on_broker_config(self, entity: str, data: bytes | None, stat: Any) -> bool:
+    def _on_broker_config(self, entity: str, data: bytes | None, stat: ZkStat | None) -> bool:
         if self._stopped:
             return False
         configs: dict[str, str] = {}
@@ -189,7 +191,7 @@ class ZkWatcher:
         self._post(self.view.set_broker_configs, entity, configs)
         return True
 
-    def _on_topic(self, name: str, data: bytes | None, stat: Any) -> bool:
+    def _on_topic(self, name: str, data: bytes | None, stat: ZkStat | None) -> bool:
         if self._stopped:
             return False
         if stat is None:
@@ -213,7 +215,7 @@ class ZkWatcher:
                       lambda d, s, e=None, n=name, q=p: self._on_state(n, q, d, s))
         return True
 
-    def _on_state(self, topic: str, partition: int, data: bytes | None, stat: Any) -> bool:
+    def _on_state(self, topic: str, partition: int, data: bytes | None, stat: ZkStat | None) -> bool:
         if self._stopped:
             return False
         with self._lock:

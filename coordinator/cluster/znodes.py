@@ -1,8 +1,9 @@
 """ZooKeeper paths and znode values as Kafka's ZooKeeper mode writes them (``ZkData``).
 
 An operator's ``zkCli.sh ls /brokers/ids`` or ``get /cluster/id`` must read as it would for a
-Kafka cluster (reference/cluster_replication.md §1). Values are UTF-8 JSON maps (field order is
-free) except where noted. Decoders never raise anything but :class:`ZnodeError`, whose message
+Kafka cluster (the znodes and their JSON:
+https://github.com/apache/kafka/blob/3.9.0/core/src/main/scala/kafka/zk/ZkData.scala). Values are UTF-8 JSON maps
+(field order is free) except where noted. Decoders never raise anything but :class:`ZnodeError`, whose message
 names the path: a corrupt or foreign znode is a clear log line, never a crash.
 
 Pure: no ZooKeeper client here, only paths and bytes.
@@ -14,7 +15,7 @@ import base64
 import json
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 __all__ = ["ZnodeError", "BROKER_IDS", "CLUSTER_ID", "PERSISTENT_PATHS", "broker_path", "BrokerRegistration",
            "encode_broker", "decode_broker", "encode_cluster_id", "decode_cluster_id", "CONTROLLER",
@@ -57,6 +58,11 @@ PERSISTENT_PATHS = ("/consumers", "/brokers/ids", "/brokers/topics", "/config/ch
 BROKER_VERSION = 5
 
 
+#: A znode's value as ``json.loads`` gives it (typed ``Any`` by the standard library): a znode
+#: may hold JSON of any shape, so the decoders check the fields they read.
+JsonObject: TypeAlias = dict[str, Any]
+
+
 class ZnodeError(ValueError):
     """A znode whose value is not what Kafka's ZooKeeper mode writes there."""
 
@@ -96,7 +102,7 @@ class BrokerRegistration:
 
 
 def encode_broker(reg: BrokerRegistration) -> bytes:
-    value: dict[str, Any] = {
+    value: dict[str, object] = {
         "version": BROKER_VERSION,
         # host/port: the first PLAINTEXT endpoint (all we have), for pre-0.10 readers.
         "host": reg.host,
@@ -112,7 +118,7 @@ def encode_broker(reg: BrokerRegistration) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()
 
 
-def _json_map(path: str, data: bytes | None) -> dict[str, Any]:
+def _json_map(path: str, data: bytes | None) -> JsonObject:
     if not data:
         raise ZnodeError(f"znode {path} is empty")
     try:
@@ -124,7 +130,7 @@ def _json_map(path: str, data: bytes | None) -> dict[str, Any]:
     return value
 
 
-def _int_field(path: str, value: dict[str, Any], key: str) -> int:
+def _int_field(path: str, value: JsonObject, key: str) -> int:
     field = value.get(key)
     if isinstance(field, bool) or not isinstance(field, int):
         raise ZnodeError(f"znode {path}: {key} is {field!r}, expected an integer")
@@ -332,7 +338,9 @@ def _reassignment_map(path: str, what: str, raw: object,
 class PartitionState:
     """``.../partitions/<p>/state``: leader, leader epoch, ISR and the controller epoch of the last
     writer. ``zk_version`` is the znode's version, the partition epoch every write is
-    conditional on (reference/cluster_replication.md §1.4); -1 when not read from ZooKeeper."""
+    conditional on (``KafkaZkClient.updateLeaderAndIsr``,
+    https://github.com/apache/kafka/blob/3.9.0/core/src/main/scala/kafka/zk/KafkaZkClient.scala); -1 when not read
+    from ZooKeeper."""
 
     leader: int
     leader_epoch: int

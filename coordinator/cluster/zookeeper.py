@@ -3,13 +3,15 @@
 kazoo is a threaded client: its calls block, and its state listener and watch callbacks run on
 kazoo's own threads. At start-up (before the event loop serves anything) the app calls it
 directly; later work from kazoo's threads is spawned on kazoo's handler, never on the event loop
-(reference/cluster_replication.md §6.1).
+(a state listener "must not block": kazoo's ``KazooClient.add_listener``,
+https://kazoo.readthedocs.io/en/latest/api/client.html#kazoo.client.KazooClient.add_listener).
 
-Registration follows Kafka's checked ephemeral create (``KafkaZkClient.registerBroker``,
-KAFKA-7165): ``/brokers/ids/<id>`` is created ephemeral; if it exists, it is ours when its
-``ephemeralOwner`` is this session or one of this node's earlier sessions (an expired session's
-ephemeral can linger a moment, so it is deleted and created again); any other owner is another
-live node with the same ``broker.id``, and this node refuses to start. When the session expires
+Registration follows Kafka's checked ephemeral create (``KafkaZkClient.registerBroker`` in
+https://github.com/apache/kafka/blob/3.9.0/core/src/main/scala/kafka/zk/KafkaZkClient.scala, KAFKA-7165):
+``/brokers/ids/<id>`` is created ephemeral; if it exists, it is ours when its ``ephemeralOwner`` is
+this session or one of this node's earlier sessions (an expired session's ephemeral can linger a
+moment, so it is deleted and created again); any other owner is another live node with the same
+``broker.id``, and this node refuses to start. When the session expires
 (SUSPENDED → LOST, ephemerals gone) kazoo opens a new one by itself and the registration is
 created again in it.
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import Any, Protocol, TypeAlias
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
@@ -36,7 +39,29 @@ from .znodes import (
     encode_cluster_id,
 )
 
-__all__ = ["ClusterError", "ZooKeeper"]
+__all__ = ["ClusterError", "ZooKeeper", "ZkStat", "ZkTransaction", "ZkOpResult", "ZkEvent"]
+
+# kazoo ships no type information (pyproject.toml's mypy section ignores its imports), so every
+# kazoo value is ``Any`` to mypy; these names say at each use which kazoo object is meant.
+
+
+class ZkStat(Protocol):
+    """The fields we read of kazoo's ``ZnodeStat`` (a znode's stat, as a watch or ``get`` gives it)."""
+
+    @property
+    def version(self) -> int: ...
+
+    @property
+    def ephemeralOwner(self) -> int: ...
+
+
+#: A kazoo ``TransactionRequest`` (``client.transaction()``): ops queued, then one ``commit()``.
+ZkTransaction: TypeAlias = Any
+#: What ``commit()`` gives for each committed op: the path ``create`` made, the new stat of a
+#: ``set_data``, True for ``check`` and ``delete``.
+ZkOpResult: TypeAlias = str | ZkStat | bool
+#: A kazoo ``WatchedEvent`` handed to a watch callback.
+ZkEvent: TypeAlias = Any
 
 log = logging.getLogger("groupcoord.cluster")
 
