@@ -1,7 +1,7 @@
 """A leadership lease against stalls: a node that was stopped (SIGSTOP, a VM pause, a swap storm)
 for longer than its ZooKeeper session may wake up still believing it leads, and serve reads from
 its stale state before its ZooKeeper client notices the session is gone — a few hundred ms in
-tests/cluster/test_group_fault_schedule.py (an OffsetFetch answered with offsets older than one
+tests/coordinator/cluster/test_group_fault_schedule.py (an OffsetFetch answered with offsets older than one
 the new coordinator had acknowledged). Kafka's ZooKeeper mode has the same window.
 
 The event loop ticks every ``TICK_S``. While the last tick is older than half the session timeout

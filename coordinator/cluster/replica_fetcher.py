@@ -100,7 +100,7 @@ class ReplicaFetcher:
         if task is not None:
             # Cancel until it ends: on Python 3.11 ``asyncio.wait_for`` can swallow a cancellation
             # that lands while its inner wait completes (fixed in 3.12), and the loop then waits
-            # for a change that never comes (found by tests/cluster/test_group_fault_schedule.py:
+            # for a change that never comes (found by tests/coordinator/cluster/test_group_fault_schedule.py:
             # a SIGTERMed node that never exited).
             while not task.done():
                 task.cancel()

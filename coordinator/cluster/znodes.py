@@ -150,7 +150,10 @@ def decode_broker(path: str, data: bytes | None) -> BrokerRegistration:
     except ValueError:
         raise ZnodeError(f"znode {path}: the last path element is not a broker id") from None
     host, port = value.get("host"), value.get("port")
-    for endpoint in value.get("endpoints") or ():
+    endpoints = value.get("endpoints") or []
+    if not isinstance(endpoints, list):  # Kafka writes a JSON array; anything else is corrupt
+        raise ZnodeError(f"znode {path}: endpoints is {endpoints!r}, not a list")
+    for endpoint in endpoints:
         if isinstance(endpoint, str) and endpoint.startswith("PLAINTEXT://"):
             address = endpoint[len("PLAINTEXT://"):]
             host, _, port_text = address.rpartition(":")

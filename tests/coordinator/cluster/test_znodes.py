@@ -53,6 +53,8 @@ def test_round_trip() -> None:
     (b'{"version":4,"host":"h","port":1}', "jmx_port is None"),
     (b'{"version":4,"jmx_port":-1,"endpoints":["SSL://h:1"],"host":null,"port":-1}', "no PLAINTEXT endpoint"),
     (b'{"version":4,"jmx_port":-1,"endpoints":["PLAINTEXT://h:x"]}', "has no port"),
+    (b'{"version":4,"jmx_port":-1,"host":"h","port":1,"endpoints":5}', "endpoints is 5, not a list"),
+    (b'{"version":4,"jmx_port":-1,"host":"h","port":1,"endpoints":"PLAINTEXT://h:1"}', "not a list"),
     (b'{"version":4,"jmx_port":-1,"host":"h","port":1,"rack":5}', "rack is 5"),
     (b'{"version":4,"jmx_port":-1,"host":"h","port":1,"timestamp":"soon"}', "is not milliseconds"),
 ])
