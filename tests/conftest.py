@@ -7,6 +7,8 @@ restart the server on the same data directory and port, for crash tests.
 from __future__ import annotations
 
 import os
+import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -24,6 +26,35 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def free_ports(count: int) -> int:
+    """A base port with ``count`` consecutive bindable ports below the kernel's ephemeral range
+    (32768..), where no outgoing connection of another test can be holding one of them."""
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(20000, 32000 - count)
+        try:
+            for port in range(base, base + count):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return base
+    raise AssertionError("no free consecutive ports")
+
+
+def serving_copy(root: Path) -> Path:
+    """What a fresh clone holds for serving, copied under ``root``: the Makefile, pyproject, the
+    README and the four packages (no tests, no .venv)."""
+    work = root / "repo"
+    work.mkdir()
+    for name in ("Makefile", "pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, work / name)
+    skip = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for package in ("protocol", "storage", "coordinator", "pipeline"):
+        shutil.copytree(REPO / package, work / package, ignore=skip)
+    return work
 
 
 class ServerProcess:

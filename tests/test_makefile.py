@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import serving_copy
+
 REPO = Path(__file__).resolve().parent.parent
 
 # Stands in for `python3` and, once "installed" by `-m venv`, for `.venv/bin/python` and
@@ -129,13 +131,7 @@ def test_dry_run_lines(clone: Path) -> None:
 def test_real_serving_install_has_no_pyspark(tmp_path: Path) -> None:
     """`make install-serve` for real in a scratch copy: the server and its dependencies import,
     the test extras are absent. About 7 s with pip's wheels cached (2026-11-25)."""
-    work = tmp_path / "repo"
-    work.mkdir()
-    for name in ("Makefile", "pyproject.toml", "README.md"):
-        shutil.copy(REPO / name, work / name)
-    skip = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for package in ("protocol", "storage", "coordinator", "pipeline"):
-        shutil.copytree(REPO / package, work / package, ignore=skip)
+    work = serving_copy(tmp_path)
     base_python = getattr(sys, "_base_executable", sys.executable)
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "MAKEFLAGS", "MAKELEVEL")}
     res = subprocess.run(["make", "--no-print-directory", f"PYTHON={base_python}", "install-serve"], cwd=work,

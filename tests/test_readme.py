@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -32,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, free_port
+from tests.conftest import REPO, free_port, free_ports, serving_copy
 
 README = REPO / "README.md"
 FENCE = re.compile(r"(?:<!-- example(?P<kind>: [a-z-]+)? -->\n)?```(?P<lang>[a-z]*)\n(?P<body>.*?)```\n", re.S)
@@ -126,16 +124,6 @@ def test_readme_stays_a_guide() -> None:
 # --- the examples, after the serving install, against `make serve` -----------------------------
 
 
-def _scratch_clone(root: Path) -> Path:
-    """What a fresh clone holds for serving: the Makefile, pyproject and the four packages."""
-    work = root / "repo"
-    work.mkdir()
-    for name in ("Makefile", "pyproject.toml", "README.md"):
-        shutil.copy(REPO / name, work / name)
-    skip = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for package in ("protocol", "storage", "coordinator", "pipeline"):
-        shutil.copytree(REPO / package, work / package, ignore=skip)
-    return work
 
 
 def _env() -> dict[str, str]:
@@ -147,7 +135,7 @@ def _env() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    work = _scratch_clone(tmp_path_factory.mktemp("readme"))
+    work = serving_copy(tmp_path_factory.mktemp("readme"))
     base_python = getattr(sys, "_base_executable", sys.executable)
     res = subprocess.run(["make", "--no-print-directory", f"PYTHON={base_python}", "install-serve"], cwd=work,
                          env=_env(), capture_output=True, text=True, timeout=240)
@@ -228,26 +216,13 @@ def test_single_node_examples_run_as_written_after_make_serve(clone: Path, servi
     assert "billing" in dump, dump
 
 
-def _free_ports(count: int) -> int:
-    """A base port with ``count`` consecutive bindable ports below the ephemeral range."""
-    rng = random.Random()
-    for _ in range(200):
-        base = rng.randrange(20000, 32000 - count)
-        try:
-            for port in range(base, base + count):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        return base
-    raise AssertionError("no free consecutive ports")
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_cluster_example_starts_and_ctrl_c_stops_it(clone: Path) -> None:
     (block,) = examples("long-running")
-    base = _free_ports(3)
+    base = free_ports(3)
     body = block.body
     for i in range(3):
         body = body.replace(str(19092 + i), str(base + i))

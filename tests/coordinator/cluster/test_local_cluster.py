@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 import signal
 import socket
 import subprocess
@@ -12,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, free_ports
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -29,20 +28,6 @@ def _read_until(proc: subprocess.Popen[str], prefix: str, timeout: float) -> str
     raise AssertionError(f"no {prefix!r} within {timeout}s")
 
 
-def _free_ports(count: int) -> int:
-    """A base port with ``count`` consecutive bindable ports below the kernel's ephemeral range
-    (32768..), where no outgoing connection of another test can be holding one of them."""
-    rng = random.Random()
-    for _ in range(200):
-        base = rng.randrange(20000, 32000 - count)
-        try:
-            for port in range(base, base + count):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        return base
-    raise AssertionError("no free consecutive ports")
 
 
 def _listening(host: str, port: int) -> bool:
@@ -57,7 +42,7 @@ def test_cluster_up_starts_zookeeper_and_three_registered_nodes_and_ctrl_c_stops
     from kafka import KafkaAdminClient
     from kazoo.client import KazooClient
 
-    base = _free_ports(3)
+    base = free_ports(3)
     proc = subprocess.Popen([sys.executable, "-m", "coordinator", "cluster", "up", "--nodes", "3",
                              "--base-port", str(base), "--dir", str(tmp_path / "cluster"),
                              "--set", "group.initial.rebalance.delay.ms=0"],
