@@ -26,6 +26,15 @@ print for it::
         currentStateTimestamp=Optional[1000], members=[MemberMetadata(memberId=m1, ...)])
     group::null
 
+The KIP-848 consumer-group records (record types 3-8 and 16) are printed as Kafka 4.0's
+``GroupMetadataMessageFormatter`` prints them, one compact JSON object of key and value whose
+field names are the schemas' in camelCase, topic ids in ``Uuid.toString`` form (URL-safe base64,
+no padding), bytes in base64, and a tagged field only when set
+(https://github.com/apache/kafka/blob/4.0/tools/src/main/java/org/apache/kafka/tools/consumer/GroupMetadataMessageFormatter.java)::
+
+    {"key":{"version":3,"data":{"groupId":"g"}},"value":{"version":0,"data":{"epoch":5}}}
+    {"key":{"version":5,"data":{"groupId":"g","memberId":"m"}},"value":null}   (a tombstone)
+
 Optional fields are shown the way those Kafka formatters show them, so output can be compared
 with a real broker's: ``Optional[N]``/``Optional.empty`` for the leader epoch, current-state
 timestamp and group instance id (Java ``Optional``), ``Some(N)``/``None`` for the expire timestamp
@@ -40,9 +49,14 @@ exits 141, without a traceback, when the reader of its output goes away (``dump-
 
 from __future__ import annotations
 
+import base64
+import dataclasses
+import json
+import uuid
 from pathlib import Path
 from typing import TextIO
 
+from protocol import consumer_group_records
 from protocol.compression import Compression
 from protocol.consumer_offsets import (
     GroupMetadataKey,
@@ -197,11 +211,13 @@ def _optional(value: object) -> str:
 def format_offsets_record(key: bytes | None, value: bytes | None) -> str:
     """One ``__consumer_offsets`` record the way Kafka's offsets formatters print it.
 
-    Records this module cannot decode (KIP-848 record types, garbage) get a short description
+    Records this module cannot decode (share-group record types, garbage) get a short description
     instead; this never raises for bad bytes.
     """
     if key is None:
         return "undecodable: record has a null key"
+    if len(key) >= 2 and int.from_bytes(key[:2], "big", signed=True) in consumer_group_records.RECORD_TYPES:
+        return _format_consumer_group_record(key, value)
     try:
         typed_key, typed_value = deserialize(key, value)
     except UnknownRecordVersion as exc:
@@ -245,3 +261,40 @@ def _format_group(v: GroupMetadataValue) -> str:
         f"protocol={v.protocol}, leader={v.leader}, currentStateTimestamp={state_ts}, "
         f"members=[{members}])"
     )
+
+
+def _format_consumer_group_record(key: bytes, value: bytes | None) -> str:
+    try:
+        typed_key = consumer_group_records.decode_key(key)
+        typed_value = consumer_group_records.decode_value(typed_key, value)
+    except UnknownRecordVersion as exc:
+        return f"unknown record type: {exc} ({len(key)}-byte key, skipped as a loader would)"
+    except MalformedRecordError as exc:
+        return f"undecodable: {exc}"
+    record: dict[str, object] = {"key": {"version": int.from_bytes(key[:2], "big"), "data": _json(typed_key)}}
+    if value is None or typed_value is None:
+        record["value"] = None
+    else:
+        record["value"] = {"version": int.from_bytes(value[:2], "big", signed=True), "data": _json(typed_value)}
+    # Jackson's ObjectNode.toString: no spaces, non-ASCII characters as they are.
+    return json.dumps(record, separators=(",", ":"), ensure_ascii=False)
+
+
+def _json(item: object) -> object:
+    """A record dataclass as Kafka's generated JsonConverter writes it."""
+    if isinstance(item, uuid.UUID):
+        return base64.urlsafe_b64encode(item.bytes).rstrip(b"=").decode()
+    if isinstance(item, bytes):
+        return base64.b64encode(item).decode()
+    if isinstance(item, tuple):
+        return [_json(x) for x in item]
+    if dataclasses.is_dataclass(item) and not isinstance(item, type):
+        out: dict[str, object] = {}
+        for field in dataclasses.fields(item):
+            v = getattr(item, field.name)
+            if field.name == "classic_member_metadata" and v is None:
+                continue  # a tagged field, written only when not at its default (null)
+            head, *rest = field.name.split("_")
+            out[head + "".join(part.title() for part in rest)] = _json(v)
+        return out
+    return item

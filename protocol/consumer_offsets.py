@@ -63,6 +63,8 @@ __all__ = [
     "decode_offset_commit_key",
     "offset_commit_fields",
     "OffsetCommitFields",
+    "RecordReader",
+    "RecordWriter",
 ]
 
 #: Key version written for offset commits; 0 has the same layout and is still read.
@@ -428,6 +430,11 @@ class _Writer:
     def tagged_fields(self) -> None:
         if self.flexible:
             self.out.append(0)  # no tagged fields
+
+
+#: The primitive reader and writer, for the KIP-848 records in ``consumer_group_records``.
+RecordReader = _Reader
+RecordWriter = _Writer
 
 
 def encode_key(key: RecordKey) -> bytes:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import struct
+import uuid
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from coordinator.dump_log import dump_log, format_offsets_record
+from protocol import consumer_group_records as cgr
 from protocol.compression import Compression
 from protocol.consumer_offsets import (
     GroupMetadataKey,
@@ -179,7 +181,10 @@ def test_empty_segment_is_fine(tmp_path: Path) -> None:
 
 
 def test_formatter_on_records_it_does_not_know() -> None:
-    assert format_offsets_record(b"\x00\x03\x00\x01g", b"\x00\x00").startswith("unknown record type:")
+    # Record type 9 is a KIP-932 share-group record.
+    assert format_offsets_record(b"\x00\x09\x00\x01g", b"\x00\x00").startswith("unknown record type:")
+    assert format_offsets_record(b"\x00\x03\x00\x01g", b"\x00\x00").startswith("undecodable:")
+    assert format_offsets_record(b"\x00\x03\x00\x01g", b"\x00\x05\x00").startswith("unknown record type:")
     assert format_offsets_record(b"\x00\x01\xff", None).startswith("undecodable:")
     assert format_offsets_record(None, b"x").startswith("undecodable:")
 
@@ -204,3 +209,53 @@ def test_every_codec_dumps(tmp_path: Path, codec: Compression) -> None:
     code, lines = run(segment(tmp_path, 0, batch))
     assert code == 0 and f"compresscodec: {codec.name.lower()}" in lines[2]
     assert lines[-1].startswith("|   [g,t,0]::OffsetAndMetadata(offset=1,")
+
+
+def test_consumer_group_records_print_as_kafka_json(tmp_path: Path) -> None:
+    """KIP-848 records print as the JSON of Kafka 4.0's GroupMetadataMessageFormatter; classic
+    records in the same batch keep their classic lines."""
+    topic = uuid.UUID(bytes=bytes(range(16)))
+    records = [
+        (cgr.ConsumerGroupMetadataKey("g"), cgr.ConsumerGroupMetadataValue(5)),
+        (
+            cgr.ConsumerGroupMemberMetadataKey("g", "m"),
+            cgr.ConsumerGroupMemberMetadataValue(None, "r1", "cli", "/h", ("t",), None, 30000, "uniform"),
+        ),
+        (
+            cgr.ConsumerGroupMemberMetadataKey("g", "c"),
+            cgr.ConsumerGroupMemberMetadataValue(
+                "i", None, "cli", "/h", ("t",), None, 5000, None,
+                cgr.ClassicMemberMetadata(45000, (cgr.ClassicProtocol("range", b"\x00\x01\xff"),)),
+            ),
+        ),
+        (
+            cgr.ConsumerGroupCurrentMemberAssignmentKey("g", "m"),
+            cgr.ConsumerGroupCurrentMemberAssignmentValue(3, 2, 0, (cgr.TopicPartitions(topic, (0, 1)),), ()),
+        ),
+        (cgr.ConsumerGroupRegularExpressionKey("g", "t.*"), cgr.ConsumerGroupRegularExpressionValue(("t",), 7, 9)),
+        (cgr.ConsumerGroupTargetAssignmentMemberKey("g", "m"), None),
+    ]
+    items = [(cgr.encode_key(k), None if v is None else cgr.encode_value(v)) for k, v in records]
+    items.append(serialize(OffsetCommitKey("g", "t", 0), OffsetCommitValue(42, "meta", 1000, leader_epoch=3)))
+    path = segment(tmp_path, 0, build_batch(items, timestamp_ms=1000))
+    code, lines = run(path)
+    assert code == 0
+    decoded = [line[4:] for line in lines if line.startswith("|   ")]
+    assert decoded == [
+        '{"key":{"version":3,"data":{"groupId":"g"}},"value":{"version":0,"data":{"epoch":5}}}',
+        '{"key":{"version":5,"data":{"groupId":"g","memberId":"m"}},"value":{"version":0,"data":{"instanceId":null,'
+        '"rackId":"r1","clientId":"cli","clientHost":"/h","subscribedTopicNames":["t"],"subscribedTopicRegex":null,'
+        '"rebalanceTimeoutMs":30000,"serverAssignor":"uniform"}}}',
+        '{"key":{"version":5,"data":{"groupId":"g","memberId":"c"}},"value":{"version":0,"data":{"instanceId":"i",'
+        '"rackId":null,"clientId":"cli","clientHost":"/h","subscribedTopicNames":["t"],"subscribedTopicRegex":null,'
+        '"rebalanceTimeoutMs":5000,"serverAssignor":null,"classicMemberMetadata":{"sessionTimeoutMs":45000,'
+        '"supportedProtocols":[{"name":"range","metadata":"AAH/"}]}}}}',
+        '{"key":{"version":8,"data":{"groupId":"g","memberId":"m"}},"value":{"version":0,"data":{"memberEpoch":3,'
+        '"previousMemberEpoch":2,"state":0,"assignedPartitions":[{"topicId":"AAECAwQFBgcICQoLDA0ODw",'
+        '"partitions":[0,1]}],"partitionsPendingRevocation":[]}}}',
+        '{"key":{"version":16,"data":{"groupId":"g","regularExpression":"t.*"}},"value":{"version":0,"data":'
+        '{"topics":["t"],"version":7,"timestamp":9}}}',
+        '{"key":{"version":7,"data":{"groupId":"g","memberId":"m"}},"value":null}',
+        "[g,t,0]::OffsetAndMetadata(offset=42, leaderEpoch=Optional[3], metadata=meta, commitTimestamp=1000, "
+        "expireTimestamp=None)",
+    ]
