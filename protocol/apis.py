@@ -5,7 +5,8 @@ ApiVersions from it and rejects requests outside it. An API goes in only when a 
 exists (a node refuses to start when an advertised API has no handler: ``App._build_handlers``).
 
 The message classes come from kafka-python 3.x (``kafka.protocol``), generated from Kafka's JSON
-message schemas: every field of every version, flexible versions and tagged fields included.
+message schemas: every field of every version, flexible versions and tagged fields included. The
+KIP-848 APIs it lacks are built the same way from our own definitions (protocol/consumer_group_messages.py).
 """
 
 from __future__ import annotations
@@ -79,6 +80,12 @@ from kafka.protocol.producer import (
     ProduceResponse,
 )
 
+from .consumer_group_messages import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
 from .kafka_types import KafkaMessageClass
 
 __all__ = ["ApiKey", "SUPPORTED_VERSIONS", "request_class", "response_class", "is_flexible"]
@@ -116,6 +123,8 @@ class ApiKey(IntEnum):
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
 
 
 # Request and response classes per api key. Knowing a codec is not the same as serving the API:
@@ -150,6 +159,9 @@ _MESSAGES: dict[ApiKey, tuple[KafkaMessageClass, KafkaMessageClass]] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse),
+    # The KIP-848 consumer group protocol (protocol/consumer_group_messages.py): known, not yet served.
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse),
 }
 
 # What we serve. Minimums follow Kafka 4.x, which removed the oldest versions (KIP-896); the
