@@ -92,7 +92,7 @@ def _committer(bootstrap: str, group: str, acked: dict[int, int], assigned: list
 def test_kafka_reassign_partitions_with_a_throttle_through_the_java_admin_client(tmp_path: Path) -> None:
     from kafka import KafkaProducer
 
-    from tests.coordinator.cluster.test_local_cluster import _free_ports
+    from tests.conftest import free_ports
 
     with running_cluster(tmp_path / "cluster", f"offsets.topic.num.partitions={OFFSETS_PARTITIONS}",
                          "group.initial.rebalance.delay.ms=0", "replication.quota.window.num=2") as cluster:
@@ -119,7 +119,7 @@ def test_kafka_reassign_partitions_with_a_throttle_through_the_java_admin_client
         zk = _zk(cluster)
         try:
             wait_for(lambda: sum(acked.values()) > 100, 60, "commits acknowledged before the move")
-            new = cluster.add_node(_free_ports(1))
+            new = cluster.add_node(free_ports(1))
             wait_for(lambda: zk.exists(f"/brokers/ids/{new}"), 20, "the new node registered")
             big_from = json.loads(zk.get("/brokers/topics/big")[0])["partitions"]["0"]
             offsets_from = json.loads(zk.get("/brokers/topics/__consumer_offsets")[0])["partitions"][str(partition)]
@@ -230,7 +230,7 @@ def _acked(members: list, since: dict[str, int] | None = None) -> dict[int, int]
 
 
 def test_a_java_group_commits_through_a_move_of_its_offsets_partition_onto_a_new_node(tmp_path: Path) -> None:
-    from tests.coordinator.cluster.test_local_cluster import _free_ports
+    from tests.conftest import free_ports
 
     with running_cluster(tmp_path / "cluster", f"offsets.topic.num.partitions={OFFSETS_PARTITIONS}",
                          "group.initial.rebalance.delay.ms=0") as cluster:
@@ -250,7 +250,7 @@ def test_a_java_group_commits_through_a_move_of_its_offsets_partition_onto_a_new
             load.start()
             zk = _zk(cluster)
             try:
-                new = cluster.add_node(_free_ports(1))
+                new = cluster.add_node(free_ports(1))
                 wait_for(lambda: zk.exists(f"/brokers/ids/{new}"), 20, "the new node registered")
                 coordinator = _leader(cluster, "__consumer_offsets", partition)
                 original = json.loads(zk.get("/brokers/topics/__consumer_offsets")[0])["partitions"][str(partition)]

@@ -66,13 +66,13 @@ def running_cluster(directory: Path, *settings: str) -> Iterator[LocalCluster]:
     """ZooKeeper (tickTime 500) and three node processes on free loopback ports, with a 4 s
     session and a 200 ms fetch backoff, plus ``settings``; stopped afterwards (a node a test left
     SIGSTOPped is resumed first, or it would never exit on SIGTERM)."""
-    from tests.coordinator.cluster.test_local_cluster import _free_ports
+    from tests.conftest import free_ports
 
     try:
         zookeeper_classpath()
     except ClusterError as exc:  # a failure with what to install, never a silent skip
         pytest.fail(str(exc), pytrace=False)
-    cluster = LocalCluster(directory, 3, _free_ports(3), tick_time_ms=500,
+    cluster = LocalCluster(directory, 3, free_ports(3), tick_time_ms=500,
                            settings=[f"zookeeper.session.timeout.ms={SESSION_MS}", "replica.fetch.backoff.ms=200",
                                      *settings])
     cluster.start()

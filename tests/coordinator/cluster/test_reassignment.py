@@ -131,9 +131,9 @@ def _list(cluster: LocalCluster, broker: int) -> tuple[int, dict[tuple[str, int]
 
 
 def _free_port() -> int:
-    from tests.coordinator.cluster.test_local_cluster import _free_ports
+    from tests.conftest import free_ports
 
-    return _free_ports(1)
+    return free_ports(1)
 
 
 def test_an_offsets_partition_moves_onto_a_new_node_while_its_group_commits(cluster: LocalCluster) -> None:
