@@ -28,3 +28,28 @@ class GroupConfig:
     offsets_retention_check_interval_ms: int = 600_000
     #: offset.metadata.max.bytes: longest CommittedMetadata, in UTF-16 code units as Java counts.
     offset_metadata_max_bytes: int = 4_096
+
+    # --- KIP-848 consumer groups (GroupCoordinatorConfig's group.consumer.*; bounds are checked
+    # where the settings are parsed, coordinator/config.py). Kafka 4 docs, "Consumer Rebalance
+    # Protocol": https://kafka.apache.org/documentation/#consumer_rebalance_protocol
+
+    #: group.consumer.session.timeout.ms: a member that does not heartbeat this long is fenced.
+    consumer_session_timeout_ms: int = 45_000
+    #: group.consumer.min/max.session.timeout.ms: bounds of the per-group override.
+    consumer_min_session_timeout_ms: int = 45_000
+    consumer_max_session_timeout_ms: int = 60_000
+    #: group.consumer.heartbeat.interval.ms: the interval members are told to heartbeat at.
+    consumer_heartbeat_interval_ms: int = 5_000
+    consumer_min_heartbeat_interval_ms: int = 5_000
+    consumer_max_heartbeat_interval_ms: int = 15_000
+    #: group.consumer.max.size: members per consumer group.
+    consumer_max_size: int = 2_147_483_647
+    #: group.consumer.assignors: server assignor names; the first is the default.
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    #: group.consumer.migration.policy: bidirectional | upgrade | downgrade | disabled.
+    consumer_migration_policy: str = "bidirectional"
+    #: group.consumer.regex.refresh.interval.ms: how often subscribed regexes are re-resolved.
+    consumer_regex_refresh_interval_ms: int = 600_000
+    #: group.consumer.assignment.interval.ms (KIP-1263, Kafka 4.3): the least time between two
+    #: target assignment computations of a group; 0 computes on every group epoch bump.
+    consumer_assignment_interval_ms: int = 1_000
