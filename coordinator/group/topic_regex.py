@@ -36,8 +36,10 @@ Where RE2 (this module) and RE2/J (Kafka) differ, as of google-re2 1.1 and RE2/J
   capture group name``). Both are refused here after RE2 has parsed the pattern, so the two agree.
 * Size: RE2 refuses a pattern whose compiled program exceeds its memory budget (8 MiB, RE2's
   default ``max_mem``), with ``pattern too large - compile failed``; RE2/J has no such limit and
-  would compile it. Only huge patterns (tens of thousands of states) are affected; a
-  SubscribedTopicRegex is a Kafka string, at most 32,767 bytes.
+  would compile it. Likewise RE2 refuses nested counted repetitions that multiply past 1,000
+  (``((a{100}){100})``: ``invalid repeat count``), which RE2/J, checking each count alone,
+  accepts. Only huge patterns are affected; a SubscribedTopicRegex is a Kafka string, at most
+  32,767 bytes.
 * ``a)`` (an unmatched ``)``): both refuse; RE2/J reports it as ``regexp/syntax: internal error``
   (its parser's stack underflows), and so do we, to give Kafka's message.
 * Unicode classes (``\\p{Greek}``) follow each library's Unicode tables, which may differ for
