@@ -3,7 +3,8 @@
 
 Outputs under ``--out`` (one Parquet directory each, see ``outputs.TABLES``): ``latest_offsets``,
 ``commit_history``, ``commit_rate``, ``consumer_lag``, ``partition_status``, ``group_status``,
-``generations``, ``membership_changes``, ``expired_offsets``; and ``report.html`` plus
+``generations``, ``membership_changes``, ``consumer_group_epochs``, ``consumer_member_epochs``,
+``expired_offsets``; and ``report.html`` plus
 ``report.md`` in ``--report`` (default: ``--out`` when that is a local directory). Progress goes
 to stderr, one line per stage with its row count; Spark's own logging is turned down to warnings.
 
@@ -93,7 +94,7 @@ def run_job(spark: SparkSession, data_dir: str, out: str, *, end_offsets_file: s
     from . import transforms as T
     from .report import MAX_SERIES, ReportData, group_lag_series, write_report
     from .source.end_offsets import end_offset_history, end_offsets_from_data_dir, end_offsets_from_file
-    from .source.schema import CORRUPT, GROUP_METADATA, OFFSET_COMMIT
+    from .source.schema import CONSUMER_GROUP, CORRUPT, GROUP_METADATA, OFFSET_COMMIT
 
     started = time.monotonic()
     now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
@@ -131,6 +132,8 @@ def run_job(spark: SparkSession, data_dir: str, out: str, *, end_offsets_file: s
     group_status = write_table(spark, T.group_status(partition_status), out, "group_status")
     generations = write_table(spark, T.group_generations(raw), out, "generations")
     changes = write_table(spark, T.membership_changes(generations), out, "membership_changes")
+    group_epochs = write_table(spark, T.consumer_group_epochs(raw), out, "consumer_group_epochs")
+    write_table(spark, T.consumer_member_epochs(raw), out, "consumer_member_epochs")
     expired = write_table(spark, T.expired_offsets(raw, now_ms, offsets_retention_minutes * 60_000), out, "expired_offsets")
 
     # The report's inputs: small collects (one row per group, generation or shown commit).
@@ -152,10 +155,11 @@ def run_job(spark: SparkSession, data_dir: str, out: str, *, end_offsets_file: s
     expired_counts = [(r["group_id"], r["kind"], r["n"]) for r in expired.groupBy("group_id", "kind")
                       .agg(F.count("*").alias("n")).orderBy("group_id", "kind").collect()]
     totals = {"records": sum(counts.values()), "offset_commit": counts.get(OFFSET_COMMIT, 0),
-              "group_metadata": counts.get(GROUP_METADATA, 0), "tombstones": tombstones,
+              "group_metadata": counts.get(GROUP_METADATA, 0), "consumer_group": counts.get(CONSUMER_GROUP, 0),
+              "tombstones": tombstones,
               "corrupt": counts.get(CORRUPT, 0), "groups": latest.select("group_id").distinct().count(),
               "offsets": latest.count(), "total_lag": int(lag.agg(F.sum("lag")).collect()[0][0] or 0),
-              "generations": generations.count(), "expired": expired.count()}
+              "generations": generations.count(), "group_epochs": group_epochs.count(), "expired": expired.count()}
     lag_series = group_lag_series(lag_points)
     for group, _status, _burrow, _partitions, total_lag, _max_lag in groups:
         series = lag_series.get(group)

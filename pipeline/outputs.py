@@ -28,6 +28,10 @@ TABLES: dict[str, str] = {
     "group_status": "each group's worst partition status, partitions, total and max lag",
     "generations": "one row per group generation: protocol, leader, members",
     "membership_changes": "members that joined and left at each generation",
+    "consumer_group_epochs": "one row per group epoch of a KIP-848 consumer group: members, joins, leaves, "
+                             "target assignment epoch",
+    "consumer_member_epochs": "one row per KIP-848 member assignment record: member epoch, state, owned and "
+                              "revoking partitions",
     "expired_offsets": "offsets removed by a tombstone (expiry, OffsetDelete, group deletion) or past their expiry time",
 }
 

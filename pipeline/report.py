@@ -252,11 +252,13 @@ def render_markdown(data: ReportData) -> str:
         f"Data directory `{data.data_dir}`, evaluated at {_time(data.generated_at_ms)}.",
         "",
         f"- Records read: {t.get('records', 0):,} ({t.get('offset_commit', 0):,} offset commits, "
-        f"{t.get('group_metadata', 0):,} group metadata, {t.get('tombstones', 0):,} tombstones, "
+        f"{t.get('group_metadata', 0):,} group metadata, {t.get('consumer_group', 0):,} consumer-group (KIP-848), "
+        f"{t.get('tombstones', 0):,} tombstones, "
         f"{t.get('corrupt', 0):,} corrupt batches)",
         f"- Groups with committed offsets: {t.get('groups', 0):,}; committed partitions: {t.get('offsets', 0):,}",
         f"- Total lag: {t.get('total_lag', 0):,} records; groups not OK: {len(not_ok)}",
-        f"- Generations recorded: {t.get('generations', 0):,}; expired or deleted offsets: {t.get('expired', 0):,}",
+        f"- Generations recorded: {t.get('generations', 0):,}; consumer group epochs (KIP-848): "
+        f"{t.get('group_epochs', 0):,}; expired or deleted offsets: {t.get('expired', 0):,}",
         "",
         "## Groups, worst first",
         "",

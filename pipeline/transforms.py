@@ -4,6 +4,13 @@ Semantics follow the server's own replay (``coordinator/group``): the log is ord
 (log partition, offset); the latest OffsetCommit record of a (group, topic, partition) is its
 committed offset, and a tombstone removes it. A GroupMetadata tombstone (the group deleted or
 expired) removes the group, not its offsets: those get tombstones of their own.
+
+KIP-848 consumer groups (``group.protocol=consumer``) have no generations: their history is the
+group epoch (ConsumerGroupMetadata), the members' subscriptions (ConsumerGroupMemberMetadata,
+a tombstone when a member leaves), the target assignment's epoch and each member's epoch
+(ConsumerGroupCurrentMemberAssignment): ``consumer_group_epochs`` and ``consumer_member_epochs``.
+KIP-848:
+https://cwiki.apache.org/confluence/display/KAFKA/KIP-848%3A+The+Next+Generation+of+the+Consumer+Rebalance+Protocol
 """
 
 from __future__ import annotations
@@ -12,17 +19,24 @@ from collections.abc import Sequence
 from itertools import pairwise
 from typing import TypedDict
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, StringType
+from pyspark.sql.types import ArrayType, IntegerType, LongType, StringType, StructField, StructType
 
+from protocol.consumer_group_records import (
+    CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+    CONSUMER_GROUP_MEMBER_METADATA,
+    CONSUMER_GROUP_METADATA,
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
+)
 from protocol.consumer_protocol import CONSUMER_PROTOCOL_TYPE, parse_subscribed_topics
 
-from .source.schema import GROUP_METADATA, OFFSET_COMMIT
+from .source.schema import CONSUMER_GROUP, GROUP_METADATA, OFFSET_COMMIT
 
 __all__ = [
     "offset_commits", "latest_offsets", "commit_history", "commit_rate", "consumer_lag", "lag_at_commits",
     "burrow_status", "group_status", "group_generations", "membership_changes", "expired_offsets",
+    "consumer_group_epochs", "consumer_member_epochs", "walk_consumer_group", "MEMBER_STATES",
     "BURROW_ORDER", "evaluate_window",
 ]
 
@@ -193,6 +207,132 @@ def membership_changes(generations: DataFrame) -> DataFrame:
             .select("group_id", "incarnation", "generation", "time", "member_count",
                     F.array_except("member_ids", "_prev").alias("joined"),
                     F.array_except("_prev", "member_ids").alias("left")))
+
+
+#: Kafka's MemberState codes (``ConsumerGroupCurrentMemberAssignmentValue.State``, an int8) by name.
+MEMBER_STATES = {0: "STABLE", 1: "UNREVOKED_PARTITIONS", 2: "UNRELEASED_PARTITIONS", 127: "UNKNOWN"}
+
+
+class ConsumerGroupEvent(TypedDict):
+    """What ``walk_consumer_group`` reads of one KIP-848 record of a group (key versions 3, 5, 6)."""
+
+    log_partition: int
+    offset: int
+    key_version: int
+    is_tombstone: bool
+    time_ms: int | None
+    member_id: str | None
+    group_epoch: int | None
+    assignment_epoch: int | None
+
+
+class ConsumerGroupEpoch(TypedDict):
+    incarnation: int
+    group_epoch: int
+    time_ms: int | None
+    target_assignment_epoch: int | None
+    member_ids: list[str]
+    joined: list[str]
+    left: list[str]
+    log_offset: int
+
+
+def walk_consumer_group(events: Sequence[ConsumerGroupEvent]) -> list[ConsumerGroupEpoch]:
+    """Replays one consumer group's epoch, member and target-assignment records (in any order:
+    they are sorted by log position here) into one entry per group epoch record.
+
+    The coordinator writes a joining member's ConsumerGroupMemberMetadata before the epoch bump it
+    causes, and a leaving member's tombstone before its own bump, so the members of an epoch are
+    those whose latest member record up to the epoch record is not a tombstone; ``joined`` and
+    ``left`` compare them with the previous epoch's. The target assignment computed for an epoch
+    follows its epoch record: ``target_assignment_epoch`` is the last TargetAssignmentMetadata
+    written before the next epoch record (null when none was, e.g. under KIP-1263's assignment
+    interval). A ConsumerGroupMetadata tombstone (the group deleted) ends an incarnation: members
+    and epochs start again under the same name."""
+    ordered = sorted(events, key=lambda e: (e["log_partition"], e["offset"]))
+    epochs: list[ConsumerGroupEpoch] = []
+    current: ConsumerGroupEpoch | None = None
+    incarnation = 0
+    live: set[str] = set()
+    at_last_epoch: set[str] = set()
+    for e in ordered:
+        kind = e["key_version"]
+        if kind == CONSUMER_GROUP_METADATA:
+            if e["is_tombstone"]:
+                incarnation += 1
+                live, at_last_epoch, current = set(), set(), None
+                continue
+            current = {"incarnation": incarnation, "group_epoch": e["group_epoch"] or 0, "time_ms": e["time_ms"],
+                       "target_assignment_epoch": None, "member_ids": sorted(live),
+                       "joined": sorted(live - at_last_epoch), "left": sorted(at_last_epoch - live),
+                       "log_offset": e["offset"]}
+            epochs.append(current)
+            at_last_epoch = set(live)
+        elif kind == CONSUMER_GROUP_MEMBER_METADATA and e["member_id"] is not None:
+            if e["is_tombstone"]:
+                live.discard(e["member_id"])
+            else:
+                live.add(e["member_id"])
+        elif kind == CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA and current is not None and not e["is_tombstone"]:
+            current["target_assignment_epoch"] = e["assignment_epoch"]
+    return epochs
+
+
+_EPOCH_TYPE = ArrayType(StructType([
+    StructField("incarnation", IntegerType()),
+    StructField("group_epoch", IntegerType()),
+    StructField("time_ms", LongType()),
+    StructField("target_assignment_epoch", IntegerType()),
+    StructField("member_ids", ArrayType(StringType())),
+    StructField("joined", ArrayType(StringType())),
+    StructField("left", ArrayType(StringType())),
+    StructField("log_offset", LongType()),
+]))
+
+
+def consumer_group_epochs(raw: DataFrame) -> DataFrame:
+    """One row per group epoch of a KIP-848 consumer group: when it was bumped, the members then,
+    who joined and who left since the previous epoch, and the target assignment epoch computed
+    for it (``walk_consumer_group``). A group's records are few next to its commits (one set per
+    rebalance), so each group is replayed in one Python call."""
+
+    def walk(events):  # untyped on purpose: hints would make Spark guess a pandas UDF
+        return walk_consumer_group([e.asDict() for e in events or []])
+
+    walk = F.udf(walk, _EPOCH_TYPE)
+    kinds = (CONSUMER_GROUP_METADATA, CONSUMER_GROUP_MEMBER_METADATA, CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA)
+    event = F.struct("log_partition", "offset", F.col("key_version").cast("int").alias("key_version"), "is_tombstone",
+                     F.col("batch_timestamp_ms").alias("time_ms"), "member_id", "group_epoch", "assignment_epoch")
+    events = (raw.where((F.col("record_type") == CONSUMER_GROUP) & F.col("key_version").isin(*kinds))
+              .groupBy("group_id").agg(F.collect_list(event).alias("_events")))
+    return (events.select("group_id", F.explode(walk("_events")).alias("_e"))
+            .select("group_id", "_e.incarnation", "_e.group_epoch", F.timestamp_millis("_e.time_ms").alias("time"),
+                    "_e.target_assignment_epoch", F.size("_e.member_ids").alias("member_count"), "_e.member_ids",
+                    "_e.joined", "_e.left", "_e.log_offset"))
+
+
+def consumer_member_epochs(raw: DataFrame) -> DataFrame:
+    """One row per ConsumerGroupCurrentMemberAssignment record: a member's epoch moving toward the
+    group's (``previous_member_epoch`` -> ``member_epoch``), its reconciliation ``state`` (Kafka's
+    MemberState name) and the partitions it owns and is yet to revoke, counted and by topic id."""
+    cg = raw.where(F.col("record_type") == CONSUMER_GROUP)
+    deleted = ((F.col("key_version") == CONSUMER_GROUP_METADATA) & F.col("is_tombstone")).cast("int")
+    w = (Window.partitionBy("group_id").orderBy("log_partition", "offset")
+         .rowsBetween(Window.unboundedPreceding, -1))
+    states = F.create_map(*[F.lit(x) for code, name in MEMBER_STATES.items() for x in (code, name)])
+    state = F.col("member_state").cast("int")
+
+    def count(column: str) -> Column:
+        return F.coalesce(F.size(F.flatten(F.transform(column, lambda t: t["partitions"]))), F.lit(0))
+
+    return (cg.withColumn("incarnation", F.coalesce(F.sum(deleted).over(w), F.lit(0)))
+            .where((F.col("key_version") == CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT) & ~F.col("is_tombstone"))
+            .select("group_id", "incarnation", "member_id", "member_epoch", "previous_member_epoch",
+                    F.coalesce(F.element_at(states, state), state.cast("string")).alias("state"),
+                    count("assigned_partitions").alias("assigned_count"),
+                    count("partitions_pending_revocation").alias("pending_revocation_count"),
+                    "assigned_partitions", "partitions_pending_revocation",
+                    F.timestamp_millis("batch_timestamp_ms").alias("time"), F.col("offset").alias("log_offset")))
 
 
 def _subscribed_topics(members):  # untyped on purpose: hints would make Spark guess a pandas UDF

@@ -138,7 +138,8 @@ def test_real_serving_install_has_no_pyspark(tmp_path: Path) -> None:
                          env=env, capture_output=True, text=True, timeout=220)
     assert res.returncode == 0, res.stdout + res.stderr[-4000:]
     venv_python = work / ".venv" / "bin" / "python"
-    ok = subprocess.run([str(venv_python), "-c", "import kafka, crc32c, cramjam, coordinator.cli, storage.log"],
+    imports = "import kafka, crc32c, cramjam, re2, coordinator.cli, coordinator.group.topic_regex, storage.log"
+    ok = subprocess.run([str(venv_python), "-c", imports],
                         cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert ok.returncode == 0, ok.stderr
     for absent in ("pyspark", "pyarrow", "pandas", "confluent_kafka", "aiokafka", "pytest"):

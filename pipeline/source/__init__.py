@@ -7,7 +7,7 @@ from __future__ import annotations
 from .columns import arrow_schema, parse_segment
 from .datasource import FORMAT, ConsumerOffsetsDataSource, list_segments, plan_partitions, read_partition
 from .end_offsets import PartitionEnd, load_log_offsets, read_log_offsets
-from .schema import CONTROL, CORRUPT, GROUP_METADATA, OFFSET_COMMIT, RAW_SCHEMA, UNKNOWN
+from .schema import CONSUMER_GROUP, CONTROL, CORRUPT, GROUP_METADATA, OFFSET_COMMIT, RAW_SCHEMA, UNKNOWN
 
 __all__ = [
     "FORMAT",
@@ -23,6 +23,7 @@ __all__ = [
     "RAW_SCHEMA",
     "OFFSET_COMMIT",
     "GROUP_METADATA",
+    "CONSUMER_GROUP",
     "CONTROL",
     "UNKNOWN",
     "CORRUPT",

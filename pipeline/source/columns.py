@@ -13,7 +13,8 @@ Theory of operation.
   * The *reference path* (``rows.py``; ``fast=False``, and whatever the fast path does not
     take) walks the file with ``protocol.records.iter_batch_positions``, decodes each batch with
     ``decode_records`` and each record with ``protocol.consumer_offsets.decode_key`` /
-    ``decode_value`` / ``decode_control_record``: the one definition of the format.
+    ``decode_value`` / ``decode_control_record`` (``protocol.consumer_group_records`` for the
+    KIP-848 records, key versions 3-8 and 16): the one definition of the format.
   * The *fast path* (``fast_path.py``, the default) handles what the coordinator writes nearly
     all the time: uncompressed, non-control batches of headerless records with 1-2 byte varints,
     holding OffsetCommit keys (v0/v1) with v1 or v3 values or tombstones. Python steps once per batch
@@ -36,7 +37,7 @@ Rules for a log that is being written, or has been damaged:
      gives one ``CORRUPT`` row, ``error = "<file>: <reason> at byte <position>"``, and ends the
      segment: nothing after a bad batch can be trusted. No record of that batch is emitted (a
      batch is atomic, as it is for the server). The caller goes on with other segments.
-  3. Key or value versions the codec does not know (KIP-848 records, say) become ``UNKNOWN`` rows
+  3. Key or value versions the codecs do not know (share-group records, say) become ``UNKNOWN`` rows
      with whatever is known (key version, and group/topic/partition when only the value version is
      new); control batches (transaction markers) become ``CONTROL`` rows. Nothing is dropped.
 """

@@ -2,16 +2,38 @@
 server's own codecs: the reference path of ``columns`` (see its docstring for the rules), the
 fallback of the fast path for every batch or record it does not take, and the struct-based
 group-metadata reader the fast path uses for the rare GroupMetadata record.
+
+The classic records (key versions 0-2) go through ``protocol.consumer_offsets``, the KIP-848
+consumer-group records (3-8 and 16) through ``protocol.consumer_group_records``.
 """
 
 from __future__ import annotations
 
+import base64
 import struct
+import uuid
 from collections.abc import Iterator, Sequence
 from typing import TypedDict
 
 import pyarrow as pa
 
+from protocol.consumer_group_records import RECORD_TYPES as CONSUMER_GROUP_RECORD_TYPES
+from protocol.consumer_group_records import (
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupRegularExpressionKey,
+    ConsumerGroupRegularExpressionValue,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataValue,
+    TopicPartitions,
+)
+from protocol.consumer_group_records import decode_key as decode_consumer_group_key
+from protocol.consumer_group_records import decode_value as decode_consumer_group_value
 from protocol.consumer_offsets import (
     GroupMetadataValue,
     MalformedRecordError,
@@ -32,7 +54,7 @@ from protocol.records import (
     iter_batch_positions,
 )
 
-from .schema import CONTROL, CORRUPT, GROUP_METADATA, OFFSET_COMMIT, RAW_COLUMNS, UNKNOWN
+from .schema import CONSUMER_GROUP, CONTROL, CORRUPT, GROUP_METADATA, OFFSET_COMMIT, RAW_COLUMNS, UNKNOWN
 
 
 class MemberRow(TypedDict):
@@ -71,6 +93,12 @@ _WIDTH = len(RAW_COLUMNS)
                       "is_tombstone", "group_id", "topic", "partition", "committed_offset", "leader_epoch",
                       "commit_metadata", "commit_timestamp_ms", "expire_timestamp_ms", "protocol_type",
                       "generation", "protocol", "leader", "state_timestamp_ms", "members", "error"))
+(_MEMBER, _GEPOCH, _SUBSCRIBED, _CMEMBER, _AEPOCH, _ASSIGNED, _MEPOCH, _PREV_MEPOCH, _MSTATE, _PENDING, _REGEX,
+ _RESOLVED, _RVERSION, _RTS) = (
+    _COL[c] for c in ("member_id", "group_epoch", "subscribed_topics", "consumer_member", "assignment_epoch",
+                      "assigned_partitions", "member_epoch", "previous_member_epoch", "member_state",
+                      "partitions_pending_revocation", "regular_expression", "resolved_topics",
+                      "regex_metadata_version", "regex_resolved_ms"))
 _I16 = struct.Struct(">h")
 
 
@@ -95,6 +123,61 @@ def _base_row(ctx: SegmentContext, header: BatchHeader, record: Record) -> list[
     return row
 
 
+def topic_id_string(topic_id: uuid.UUID) -> str:
+    """A topic id as Kafka prints it (``Uuid.toString()``: URL-safe base64, no padding)."""
+    return base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode()
+
+
+def _topic_partitions(values: tuple[TopicPartitions, ...]) -> list[dict[str, object]]:
+    return [{"topic_id": topic_id_string(tp.topic_id), "partitions": list(tp.partitions)} for tp in values]
+
+
+def _consumer_member(value: ConsumerGroupMemberMetadataValue) -> dict[str, object]:
+    return {"instance_id": value.instance_id, "rack_id": value.rack_id, "client_id": value.client_id,
+            "client_host": value.client_host, "subscribed_topic_names": list(value.subscribed_topic_names),
+            "subscribed_topic_regex": value.subscribed_topic_regex, "rebalance_timeout_ms": value.rebalance_timeout_ms,
+            "server_assignor": value.server_assignor, "classic_protocol": value.classic_member_metadata is not None}
+
+
+def consumer_group_row(row: list[object], key: bytes, value: bytes | None) -> list[object]:
+    """Fill ``row`` (a ``_base_row``) from a KIP-848 record. A value version the codec does not
+    know gives an UNKNOWN row with the key's fields; bytes that do not parse raise
+    MalformedRecordError, as for the classic records."""
+    typed_key = decode_consumer_group_key(key)
+    row[_TYPE], row[_KV], row[_GROUP] = CONSUMER_GROUP, key_version(key), typed_key.group_id
+    if isinstance(typed_key, (ConsumerGroupMemberMetadataKey, ConsumerGroupTargetAssignmentMemberKey,
+                              ConsumerGroupCurrentMemberAssignmentKey)):
+        row[_MEMBER] = typed_key.member_id
+    elif isinstance(typed_key, ConsumerGroupRegularExpressionKey):
+        row[_REGEX] = typed_key.regular_expression
+    try:
+        typed_value = decode_consumer_group_value(typed_key, value)
+    except UnknownRecordVersion as exc:
+        row[_TYPE], row[_VV] = UNKNOWN, exc.version
+        return row
+    row[_VV] = _version_of(value)
+    if isinstance(typed_value, ConsumerGroupMetadataValue):
+        row[_GEPOCH] = typed_value.epoch
+    elif isinstance(typed_value, ConsumerGroupPartitionMetadataValue):
+        row[_SUBSCRIBED] = [{"topic_id": topic_id_string(t.topic_id), "topic_name": t.topic_name,
+                             "num_partitions": t.num_partitions} for t in typed_value.topics]
+    elif isinstance(typed_value, ConsumerGroupMemberMetadataValue):
+        row[_CMEMBER] = _consumer_member(typed_value)
+    elif isinstance(typed_value, ConsumerGroupTargetAssignmentMetadataValue):
+        row[_AEPOCH] = typed_value.assignment_epoch
+    elif isinstance(typed_value, ConsumerGroupTargetAssignmentMemberValue):
+        row[_ASSIGNED] = _topic_partitions(typed_value.topic_partitions)
+    elif isinstance(typed_value, ConsumerGroupCurrentMemberAssignmentValue):
+        row[_MEPOCH], row[_PREV_MEPOCH] = typed_value.member_epoch, typed_value.previous_member_epoch
+        row[_MSTATE] = typed_value.state
+        row[_ASSIGNED] = _topic_partitions(typed_value.assigned_partitions)
+        row[_PENDING] = _topic_partitions(typed_value.partitions_pending_revocation)
+    elif isinstance(typed_value, ConsumerGroupRegularExpressionValue):
+        row[_RESOLVED] = list(typed_value.topics)
+        row[_RVERSION], row[_RTS] = typed_value.version, typed_value.timestamp
+    return row
+
+
 def record_row(ctx: SegmentContext, header: BatchHeader, record: Record, pos: int) -> list[object]:
     """One record as a row. Raises CorruptBatchError (at the batch's ``pos``) for a record the
     codec cannot parse; unknown versions are rows, not errors (rule 3)."""
@@ -110,6 +193,8 @@ def record_row(ctx: SegmentContext, header: BatchHeader, record: Record, pos: in
             return row
         if key is None:
             raise MalformedRecordError("record without a key")
+        if key_version(key) in CONSUMER_GROUP_RECORD_TYPES:
+            return consumer_group_row(row, key, value)
         try:
             typed_key = decode_key(key)
         except UnknownRecordVersion as exc:

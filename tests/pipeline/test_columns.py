@@ -105,8 +105,9 @@ def _every_version_batches() -> list[bytes]:
     # A gzip batch of three commits.
     out.append(build_batch([serialize(OffsetCommitKey("group-z", "topic-z", p), OffsetCommitValue(p, "", TS)) for p in range(3)],
                            timestamp_ms=TS + 6, compression=Compression.GZIP))
-    # Unknown versions: a KIP-848 key (version 5) and an OffsetCommitValue version 9.
-    out.append(build_batch([(struct.pack(">h", 5) + b"\x00\x01g", b"\x00\x00whatever")], timestamp_ms=TS + 7))
+    # Unknown versions: a share-group key (version 10, KIP-932) and an OffsetCommitValue version 9.
+    # (KIP-848 records, key versions 3-8 and 16, are decoded: tests/pipeline/test_consumer_group_history.py.)
+    out.append(build_batch([(struct.pack(">h", 10) + b"\x00\x01g", b"\x00\x00whatever")], timestamp_ms=TS + 7))
     out.append(build_batch([(encode_key(ock), struct.pack(">h", 9) + b"\x00" * 20)], timestamp_ms=TS + 8))
     # A plain batch of two commits, LogAppendTime, and a batch with a record header.
     out.append(encode_batch([Record(i, i, *serialize(OffsetCommitKey("group-b", "topic-b", i), OffsetCommitValue(i, "x", TS)))
@@ -178,7 +179,7 @@ def test_every_record_type_and_version(every_version: Path) -> None:
     ]
     assert [pick(r, "group_id", "partition", "committed_offset", "batch_timestamp_ms") for r in got[16:19]] == [
         ("group-z", p, p, TS + 6) for p in range(3)]  # gzip
-    assert pick(got[19], "record_type", "key_version", "value_version", "is_tombstone", "group_id") == (UNKNOWN, 5, 0, False, None)
+    assert pick(got[19], "record_type", "key_version", "value_version", "is_tombstone", "group_id") == (UNKNOWN, 10, 0, False, None)
     assert pick(got[20], "record_type", "key_version", "value_version", "group_id", "topic", "partition", "committed_offset") == (
         UNKNOWN, 1, 9, "group-a", "topic-a", 3, None)
     # LogAppendTime: every record carries the batch's max timestamp.
