@@ -548,6 +548,7 @@ def encode_value(value: ConsumerGroupRecordValue) -> bytes:
 
 
 def _decode_value_struct(key: ConsumerGroupRecordKey, r: _Reader) -> ConsumerGroupRecordValue:
+    value: ConsumerGroupRecordValue
     if isinstance(key, ConsumerGroupMetadataKey):
         epoch = r.int32()
         tags = r.tags()
