@@ -45,6 +45,7 @@ from protocol.kafka_types import KafkaRequest, KafkaResponse, KafkaStruct
 from ..runtime.contract import Clock, CoordinatorResult, Record
 from .classic_group import CONSUMER_PROTOCOL_TYPE, ClassicGroup
 from .config import GroupConfig
+from .consumer.manager import ConsumerGroupManager
 from .group_manager import GroupManager
 from .group_state import GroupState
 
@@ -72,11 +73,14 @@ class OffsetManager:
     """Offsets of one ``__consumer_offsets`` partition. Call only from its serial executor."""
 
     def __init__(self, config: GroupConfig, clock: Clock, groups: GroupManager,
-                 partition_exists: Callable[[str, int], bool]) -> None:
+                 partition_exists: Callable[[str, int], bool],
+                 consumer_groups: ConsumerGroupManager | None = None) -> None:
         self.config = config
         self.clock = clock
         self.groups = groups
         self.partition_exists = partition_exists
+        #: KIP-848 groups: their commits and fetches check member epochs instead of generations.
+        self.consumer_groups = consumer_groups
         #: group -> topic -> partition -> OffsetCommitValue bytes (hard state; replay only).
         self.offsets: dict[str, GroupOffsets] = {}
 
@@ -131,6 +135,12 @@ class OffsetManager:
         generation = request.generation_id_or_member_epoch
         member_id = request.member_id or ""
         instance_id = request.group_instance_id if api_version >= 7 else None
+        if self.consumer_groups is not None:
+            consumer_group = self.consumer_groups.groups.get(request.group_id)
+            if consumer_group is not None:
+                return self.consumer_groups.validate_offset_commit(
+                    consumer_group, member_id, generation, api_version,
+                    [(t.name, p.partition_index) for t in request.topics for p in t.partitions])
         group = self.groups.groups.get(request.group_id)
         if group is None:
             if generation >= 0:
@@ -162,6 +172,13 @@ class OffsetManager:
         if api_version >= 8:
             groups = []
             for g in request.groups:
+                if api_version >= 9 and self.consumer_groups is not None:
+                    consumer_group = self.consumer_groups.groups.get(g.group_id)
+                    if consumer_group is not None:
+                        error = self.consumer_groups.validate_offset_fetch(consumer_group, g.member_id, g.member_epoch)
+                        if error:
+                            groups.append(FetchGroup(g.group_id, [], int(error)))
+                            continue
                 topics = None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics]
                 fetched = self.fetch_group_offsets(g.group_id, topics)
                 groups.append(FetchGroup(g.group_id, [FetchTopic(name, [FetchPartition(*part) for part in parts])
@@ -282,6 +299,25 @@ class OffsetManager:
             return lambda fields: fields[3]  # topics no member subscribes to any more
         return None
 
+    def expired_consumer_group_offsets(self, group_id: str, now_ms: int) -> tuple[list[Record], bool]:
+        """An Empty consumer group's expired offsets, measured from each commit (Kafka's
+        ``ConsumerGroup.offsetExpirationCondition``), and whether none would remain."""
+        committed = self.offsets.get(group_id)
+        if not committed:
+            return [], True
+        retention = self.config.offsets_retention_ms
+        records: list[Record] = []
+        count = 0
+        for topic, by_partition in committed.items():
+            for partition, value in by_partition.items():
+                count += 1
+                fields = offset_commit_fields(value)
+                expire = fields[4]
+                expired = now_ms >= expire if expire is not None and expire >= 0 else now_ms - fields[3] >= retention
+                if expired:
+                    records.append((OffsetCommitKey(group_id, topic, partition), None))
+        return records, len(records) == count
+
     def topic_tombstones(self, topics: set[str]) -> list[Record]:
         """Tombstones for every group's offsets of deleted topics (Kafka ``onPartitionsDeleted``)."""
         return [(OffsetCommitKey(group_id, topic, partition), None)
@@ -319,7 +355,8 @@ class OffsetManager:
             return
         if committed is None:
             committed = self.offsets[group_id] = {}
-        if group_id not in self.groups.groups:
+        if group_id not in self.groups.groups and (self.consumer_groups is None
+                                                   or group_id not in self.consumer_groups.groups):
             group = self.groups.ensure_group(group_id)
             if not self.groups.loaded:
                 # Loading, or a hot standby replaying: the Empty group ``on_loaded`` would build
