@@ -132,6 +132,12 @@ def _subscription_value(m: ConsumerGroupMember) -> ConsumerGroupMemberMetadataVa
         rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor)
 
 
+def _subscription(m: ConsumerGroupMember) -> tuple[object, ...]:
+    """What a ConsumerGroupMemberMetadata record holds (cheaper to compare than the record)."""
+    return (m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed_topic_names, m.subscribed_topic_regex,
+            m.rebalance_timeout_ms, m.server_assignor)
+
+
 def _current_value(m: ConsumerGroupMember) -> ConsumerGroupCurrentMemberAssignmentValue:
     return ConsumerGroupCurrentMemberAssignmentValue(
         m.member_epoch, m.previous_member_epoch, int(m.state),
@@ -331,7 +337,7 @@ class ConsumerGroupManager:
             subscribed_topic_regex=regex if regex is not None else member.subscribed_topic_regex,
             client_id=client_id, client_host=client_host)
         bump = False
-        if _subscription_value(updated) != _subscription_value(member) or (is_new and replaced is None):
+        if _subscription(updated) != _subscription(member) or (is_new and replaced is None):
             records.append((ConsumerGroupMemberMetadataKey(group_id, member_id), _subscription_value(updated)))
             bump = (is_new and replaced is None) \
                 or updated.subscribed_topic_names != member.subscribed_topic_names \
@@ -341,10 +347,11 @@ class ConsumerGroupManager:
         if replaced is not None:
             del members[replaced.member_id]
         members[member_id] = updated
-        regexes = self._regex_records(group, members, now, records)
+        topics_changed = self.hash_checked_at.get(group_id) != self.topics.version
+        regexes = self._regex_records(group, members, now, records, refresh=topics_changed)
         group_epoch = group.group_epoch
         metadata_hash = group.metadata_hash
-        if bump or self.hash_checked_at.get(group_id) != self.topics.version:
+        if bump or topics_changed:
             metadata_hash = topics_hash(self._subscribed_names(members, regexes), self.topics)
             if metadata_hash != group.metadata_hash:
                 bump = True
@@ -369,7 +376,7 @@ class ConsumerGroupManager:
             except FencedByUnknownState:
                 raise HeartbeatError(E.FENCED_MEMBER_EPOCH, "The consumer group member is in a unknown state. "
                                      "The member must abandon all its partitions and rejoin.") from None
-        if _current_value(reconciled) != _current_value(updated) or (is_new and replaced is None):
+        if (reconciled is not updated and reconciled != updated) or (is_new and replaced is None):
             records.append((ConsumerGroupCurrentMemberAssignmentKey(group_id, member_id), _current_value(reconciled)))
             if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
                 self._schedule_rebalance_timeout(group_id, member_id, reconciled.member_epoch,
@@ -422,15 +429,16 @@ class ConsumerGroupManager:
     # --- regular expressions and subscribed topics --------------------------------------------
 
     def _regex_records(self, group: ConsumerGroup, members: Mapping[str, ConsumerGroupMember], now: int,
-                       records: list[Record]) -> dict[str, ResolvedRegex]:
-        """The group's regexes after this change: a new one (or one resolved at an older topics
-        version) is resolved now and recorded; one no member uses any more is tombstoned."""
+                       records: list[Record], refresh: bool = False) -> dict[str, ResolvedRegex]:
+        """The group's regexes after this change: a new one (or, with ``refresh``, one resolved
+        at an older topics version) is resolved now and recorded when its topics changed; one no
+        member uses any more is tombstoned."""
         wanted = {m.subscribed_topic_regex for m in members.values() if m.subscribed_topic_regex}
         out: dict[str, ResolvedRegex] = {}
         version = self.topics.version
         for pattern in sorted(wanted):
             known = group.regexes.get(pattern)
-            if known is None or known.version != version:
+            if known is None or (refresh and known.version != version):
                 topics = tuple(sorted(self.regex_resolver(pattern, [t.name for t in self.topics.all()])))
                 if known is None or known.topics != topics:
                     records.append((ConsumerGroupRegularExpressionKey(group.group_id, pattern),

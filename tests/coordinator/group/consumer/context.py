@@ -59,16 +59,18 @@ class ConsumerGroupTestContext(GroupTestContext):
         return topic.topic_id
 
     def cg_heartbeat(self, group_id: str = "g", member_id: str | None = "m1", member_epoch: int = 0, *,
-                     instance_id: str | None = None, rack_id: str | None = None, rebalance_timeout_ms: int = -1,
+                     instance_id: str | None = None, rack_id: str | None = None, rebalance_timeout_ms: int | None = None,
                      topics: list[str] | None = None, regex: str | None = None, assignor: str | None = None,
                      owned: Mapping[str, list[int]] | None = None, version: int = 1,
                      client_id: str = "client", client_host: str = "/127.0.0.1") -> Any:
         """One heartbeat. ``owned`` by topic name (None: not sent). A join (epoch 0) defaults to
         a full request: rebalance timeout 30 s, owned [], topics ["foo"]."""
         if member_epoch == 0:
-            rebalance_timeout_ms = 30_000 if rebalance_timeout_ms == -1 else rebalance_timeout_ms
+            rebalance_timeout_ms = 30_000 if rebalance_timeout_ms is None else rebalance_timeout_ms
             owned = {} if owned is None else owned
             topics = ["foo"] if topics is None and regex is None else topics
+        if rebalance_timeout_ms is None:
+            rebalance_timeout_ms = -1
         request = Q(version=version, group_id=group_id, member_id=member_id, member_epoch=member_epoch,
                     instance_id=instance_id, rack_id=rack_id, rebalance_timeout_ms=rebalance_timeout_ms,
                     subscribed_topic_names=topics, subscribed_topic_regex=regex, server_assignor=assignor,
