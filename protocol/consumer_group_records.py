@@ -29,9 +29,10 @@ ConsumerGroupMetadataValue; tag 0 ``AssignmentEpochs`` (nullable []int32) of Top
 is written only when it differs from its default. Other tags are skipped on read, as a reader of
 an older schema would.
 
-The group shard does not replay these records yet: ``consumer_offsets.decode_key`` still raises
-UnknownRecordVersion for them, which its loader turns into a skipped record. :func:`decode_any_key`
-and :func:`deserialize_any` decode both families, for tools such as ``dump-log``.
+The group shard replays these records (``coordinator/group/consumer/manager.py``); the classic
+decoder ``consumer_offsets.decode_key`` still raises UnknownRecordVersion for them.
+:func:`decode_any_key` and :func:`deserialize_any` decode both families, for tools such as
+``dump-log``.
 """
 
 from __future__ import annotations

@@ -18,8 +18,12 @@ log into it record by record with :meth:`GroupCoordinatorShard.replay` and then 
 
 Rules:
 
-1. Hard state (committed offsets, each group's last GroupMetadata record) changes only in
-   ``replay``; replaying every record written so far into a fresh shard rebuilds it exactly.
+1. Hard state (committed offsets, each classic group's last GroupMetadata record, each KIP-848
+   consumer group's records: ``consumer/manager.py``) changes only in ``replay``; replaying every
+   record written so far into a fresh shard rebuilds it exactly. A group id names either a
+   classic or a consumer group, never both: an Empty classic group becomes a consumer group on a
+   ConsumerGroupHeartbeat (its offsets stay) and an Empty consumer group a classic one on a
+   JoinGroup.
 2. Soft state (live rebalances, parked responses, session deadlines, timers) belongs to the
    handlers and is rebuilt by ``on_loaded`` from the hard state: members get fresh session
    deadlines, groups that only have offsets become Empty "simple" groups, groups larger than
