@@ -178,6 +178,8 @@ class ConsumerGroupManager:
         self.groups: dict[str, ConsumerGroup] = {}
         #: Soft state: when each group last computed a target assignment (KIP-1263).
         self.last_assignment_ms: dict[str, int] = {}
+        #: Soft state: each member's session deadline, (group id, member id) -> ms.
+        self.session_deadlines: dict[tuple[str, str], int] = {}
         #: Soft state: the topics-image version each group's metadata hash was last checked at.
         self.hash_checked_at: dict[str, int] = {}
         self.loaded = False
@@ -566,20 +568,37 @@ class ConsumerGroupManager:
         records.append((ConsumerGroupMetadataKey(group.group_id),
                         ConsumerGroupMetadataValue(group.group_epoch + 1, metadata_hash, group.creation_time_ms)))
         self.timer.cancel(session_timeout_key(group.group_id, member_id))
+        self.session_deadlines.pop((group.group_id, member_id), None)
         self.timer.cancel(rebalance_timeout_key(group.group_id, member_id))
         return records
 
     # --- timers --------------------------------------------------------------------------------
 
     def _schedule_session_timeout(self, group_id: str, member_id: str) -> None:
+        """Move the member's session deadline. A heartbeat only stores the new deadline; the
+        timer is armed when none is, and when it fires early it re-arms itself for what is left
+        (no timer churn per heartbeat, as the classic sessions of ``rebalance.py``)."""
+        timeout = self.session_timeout_ms(group_id)
+        self.session_deadlines[(group_id, member_id)] = self.clock.now_ms() + timeout
+        key = session_timeout_key(group_id, member_id)
+        if not self.timer.is_scheduled(key):
+            self._arm_session_timer(group_id, member_id, timeout)
+
+    def _arm_session_timer(self, group_id: str, member_id: str, delay_ms: int) -> None:
         def expire() -> CoordinatorResult[None]:
+            deadline = self.session_deadlines.get((group_id, member_id))
             group = self.groups.get(group_id)
-            if group is None or member_id not in group.members:
+            if deadline is None or group is None or member_id not in group.members:
+                self.session_deadlines.pop((group_id, member_id), None)
+                return CoordinatorResult()
+            left = deadline - self.clock.now_ms()
+            if left > 0:
+                self._arm_session_timer(group_id, member_id, left)
                 return CoordinatorResult()
             log.info("[GroupId %s] Member %s fenced from the group because its session expired.", group_id, member_id)
             return CoordinatorResult(self.fence_member_records(group, member_id))
 
-        self.timer.schedule(session_timeout_key(group_id, member_id), self.session_timeout_ms(group_id), expire,
+        self.timer.schedule(session_timeout_key(group_id, member_id), delay_ms, expire,
                             name="consumer-group-session-timeout")
 
     def _schedule_rebalance_timeout(self, group_id: str, member_id: str, member_epoch: int, timeout_ms: int) -> None:
@@ -610,6 +629,7 @@ class ConsumerGroupManager:
             for member_id in group.members:
                 self.timer.cancel(session_timeout_key(group.group_id, member_id))
                 self.timer.cancel(rebalance_timeout_key(group.group_id, member_id))
+        self.session_deadlines.clear()
 
     # --- admin ---------------------------------------------------------------------------------
 

@@ -408,3 +408,17 @@ def test_load_rearms_timers(ctx: ConsumerGroupTestContext) -> None:
     # A heartbeat after the load writes nothing new when nothing changed.
     assert reloaded.cg_heartbeat(member_id="m2", member_epoch=2).error_code == 0
     assert reloaded.last_records == []
+
+
+def test_heartbeats_move_the_session_deadline_without_timer_churn(ctx: ConsumerGroupTestContext) -> None:
+    ctx.cg_heartbeat()
+    calls = ctx.timer.schedule_calls
+    for _ in range(60):  # every 5 s (the heartbeat interval) for 5 minutes
+        ctx.sleep(5_000)
+        assert ctx.cg_heartbeat(member_epoch=1).error_code == 0
+    # A re-arm each time the timer fired early (about every 40 s), none per heartbeat.
+    assert ctx.timer.schedule_calls - calls <= 8
+    assert ctx.shard.consumer_manager.session_deadlines[("g", "m1")] == ctx.clock.now + 45_000
+    written = ctx.sleep(45_000)
+    assert written[0] == (ConsumerGroupCurrentMemberAssignmentKey("g", "m1"), None)
+    assert ctx.shard.consumer_manager.session_deadlines == {}
