@@ -228,18 +228,29 @@ class OffsetManager:
     # OffsetDelete (v0, KIP-496)
 
     def delete_offsets(self, request: KafkaRequest, api_version: int) -> CoordinatorResult[KafkaResponse]:
-        group = self.groups.groups.get(request.group_id)
-        if group is None or group.state is S.DEAD:
-            return CoordinatorResult(response=OffsetDeleteResponse(
-                version=api_version, throttle_time_ms=0, error_code=int(E.GROUP_ID_NOT_FOUND), topics=[]))
-        if group.state is not S.EMPTY and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
-            return CoordinatorResult(response=OffsetDeleteResponse(
-                version=api_version, throttle_time_ms=0, error_code=int(E.NON_EMPTY_GROUP), topics=[]))
-        committed = self.offsets.get(group.group_id, {})
+        is_subscribed: Callable[[str], bool]
+        consumer_group = None if self.consumer_groups is None else self.consumer_groups.groups.get(request.group_id)
+        if consumer_group is not None:
+            # A consumer group may always delete offsets, except of topics its members subscribe to.
+            assert self.consumer_groups is not None
+            is_subscribed = self.consumer_groups.subscribed_topic_names(consumer_group).__contains__
+            group_id = consumer_group.group_id
+        else:
+            group = self.groups.groups.get(request.group_id)
+            if group is None or group.state is S.DEAD:
+                return CoordinatorResult(response=OffsetDeleteResponse(
+                    version=api_version, throttle_time_ms=0, error_code=int(E.GROUP_ID_NOT_FOUND), topics=[]))
+            if group.state is not S.EMPTY and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+                return CoordinatorResult(response=OffsetDeleteResponse(
+                    version=api_version, throttle_time_ms=0, error_code=int(E.NON_EMPTY_GROUP), topics=[]))
+            classic = group
+            is_subscribed = lambda name: classic.state is not S.EMPTY and classic.is_subscribed_to_topic(name)  # noqa: E731
+            group_id = group.group_id
+        committed = self.offsets.get(group_id, {})
         records: list[Record] = []
         topics = []
         for topic in request.topics:
-            subscribed = group.state is not S.EMPTY and group.is_subscribed_to_topic(topic.name)
+            subscribed = is_subscribed(topic.name)
             parts = []
             for part in topic.partitions:
                 p = part.partition_index
@@ -250,7 +261,7 @@ class OffsetManager:
                 else:
                     error = E.NONE
                     if p in committed.get(topic.name, ()):
-                        records.append((OffsetCommitKey(group.group_id, topic.name, p), None))
+                        records.append((OffsetCommitKey(group_id, topic.name, p), None))
                 parts.append(DeletePartition(partition_index=p, error_code=int(error)))
             topics.append(DeleteTopic(name=topic.name, partitions=parts))
         return CoordinatorResult(records, OffsetDeleteResponse(version=api_version, throttle_time_ms=0,

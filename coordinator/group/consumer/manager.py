@@ -462,6 +462,10 @@ class ConsumerGroupManager:
                 names.update(regexes[m.subscribed_topic_regex].topics)
         return names
 
+    def subscribed_topic_names(self, group: ConsumerGroup) -> set[str]:
+        """The topics some member subscribes to, by name or through a regex."""
+        return self._subscribed_names(group.members, group.regexes)
+
     def _topic_ids(self, member: ConsumerGroupMember, regexes: Mapping[str, ResolvedRegex]) -> frozenset[uuid.UUID]:
         names = set(member.subscribed_topic_names)
         if member.subscribed_topic_regex and member.subscribed_topic_regex in regexes:

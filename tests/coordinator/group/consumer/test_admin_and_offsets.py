@@ -189,3 +189,14 @@ def test_serde_round_trips_both_families() -> None:
     assert OFFSETS_SERDE.serialize(ConsumerGroupMetadataKey("g"), None)[1] is None
     classic = (OffsetCommitKey("g", "t", 0), OffsetCommitValue(1, "", 2, -1))
     assert deserialize(*serialize_record(*classic)) == classic
+
+
+def test_offset_delete(ctx: ConsumerGroupTestContext) -> None:
+    ctx.topics.create("bar", 1)
+    ctx.cg_heartbeat()
+    ctx.commit_offsets("g", {("foo", 0): 5, ("bar", 0): 6}, generation_id=1, member_id="m1", version=9)
+    r = ctx.delete_offsets("g", {"foo": [0], "bar": [0]})
+    assert r.error_code == 0
+    assert {t.name: t.partitions[0].error_code for t in r.topics} == {"foo": E.GROUP_SUBSCRIBED_TO_TOPIC, "bar": 0}
+    assert ctx.last_records == [(OffsetCommitKey("g", "bar", 0), None)]
+    assert ctx.delete_offsets("nope", {"foo": [0]}).error_code == E.GROUP_ID_NOT_FOUND
