@@ -327,30 +327,46 @@ class ConsumerGroupManager:
             records.append((ConsumerGroupCurrentMemberAssignmentKey(group_id, member_id), _current_value(member)))
 
         regex = request.subscribed_topic_regex if api_version >= 1 else None
-        updated = dataclasses.replace(
-            member,
-            instance_id=instance_id if instance_id is not None else member.instance_id,
-            rack_id=request.rack_id if request.rack_id is not None else member.rack_id,
-            rebalance_timeout_ms=request.rebalance_timeout_ms if request.rebalance_timeout_ms != -1
-            else member.rebalance_timeout_ms,
-            server_assignor=request.server_assignor if request.server_assignor is not None else member.server_assignor,
-            subscribed_topic_names=tuple(request.subscribed_topic_names) if request.subscribed_topic_names is not None
-            else member.subscribed_topic_names,
-            subscribed_topic_regex=regex if regex is not None else member.subscribed_topic_regex,
-            client_id=client_id, client_host=client_host)
+        rack_id = request.rack_id
+        rebalance_timeout_ms = request.rebalance_timeout_ms
+        server_assignor = request.server_assignor
+        names = request.subscribed_topic_names
+        if (instance_id is None or instance_id == member.instance_id) and (rack_id is None or rack_id == member.rack_id) \
+                and rebalance_timeout_ms in (-1, member.rebalance_timeout_ms) \
+                and (server_assignor is None or server_assignor == member.server_assignor) \
+                and names is None and (regex is None or regex == member.subscribed_topic_regex) \
+                and client_id == member.client_id and client_host == member.client_host:
+            updated = member  # a steady heartbeat: nothing to copy
+        else:
+            updated = dataclasses.replace(
+                member,
+                instance_id=instance_id if instance_id is not None else member.instance_id,
+                rack_id=rack_id if rack_id is not None else member.rack_id,
+                rebalance_timeout_ms=rebalance_timeout_ms if rebalance_timeout_ms != -1
+                else member.rebalance_timeout_ms,
+                server_assignor=server_assignor if server_assignor is not None else member.server_assignor,
+                subscribed_topic_names=tuple(names) if names is not None else member.subscribed_topic_names,
+                subscribed_topic_regex=regex if regex is not None else member.subscribed_topic_regex,
+                client_id=client_id, client_host=client_host)
         bump = False
-        if _subscription(updated) != _subscription(member) or (is_new and replaced is None):
+        if (updated is not member and _subscription(updated) != _subscription(member)) or (is_new and replaced is None):
             records.append((ConsumerGroupMemberMetadataKey(group_id, member_id), _subscription_value(updated)))
             bump = (is_new and replaced is None) \
                 or updated.subscribed_topic_names != member.subscribed_topic_names \
                 or updated.subscribed_topic_regex != member.subscribed_topic_regex
 
-        members = dict(group.members)
-        if replaced is not None:
-            del members[replaced.member_id]
-        members[member_id] = updated
         topics_changed = self.hash_checked_at.get(group_id) != self.topics.version
-        regexes = self._regex_records(group, members, now, records, refresh=topics_changed)
+        members: Mapping[str, ConsumerGroupMember] = group.members
+        regexes: Mapping[str, ResolvedRegex] = group.regexes
+        if updated is not member or replaced is not None or is_new or topics_changed \
+                or group.group_epoch > group.assignment_epoch:
+            # The group as it will be (a steady heartbeat skips this O(members) copy).
+            members = dict(group.members)
+            if replaced is not None:
+                del members[replaced.member_id]
+            members[member_id] = updated
+            if bump or topics_changed or replaced is not None:
+                regexes = self._regex_records(group, members, now, records, refresh=topics_changed)
         group_epoch = group.group_epoch
         metadata_hash = group.metadata_hash
         if bump or topics_changed:
