@@ -373,17 +373,17 @@ class ConsumerGroupManager:
             metadata_hash = topics_hash(self._subscribed_names(members, regexes), self.topics)
             if metadata_hash != group.metadata_hash:
                 bump = True
-            self.hash_checked_at[group_id] = self.topics.version
         if bump:
             group_epoch += 1
             records.append((ConsumerGroupMetadataKey(group_id),
                             ConsumerGroupMetadataValue(group_epoch, metadata_hash, group.creation_time_ms)))
 
+        assigned_now = False
         target_epoch = group.assignment_epoch
         target = group.target.get(replaced.member_id if replaced is not None else member_id, {})
         if group_epoch > group.assignment_epoch and self._may_assign(group_id, now):
             new_targets = self._compute_target(group, group_epoch, members, regexes, replaced, records)
-            self.last_assignment_ms[group_id] = now
+            assigned_now = True
             target_epoch = group_epoch
             target = new_targets.get(member_id, {})
 
@@ -401,6 +401,11 @@ class ConsumerGroupManager:
                                                  reconciled.rebalance_timeout_ms)
             else:
                 self.timer.cancel(rebalance_timeout_key(group_id, member_id))
+        # Soft state moves only once nothing can refuse the heartbeat any more.
+        if topics_changed:
+            self.hash_checked_at[group_id] = self.topics.version
+        if assigned_now:
+            self.last_assignment_ms[group_id] = now
         self._schedule_session_timeout(group_id, member_id)
 
         full = joining or (request.rebalance_timeout_ms != -1 and request.subscribed_topic_names is not None

@@ -422,3 +422,36 @@ def test_heartbeats_move_the_session_deadline_without_timer_churn(ctx: ConsumerG
     written = ctx.sleep(45_000)
     assert written[0] == (ConsumerGroupCurrentMemberAssignmentKey("g", "m1"), None)
     assert ctx.shard.consumer_manager.session_deadlines == {}
+
+
+def test_an_assignor_failure_answers_unknown_server_error_and_changes_nothing() -> None:
+    from tests.coordinator.group.consumer.context import RoundRobinAssignor
+
+    class Flaky(RoundRobinAssignor):
+        broken = False
+
+        def assign(self, group, topics):  # type: ignore[no-untyped-def]
+            if self.broken:
+                raise RuntimeError("boom")
+            return super().assign(group, topics)
+
+    flaky = Flaky("uniform")
+    c = ConsumerGroupTestContext(GroupConfig(consumer_assignment_interval_ms=0), assignors={"uniform": flaky})
+    c.topics.create("foo", 2)
+    c.cg_heartbeat()
+    c.topics.create("foo", 3, topic_id=c.topic_id("foo"))
+    flaky.broken = True
+    r = c.cg_heartbeat(member_epoch=1)
+    assert (r.error_code, r.error_message) == (E.UNKNOWN_SERVER_ERROR,
+                                               "Failed to compute a new target assignment for epoch 2: boom")
+    assert c.last_records == [] and c.cgroups["g"].group_epoch == 1
+    flaky.broken = False  # the next heartbeat still sees the topic change
+    r = c.cg_heartbeat(member_epoch=1)
+    assert (r.member_epoch, assignment_of(r, c)) == (2, {"foo": [0, 1, 2]})
+
+
+def test_missing_assignor_package() -> None:
+    c = ConsumerGroupTestContext(assignors={})
+    c.topics.create("foo", 1)
+    r = c.cg_heartbeat()
+    assert r.error_code == E.UNKNOWN_SERVER_ERROR and c.last_records == [] and c.cgroups == {}
