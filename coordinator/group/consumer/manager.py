@@ -85,9 +85,13 @@ CONSUMER_GROUP_TYPE = "consumer"
 #: https://cwiki.apache.org/confluence/display/KAFKA/KIP-1082%3A+Require+Client-Generated+IDs+over+the+ConsumerGroupHeartbeat+RPC).
 CONSUMER_GENERATED_MEMBER_ID_REQUIRED_VERSION = 1
 
-#: (pattern, topic names) -> the names the pattern fully matches (RE2 semantics). The regex part
-#: of issue 31 provides it (``coordinator/group/topic_regex.resolve``); until then no topics.
+#: (pattern, topic names) -> the names the pattern fully matches (RE2 semantics); raises a
+#: ValueError for a pattern that does not compile (the heartbeat then answers
+#: INVALID_REGULAR_EXPRESSION with its message). The regex part of issue 31 provides it
+#: (``coordinator/group/topic_regex.resolve``); until then no topics.
 RegexResolver = Callable[[str, Iterable[str]], frozenset[str]]
+#: Kafka's Errors.INVALID_REGULAR_EXPRESSION (KIP-848, Kafka 4.0).
+INVALID_REGULAR_EXPRESSION = 128
 
 
 def _no_topics(pattern: str, names: Iterable[str]) -> frozenset[str]:
@@ -462,7 +466,10 @@ class ConsumerGroupManager:
         for pattern in sorted(wanted):
             known = group.regexes.get(pattern)
             if known is None or (refresh and known.version != version):
-                topics = tuple(sorted(self.regex_resolver(pattern, [t.name for t in self.topics.all()])))
+                try:
+                    topics = tuple(sorted(self.regex_resolver(pattern, [t.name for t in self.topics.all()])))
+                except ValueError as exc:
+                    raise HeartbeatError(INVALID_REGULAR_EXPRESSION, str(exc)) from None
                 if known is None or known.topics != topics:
                     records.append((ConsumerGroupRegularExpressionKey(group.group_id, pattern),
                                     ConsumerGroupRegularExpressionValue(topics, version, now)))

@@ -455,3 +455,13 @@ def test_missing_assignor_package() -> None:
     c.topics.create("foo", 1)
     r = c.cg_heartbeat()
     assert r.error_code == E.UNKNOWN_SERVER_ERROR and c.last_records == [] and c.cgroups == {}
+
+
+def test_a_regex_the_resolver_refuses() -> None:
+    def resolve(pattern: str, names: object) -> frozenset[str]:
+        raise ValueError(f"SubscribedTopicRegex `{pattern}` is not a valid regular expression.")
+
+    c = ConsumerGroupTestContext(regex_resolver=resolve)
+    r = c.cg_heartbeat(regex="(", topics=None)
+    assert (r.error_code, r.error_message) == (128, "SubscribedTopicRegex `(` is not a valid regular expression.")
+    assert c.last_records == [] and c.cgroups == {}
