@@ -156,10 +156,11 @@ class GroupCoordinatorShard:
                 # protocols the group does not support.
                 future.set_result(join_error(api_version, E.INCONSISTENT_GROUP_PROTOCOL, request.member_id or ""))
                 return CoordinatorResult()
-            # An Empty consumer group gives its id to the classic group (its offsets stay).
-            tombstones = self.consumer_manager.group_tombstones(consumer_group)
+            # An Empty consumer group gives its id to the classic group the join creates (its
+            # offsets stay); a join refused before that leaves it as it is.
             result = self.group_manager.join_group(request, api_version, client_id, client_host, future)
-            result.records[:0] = tombstones
+            if request.group_id in self.group_manager.groups:
+                result.records[:0] = self.consumer_manager.group_tombstones(consumer_group)
             return result
         return self.group_manager.join_group(request, api_version, client_id, client_host, future)
 

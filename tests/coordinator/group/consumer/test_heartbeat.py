@@ -169,6 +169,8 @@ def test_join_group_on_a_consumer_group(ctx: ConsumerGroupTestContext) -> None:
     assert r.error_code == E.INCONSISTENT_GROUP_PROTOCOL and ctx.last_records == []
     ctx.cg_heartbeat(member_epoch=-1)
     assert ctx.cgroups["g"].state is ConsumerGroupState.EMPTY
+    refused = ctx.join_group("g", session_timeout_ms=1).result()
+    assert refused.error_code == E.INVALID_SESSION_TIMEOUT and ctx.last_records == [] and "g" in ctx.cgroups
     first = ctx.join_group("g").result()  # an Empty consumer group gives its id to the classic group
     assert first.error_code == E.MEMBER_ID_REQUIRED
     assert "g" not in ctx.cgroups and ctx.last_records[-1] == (ConsumerGroupMetadataKey("g"), None)
