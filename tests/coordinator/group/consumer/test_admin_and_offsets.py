@@ -200,3 +200,18 @@ def test_offset_delete(ctx: ConsumerGroupTestContext) -> None:
     assert {t.name: t.partitions[0].error_code for t in r.topics} == {"foo": E.GROUP_SUBSCRIBED_TO_TOPIC, "bar": 0}
     assert ctx.last_records == [(OffsetCommitKey("g", "bar", 0), None)]
     assert ctx.delete_offsets("nope", {"foo": [0]}).error_code == E.GROUP_ID_NOT_FOUND
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_answers_encode(ctx: ConsumerGroupTestContext, version: int) -> None:
+    """What the shard answers is what the wire codec can send (both APIs, both versions)."""
+    from protocol.consumer_group_messages import ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse
+
+    r = ctx.cg_heartbeat(instance_id="i", rack_id="r", version=version)
+    back = ConsumerGroupHeartbeatResponse.decode(r.encode(version=version), version=version)
+    assert (back.member_id, back.member_epoch, back.assignment.topic_partitions[0].partitions) == ("m1", 1, [0, 1, 2, 3])
+    groups = ctx.shard.consumer_group_describe(["g", "x"], version, True)
+    response = ConsumerGroupDescribeResponse(version=version, throttle_time_ms=0, groups=groups)
+    decoded = ConsumerGroupDescribeResponse.decode(response.encode(version=version), version=version)
+    assert [g.error_code for g in decoded.groups] == [0, E.GROUP_ID_NOT_FOUND]
+    assert decoded.groups[0].members[0].assignment.topic_partitions[0].topic_name == "foo"
