@@ -280,6 +280,11 @@ def _format_consumer_group_record(key: bytes, value: bytes | None) -> str:
     return json.dumps(record, separators=(",", ":"), ensure_ascii=False)
 
 
+#: The tagged fields of the KIP-848 records and their defaults (``consumer_group_records``).
+_TAGGED_DEFAULTS: dict[str, object] = {"classic_member_metadata": None, "metadata_hash": 0, "creation_time_ms": -1,
+                                       "assignment_epochs": None}
+
+
 def _json(item: object) -> object:
     """A record dataclass as Kafka's generated JsonConverter writes it."""
     if isinstance(item, uuid.UUID):
@@ -292,8 +297,8 @@ def _json(item: object) -> object:
         out: dict[str, object] = {}
         for field in dataclasses.fields(item):
             v = getattr(item, field.name)
-            if field.name == "classic_member_metadata" and v is None:
-                continue  # a tagged field, written only when not at its default (null)
+            if field.name in _TAGGED_DEFAULTS and v == _TAGGED_DEFAULTS[field.name]:
+                continue  # a tagged field, written only when not at its default
             head, *rest = field.name.split("_")
             out[head + "".join(part.title() for part in rest)] = _json(v)
         return out

@@ -21,14 +21,18 @@ key ver.   key                                         value (version 0, flexibl
 
 Keys are not flexible (int16-length strings). Values are flexible from version 0 (KIP-482): compact
 strings, bytes and arrays (unsigned varint length + 1), a tagged-field section after every struct,
-and topic ids as 16 raw bytes (the ``uuid`` type). The one tagged field defined is tag 0 of
+and topic ids as 16 raw bytes (the ``uuid`` type). Tagged fields defined: tag 0 of
 ConsumerGroupMemberMetadataValue, ``ClassicMemberMetadata`` (a nullable struct, written only when
 not null, its data prefixed by an unsigned varint 1 as Kafka's generated code does for a tagged
-nullable struct). Other tags are skipped on read, as a reader of an older schema would.
+nullable struct); tags 0 ``MetadataHash`` and 1 ``CreationTimeMs`` (int64) of
+ConsumerGroupMetadataValue; tag 0 ``AssignmentEpochs`` (nullable []int32) of TopicPartitions. Each
+is written only when it differs from its default. Other tags are skipped on read, as a reader of
+an older schema would.
 
-The group shard does not replay these records yet: ``consumer_offsets.decode_key`` still raises
-UnknownRecordVersion for them, which its loader turns into a skipped record. :func:`decode_any_key`
-and :func:`deserialize_any` decode both families, for tools such as ``dump-log``.
+The group shard replays these records (``coordinator/group/consumer/manager.py``); the classic
+decoder ``consumer_offsets.decode_key`` still raises UnknownRecordVersion for them.
+:func:`decode_any_key` and :func:`deserialize_any` decode both families, for tools such as
+``dump-log``.
 """
 
 from __future__ import annotations
@@ -98,6 +102,9 @@ RECORD_TYPES = frozenset({3, 4, 5, 6, 7, 8, 16})
 #: The only value version of every record here ("validVersions": "0").
 _VALUE_VERSION = 0
 _CLASSIC_MEMBER_METADATA_TAG = 0
+_METADATA_HASH_TAG = 0
+_CREATION_TIME_TAG = 1
+_ASSIGNMENT_EPOCHS_TAG = 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -149,9 +156,16 @@ class ConsumerGroupRegularExpressionKey:
 
 @dataclass(frozen=True, slots=True)
 class ConsumerGroupMetadataValue:
-    """The group epoch, bumped whenever membership, subscriptions or subscribed topics change."""
+    """The group epoch, bumped whenever membership, subscriptions or subscribed topics change.
+
+    ``metadata_hash`` (tag 0, Kafka 4.1, KIP-1101) hashes the subscribed topics' metadata, so a
+    reloaded group knows whether its topics changed while it was away; ``creation_time_ms``
+    (tag 1, KIP-1282) is when the group was created, -1 unknown. Both are written only when not
+    their default, as Kafka's generated code does."""
 
     epoch: int
+    metadata_hash: int = 0
+    creation_time_ms: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,8 +226,13 @@ class ConsumerGroupTargetAssignmentMetadataValue:
 
 @dataclass(frozen=True, slots=True)
 class TopicPartitions:
+    """Partitions of one topic. ``assignment_epochs`` (tag 0, nullable, KIP-1251) is aligned with
+    ``partitions``: the member epoch at which each partition was assigned, which OffsetCommit
+    checks; None (the default, not written) when unknown."""
+
     topic_id: uuid.UUID
     partitions: tuple[int, ...] = ()
+    assignment_epochs: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -395,7 +414,14 @@ def _write_topic_partitions(w: _Writer, values: tuple[TopicPartitions, ...]) -> 
     for tp in values:
         w.uuid(tp.topic_id)
         w.int32s(tp.partitions)
-        w.tagged_fields()
+        if tp.assignment_epochs is None:
+            w.tagged_fields()
+        else:
+            epochs = _Writer(0, flexible=True)
+            del epochs.out[:]  # a field's data: no version prefix
+            epochs.int32s(tp.assignment_epochs)
+            w.uvarint(1)  # one tagged field
+            _write_tag(w, _ASSIGNMENT_EPOCHS_TAG, bytes(epochs.out))
 
 
 def _read_topic_partitions(r: _Reader) -> tuple[TopicPartitions, ...]:
@@ -403,9 +429,28 @@ def _read_topic_partitions(r: _Reader) -> tuple[TopicPartitions, ...]:
     for _ in range(r.count(18)):  # uuid + empty array + empty tag section
         topic_id = r.uuid()
         partitions = r.int32s()
-        r.tags()
-        out.append(TopicPartitions(topic_id, partitions))
+        tagged = r.tags().get(_ASSIGNMENT_EPOCHS_TAG)
+        epochs = None
+        if tagged is not None:
+            tr = _Reader(tagged, 0, flexible=True)
+            n = tr.uvarint() - 1
+            if n >= 0:
+                if n * 4 > len(tagged) - tr.pos:
+                    raise MalformedRecordError(f"array of {n} cannot fit in {len(tagged) - tr.pos} bytes")
+                epochs = tuple(tr.int32() for _ in range(n))
+            tr.end()
+        out.append(TopicPartitions(topic_id, partitions, epochs))
     return tuple(out)
+
+
+def _write_tag(w: _Writer, tag: int, data: bytes) -> None:
+    w.uvarint(tag)
+    w.uvarint(len(data))
+    w.out += data
+
+
+def _int64_bytes(v: int) -> bytes:
+    return v.to_bytes(8, "big", signed=True)
 
 
 def _classic_member_metadata(m: ClassicMemberMetadata) -> bytes:
@@ -441,8 +486,17 @@ def encode_value(value: ConsumerGroupRecordValue) -> bytes:
     """Version 0 of the value, the only one Kafka defines."""
     w = _Writer(_VALUE_VERSION, flexible=True)
     match value:
-        case ConsumerGroupMetadataValue(epoch):
+        case ConsumerGroupMetadataValue(epoch, metadata_hash, creation_time_ms):
             w.int32(epoch)
+            tags = []
+            if metadata_hash != 0:
+                tags.append((_METADATA_HASH_TAG, _int64_bytes(metadata_hash)))
+            if creation_time_ms != -1:
+                tags.append((_CREATION_TIME_TAG, _int64_bytes(creation_time_ms)))
+            w.uvarint(len(tags))
+            for tag, data in tags:
+                _write_tag(w, tag, data)
+            return bytes(w.out)
         case ConsumerGroupPartitionMetadataValue(topics):
             w.count(len(topics))
             for t in topics:
@@ -495,8 +549,12 @@ def encode_value(value: ConsumerGroupRecordValue) -> bytes:
 
 
 def _decode_value_struct(key: ConsumerGroupRecordKey, r: _Reader) -> ConsumerGroupRecordValue:
+    value: ConsumerGroupRecordValue
     if isinstance(key, ConsumerGroupMetadataKey):
-        value: ConsumerGroupRecordValue = ConsumerGroupMetadataValue(r.int32())
+        epoch = r.int32()
+        tags = r.tags()
+        return ConsumerGroupMetadataValue(epoch, _tagged_int64(tags, _METADATA_HASH_TAG, 0),
+                                          _tagged_int64(tags, _CREATION_TIME_TAG, -1))
     elif isinstance(key, ConsumerGroupPartitionMetadataKey):
         topics = []
         for _ in range(r.count(23)):  # uuid 16, name 1, count 4, partitions 1, tags 1
@@ -541,6 +599,15 @@ def _decode_value_struct(key: ConsumerGroupRecordKey, r: _Reader) -> ConsumerGro
         value = ConsumerGroupRegularExpressionValue(r.strings(), r.int64(), r.int64())
     r.tags()
     return value
+
+
+def _tagged_int64(tags: dict[int, bytes], tag: int, default: int) -> int:
+    data = tags.get(tag)
+    if data is None:
+        return default
+    if len(data) != 8:
+        raise MalformedRecordError(f"tagged int64 of {len(data)} bytes")
+    return int.from_bytes(data, "big", signed=True)
 
 
 def decode_value(

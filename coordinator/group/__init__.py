@@ -1,4 +1,4 @@
-"""Kafka's classic group coordinator: the rules as pure state machines (no asyncio, no sockets,
+"""Kafka's group coordinator (classic groups and KIP-848 consumer groups): the rules as pure state machines (no asyncio, no sockets,
 no files), and ``service.py``, the adapter between the wire and the runtime.
 
 ``shard.GroupCoordinatorShard`` is the entry point of the rules: one per ``__consumer_offsets``

@@ -45,6 +45,7 @@ from protocol.kafka_types import KafkaRequest, KafkaResponse, KafkaStruct
 from ..runtime.contract import Clock, CoordinatorResult, Record
 from .classic_group import CONSUMER_PROTOCOL_TYPE, ClassicGroup
 from .config import GroupConfig
+from .consumer.manager import ConsumerGroupManager
 from .group_manager import GroupManager
 from .group_state import GroupState
 
@@ -72,11 +73,14 @@ class OffsetManager:
     """Offsets of one ``__consumer_offsets`` partition. Call only from its serial executor."""
 
     def __init__(self, config: GroupConfig, clock: Clock, groups: GroupManager,
-                 partition_exists: Callable[[str, int], bool]) -> None:
+                 partition_exists: Callable[[str, int], bool],
+                 consumer_groups: ConsumerGroupManager | None = None) -> None:
         self.config = config
         self.clock = clock
         self.groups = groups
         self.partition_exists = partition_exists
+        #: KIP-848 groups: their commits and fetches check member epochs instead of generations.
+        self.consumer_groups = consumer_groups
         #: group -> topic -> partition -> OffsetCommitValue bytes (hard state; replay only).
         self.offsets: dict[str, GroupOffsets] = {}
 
@@ -131,6 +135,12 @@ class OffsetManager:
         generation = request.generation_id_or_member_epoch
         member_id = request.member_id or ""
         instance_id = request.group_instance_id if api_version >= 7 else None
+        if self.consumer_groups is not None:
+            consumer_group = self.consumer_groups.groups.get(request.group_id)
+            if consumer_group is not None:
+                return self.consumer_groups.validate_offset_commit(
+                    consumer_group, member_id, generation, api_version,
+                    [(t.name, p.partition_index) for t in request.topics for p in t.partitions])
         group = self.groups.groups.get(request.group_id)
         if group is None:
             if generation >= 0:
@@ -162,6 +172,13 @@ class OffsetManager:
         if api_version >= 8:
             groups = []
             for g in request.groups:
+                if api_version >= 9 and self.consumer_groups is not None:
+                    consumer_group = self.consumer_groups.groups.get(g.group_id)
+                    if consumer_group is not None:
+                        error = self.consumer_groups.validate_offset_fetch(consumer_group, g.member_id, g.member_epoch)
+                        if error:
+                            groups.append(FetchGroup(g.group_id, [], int(error)))
+                            continue
                 topics = None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics]
                 fetched = self.fetch_group_offsets(g.group_id, topics)
                 groups.append(FetchGroup(g.group_id, [FetchTopic(name, [FetchPartition(*part) for part in parts])
@@ -211,18 +228,29 @@ class OffsetManager:
     # OffsetDelete (v0, KIP-496)
 
     def delete_offsets(self, request: KafkaRequest, api_version: int) -> CoordinatorResult[KafkaResponse]:
-        group = self.groups.groups.get(request.group_id)
-        if group is None or group.state is S.DEAD:
-            return CoordinatorResult(response=OffsetDeleteResponse(
-                version=api_version, throttle_time_ms=0, error_code=int(E.GROUP_ID_NOT_FOUND), topics=[]))
-        if group.state is not S.EMPTY and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
-            return CoordinatorResult(response=OffsetDeleteResponse(
-                version=api_version, throttle_time_ms=0, error_code=int(E.NON_EMPTY_GROUP), topics=[]))
-        committed = self.offsets.get(group.group_id, {})
+        is_subscribed: Callable[[str], bool]
+        consumer_group = None if self.consumer_groups is None else self.consumer_groups.groups.get(request.group_id)
+        if consumer_group is not None:
+            # A consumer group may always delete offsets, except of topics its members subscribe to.
+            assert self.consumer_groups is not None
+            is_subscribed = self.consumer_groups.subscribed_topic_names(consumer_group).__contains__
+            group_id = consumer_group.group_id
+        else:
+            group = self.groups.groups.get(request.group_id)
+            if group is None or group.state is S.DEAD:
+                return CoordinatorResult(response=OffsetDeleteResponse(
+                    version=api_version, throttle_time_ms=0, error_code=int(E.GROUP_ID_NOT_FOUND), topics=[]))
+            if group.state is not S.EMPTY and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+                return CoordinatorResult(response=OffsetDeleteResponse(
+                    version=api_version, throttle_time_ms=0, error_code=int(E.NON_EMPTY_GROUP), topics=[]))
+            classic = group
+            is_subscribed = lambda name: classic.state is not S.EMPTY and classic.is_subscribed_to_topic(name)  # noqa: E731
+            group_id = group.group_id
+        committed = self.offsets.get(group_id, {})
         records: list[Record] = []
         topics = []
         for topic in request.topics:
-            subscribed = group.state is not S.EMPTY and group.is_subscribed_to_topic(topic.name)
+            subscribed = is_subscribed(topic.name)
             parts = []
             for part in topic.partitions:
                 p = part.partition_index
@@ -233,7 +261,7 @@ class OffsetManager:
                 else:
                     error = E.NONE
                     if p in committed.get(topic.name, ()):
-                        records.append((OffsetCommitKey(group.group_id, topic.name, p), None))
+                        records.append((OffsetCommitKey(group_id, topic.name, p), None))
                 parts.append(DeletePartition(partition_index=p, error_code=int(error)))
             topics.append(DeleteTopic(name=topic.name, partitions=parts))
         return CoordinatorResult(records, OffsetDeleteResponse(version=api_version, throttle_time_ms=0,
@@ -282,6 +310,25 @@ class OffsetManager:
             return lambda fields: fields[3]  # topics no member subscribes to any more
         return None
 
+    def expired_consumer_group_offsets(self, group_id: str, now_ms: int) -> tuple[list[Record], bool]:
+        """An Empty consumer group's expired offsets, measured from each commit (Kafka's
+        ``ConsumerGroup.offsetExpirationCondition``), and whether none would remain."""
+        committed = self.offsets.get(group_id)
+        if not committed:
+            return [], True
+        retention = self.config.offsets_retention_ms
+        records: list[Record] = []
+        count = 0
+        for topic, by_partition in committed.items():
+            for partition, value in by_partition.items():
+                count += 1
+                fields = offset_commit_fields(value)
+                expire = fields[4]
+                expired = now_ms >= expire if expire is not None and expire >= 0 else now_ms - fields[3] >= retention
+                if expired:
+                    records.append((OffsetCommitKey(group_id, topic, partition), None))
+        return records, len(records) == count
+
     def topic_tombstones(self, topics: set[str]) -> list[Record]:
         """Tombstones for every group's offsets of deleted topics (Kafka ``onPartitionsDeleted``)."""
         return [(OffsetCommitKey(group_id, topic, partition), None)
@@ -319,7 +366,8 @@ class OffsetManager:
             return
         if committed is None:
             committed = self.offsets[group_id] = {}
-        if group_id not in self.groups.groups:
+        if group_id not in self.groups.groups and (self.consumer_groups is None
+                                                   or group_id not in self.consumer_groups.groups):
             group = self.groups.ensure_group(group_id)
             if not self.groups.loaded:
                 # Loading, or a hot standby replaying: the Empty group ``on_loaded`` would build

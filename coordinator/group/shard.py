@@ -18,8 +18,12 @@ log into it record by record with :meth:`GroupCoordinatorShard.replay` and then 
 
 Rules:
 
-1. Hard state (committed offsets, each group's last GroupMetadata record) changes only in
-   ``replay``; replaying every record written so far into a fresh shard rebuilds it exactly.
+1. Hard state (committed offsets, each classic group's last GroupMetadata record, each KIP-848
+   consumer group's records: ``consumer/manager.py``) changes only in ``replay``; replaying every
+   record written so far into a fresh shard rebuilds it exactly. A group id names either a
+   classic or a consumer group, never both: an Empty classic group becomes a consumer group on a
+   ConsumerGroupHeartbeat (its offsets stay) and an Empty consumer group a classic one on a
+   JoinGroup.
 2. Soft state (live rebalances, parked responses, session deadlines, timers) belongs to the
    handlers and is rebuilt by ``on_loaded`` from the hard state: members get fresh session
    deadlines, groups that only have offsets become Empty "simple" groups, groups larger than
@@ -30,10 +34,12 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
 
+from protocol import consumer_group_records as cgr
 from protocol.acl_operations import GROUP_OPERATIONS, OMITTED, authorized
 from protocol.consumer_offsets import (
     GroupMetadataKey,
@@ -53,9 +59,14 @@ from protocol.kafka_types import KafkaRequest, KafkaResponse
 
 from ..runtime.contract import Clock, CoordinatorResult, Record, ResponseHandle, Timer
 from .config import GroupConfig
+from .consumer.assignor_api import PartitionAssignor, default_assignors
+from .consumer.group import ConsumerGroupState
+from .consumer.manager import CONSUMER_GROUP_TYPE, ConsumerGroupManager, RegexResolver
 from .group_manager import GroupManager
 from .group_state import GroupState
 from .offset_manager import OffsetManager
+from .responses import join_error
+from .topics_image import StaticTopicsImage, TopicsImage
 
 __all__ = ["GroupCoordinatorShard", "EXPIRE_TIMER_KEY"]
 
@@ -68,7 +79,7 @@ DescribedGroup = DescribeGroupsResponse.DescribedGroup
 DescribedMember = DescribedGroup.DescribedGroupMember
 ListedGroup = ListGroupsResponse.ListedGroup
 DeletedGroup = DeleteGroupsResponse.DeletableGroupResult
-#: ListGroups v5 group type (KIP-848): only classic groups exist here.
+#: ListGroups v5 group types (KIP-848).
 CLASSIC_GROUP_TYPE = "classic"
 
 
@@ -77,17 +88,80 @@ class GroupCoordinatorShard:
 
     def __init__(self, config: GroupConfig, clock: Clock, timer: Timer,
                  partition_exists: Callable[[str, int], bool] = lambda topic, partition: True,
-                 new_uuid: Callable[[], str] | None = None) -> None:
+                 new_uuid: Callable[[], str] | None = None, *, topics: TopicsImage | None = None,
+                 group_configs: Callable[[str], Mapping[str, int]] = lambda group_id: {},
+                 assignors: Mapping[str, PartitionAssignor] | None = None,
+                 regex_resolver: RegexResolver | None = None) -> None:
+        """``topics``: what consumer groups see of the topics (None: no topics); ``group_configs``:
+        the per-group overrides (``consumer.session.timeout.ms`` ...); ``assignors``: the server
+        assignors by name (None: ``coordinator/group/assignors``); ``regex_resolver``: resolves a
+        SubscribedTopicRegex (None: matches nothing until ``coordinator/group/topic_regex`` exists)."""
         self.config = config
         self.clock = clock
         self.timer = timer
         self.group_manager = GroupManager(config, clock, timer, new_uuid)
-        self.offset_manager = OffsetManager(config, clock, self.group_manager, partition_exists)
+        self.consumer_manager = ConsumerGroupManager(
+            config, clock, timer, topics if topics is not None else StaticTopicsImage(), group_configs,
+            assignors if assignors is not None else default_assignors(), regex_resolver, new_uuid)
+        self.consumer_manager.on_group_created = self._drop_classic_shadow
+        self.offset_manager = OffsetManager(config, clock, self.group_manager, partition_exists,
+                                            self.consumer_manager)
+
+    def _drop_classic_shadow(self, group_id: str) -> None:
+        """A consumer group now holds this id: drop the Empty classic group replay kept for its
+        offsets (its GroupMetadata, if any, was tombstoned before)."""
+        if group_id not in self.group_manager.group_records:
+            self.group_manager.groups.pop(group_id, None)
+
+    # --- KIP-848 consumer groups ---------------------------------------------------------------
+
+    def consumer_group_heartbeat(self, request: KafkaRequest, api_version: int, client_id: str,
+                                 client_host: str) -> CoordinatorResult[KafkaResponse]:
+        """ConsumerGroupHeartbeat v0-1 (write op "consumer-group-heartbeat")."""
+        return self.consumer_manager.heartbeat(request, api_version, client_id, client_host,
+                                               self._classic_group_state, self._classic_group_tombstones)
+
+    def _classic_group_state(self, group_id: str) -> str | None:
+        group = self.group_manager.groups.get(group_id)
+        if group is None or group.state is S.DEAD:
+            return None
+        if group.state is S.EMPTY and group.pending_members:
+            return S.PREPARING_REBALANCE.value  # a member is about to come back: not convertible
+        state: str = group.state.value
+        return state
+
+    def _classic_group_tombstones(self, group_id: str) -> list[Record]:
+        return [(GroupMetadataKey(group_id), None)] if group_id in self.group_manager.group_records else []
+
+    def consumer_group_describe(self, group_ids: list[str], api_version: int,
+                                include_authorized_operations: bool) -> list[Any]:
+        """ConsumerGroupDescribe v0-1 (read): a DescribedGroup per id, in order; a classic group
+        is GROUP_ID_NOT_FOUND as in Kafka."""
+        described = self.consumer_manager.describe(group_ids, api_version, include_authorized_operations,
+                                                   sum(1 << op for op in GROUP_OPERATIONS))
+        for group in described:
+            if group.error_code == E.GROUP_ID_NOT_FOUND and self._classic_group_state(group.group_id) is not None:
+                group.error_message = f"Group {group.group_id} is not a consumer group."
+        return described
 
     # --- membership (write) --------------------------------------------------------------------
 
     def join_group(self, request: KafkaRequest, api_version: int, client_id: str, client_host: str,
                    future: ResponseHandle) -> CoordinatorResult[None]:
+        consumer_group = self.consumer_manager.groups.get(request.group_id)
+        if consumer_group is not None:
+            if consumer_group.state is not ConsumerGroupState.EMPTY:
+                # TODO(issue 31 item 7): classic members inside a consumer group (online
+                # migration). Until then the group refuses them as Kafka refuses a member whose
+                # protocols the group does not support.
+                future.set_result(join_error(api_version, E.INCONSISTENT_GROUP_PROTOCOL, request.member_id or ""))
+                return CoordinatorResult()
+            # An Empty consumer group gives its id to the classic group the join creates (its
+            # offsets stay); a join refused before that leaves it as it is.
+            result = self.group_manager.join_group(request, api_version, client_id, client_host, future)
+            if request.group_id in self.group_manager.groups:
+                result.records[:0] = self.consumer_manager.group_tombstones(consumer_group)
+            return result
         return self.group_manager.join_group(request, api_version, client_id, client_host, future)
 
     def sync_group(self, request: KafkaRequest, api_version: int, future: ResponseHandle) -> CoordinatorResult[None]:
@@ -118,6 +192,18 @@ class GroupCoordinatorShard:
         described = []
         operations = authorized(api_version >= 3 and bool(request.include_authorized_operations), GROUP_OPERATIONS)
         for group_id in request.groups:
+            consumer_group = self.consumer_manager.groups.get(group_id)
+            if consumer_group is not None:
+                # Kafka 4 describes a consumer group with protocol type "consumer" and its members
+                # without metadata or assignment (those are ConsumerGroupDescribe's).
+                described.append(DescribedGroup(
+                    error_code=0, error_message=None, group_id=group_id, group_state=consumer_group.state.value,
+                    protocol_type="consumer", protocol_data="", members=[DescribedMember(
+                        member_id=m.member_id, group_instance_id=m.instance_id if api_version >= 4 else None,
+                        client_id=m.client_id, client_host=m.client_host, member_metadata=b"",
+                        member_assignment=b"") for m in consumer_group.members.values()],
+                    authorized_operations=operations))
+                continue
             group = self.group_manager.groups.get(group_id)
             if group is None or group.state is S.DEAD:
                 described.append(DescribedGroup(
@@ -151,6 +237,15 @@ class GroupCoordinatorShard:
                     group_id=group.group_id, protocol_type=group.protocol_type or "",
                     group_state=group.state.value if api_version >= 4 else "",
                     group_type=CLASSIC_GROUP_TYPE if api_version >= 5 else ""))
+        if not types or CONSUMER_GROUP_TYPE in types:
+            for consumer_group in self.consumer_manager.groups.values():
+                state = consumer_group.state.value
+                if states and state.lower() not in states:
+                    continue
+                listed.append(ListedGroup(
+                    group_id=consumer_group.group_id, protocol_type="consumer",
+                    group_state=state if api_version >= 4 else "",
+                    group_type=CONSUMER_GROUP_TYPE if api_version >= 5 else ""))
         return ListGroupsResponse(version=api_version, throttle_time_ms=0, error_code=0, groups=listed)
 
     def delete_groups(self, request: KafkaRequest, api_version: int) -> CoordinatorResult[KafkaResponse]:
@@ -159,6 +254,16 @@ class GroupCoordinatorShard:
         records: list[Record] = []
         results = []
         for group_id in request.groups_names:
+            consumer_group = self.consumer_manager.groups.get(group_id)
+            if consumer_group is not None:
+                if consumer_group.state is not ConsumerGroupState.EMPTY:
+                    error = E.NON_EMPTY_GROUP
+                else:
+                    error = E.NONE
+                    records += self.offset_manager.offset_tombstones(group_id)
+                    records += self.consumer_manager.group_tombstones(consumer_group)
+                results.append(DeletedGroup(group_id=group_id, error_code=int(error)))
+                continue
             group = self.group_manager.groups.get(group_id)
             if group is None or group.state is S.DEAD:
                 error = E.GROUP_ID_NOT_FOUND
@@ -198,6 +303,13 @@ class GroupCoordinatorShard:
             if none_left and group.state is S.EMPTY and not group.pending_members:
                 records.append((GroupMetadataKey(group.group_id), None))
                 self.group_manager.delete_group_soft_state(group)
+        for consumer_group in list(self.consumer_manager.groups.values()):
+            if consumer_group.state is not ConsumerGroupState.EMPTY:
+                continue  # TODO(issue 31): offsets of topics no member subscribes to any more
+            expired, none_left = self.offset_manager.expired_consumer_group_offsets(consumer_group.group_id, now)
+            records += expired
+            if none_left:
+                records += self.consumer_manager.group_tombstones(consumer_group)
         self._schedule_expiry()
         return CoordinatorResult(records)
 
@@ -209,8 +321,8 @@ class GroupCoordinatorShard:
 
     def replay(self, key: bytes, value: bytes | None, written: object = None) -> None:
         """Apply one record, as the log holds it (value None: tombstone). The only mutator of
-        hard state. Raises UnknownRecordVersion for record types other than the classic two
-        (the loader skips those) and MalformedRecordError for bytes that do not decode.
+        hard state. Raises UnknownRecordVersion for record types other than the classic two and
+        the consumer-group ones (3-8, 16; the loader skips the others) and MalformedRecordError for bytes that do not decode.
 
         ``written`` is the typed key when the record is one this shard's handler just produced
         (the runtime passes it): its bytes came from our own encoder, so decoding them again
@@ -219,6 +331,10 @@ class GroupCoordinatorShard:
             self.offset_manager.replay_offset_commit(written.group, written.topic, written.partition, value)
             return
         version = key_version(key)
+        if version in cgr.RECORD_TYPES:
+            typed = cgr.decode_key(key)
+            self.consumer_manager.replay(typed, cgr.decode_value(typed, value))
+            return
         if version <= 1:
             group_id, topic, partition = decode_offset_commit_key(key)
             if value is not None:
@@ -237,6 +353,8 @@ class GroupCoordinatorShard:
             key, raw = serialize(GroupMetadataKey(group_id), value)
             assert raw is not None
             yield key, raw
+        for typed_key, typed_value in self.consumer_manager.snapshot_records():
+            yield cgr.encode_key(typed_key), cgr.encode_value(typed_value)
         for group_id, committed in self.offset_manager.offsets.items():
             for topic, by_partition in committed.items():
                 for partition, raw in by_partition.items():
@@ -244,10 +362,11 @@ class GroupCoordinatorShard:
 
     def on_loaded(self) -> None:
         self.group_manager.on_loaded()
+        self.consumer_manager.on_loaded()
         # Replay keeps an Empty group for each group with offsets; one whose group record was
-        # tombstoned while its offsets stayed gets it back here.
+        # tombstoned while its offsets stayed gets it back here (unless a consumer group has it).
         for group_id in self.offset_manager.offsets:
-            if group_id not in self.group_manager.groups:
+            if group_id not in self.group_manager.groups and group_id not in self.consumer_manager.groups:
                 group = self.group_manager.ensure_group(group_id)
                 group.state_timestamp_ms = None  # never persisted: expiry measures from commits
         self._schedule_expiry()
@@ -255,6 +374,7 @@ class GroupCoordinatorShard:
     def on_unloaded(self) -> None:
         """Answer every parked response NOT_COORDINATOR; the shard is dropped afterwards."""
         self.group_manager.on_unloaded()
+        self.consumer_manager.on_unloaded()
 
     def hard_state(self) -> tuple[dict[str, GroupMetadataValue], dict[str, dict[tuple[str, int], OffsetCommitValue]]]:
         """A copy of everything the records determine (for tests and diagnostics)."""

@@ -171,6 +171,34 @@ GOLDEN_VALUES: list[tuple[ConsumerGroupRecordKey, ConsumerGroupRecordValue, byte
 ]
 
 
+# Tagged fields, written only when not their default (tags in ascending order; each: uvarint
+# tag, uvarint size, data).
+GOLDEN_VALUES += [
+    (ConsumerGroupMetadataKey("g"), ConsumerGroupMetadataValue(7, metadata_hash=0x0102030405060708,
+                                                               creation_time_ms=1700000000000),
+     h("0000", "00000007", "02", "00", "08", "0102030405060708", "01", "08", "0000018bcfe56800")),
+    (ConsumerGroupMetadataKey("g"), ConsumerGroupMetadataValue(7, creation_time_ms=0),
+     h("0000", "00000007", "01", "01", "08", "0000000000000000")),
+    (ConsumerGroupMetadataKey("g"), ConsumerGroupMetadataValue(7, metadata_hash=-1),
+     h("0000", "00000007", "01", "00", "08", "ffffffffffffffff")),
+    (
+        # KIP-1251: the epochs of the partitions, aligned with them; an empty list is not null.
+        ConsumerGroupCurrentMemberAssignmentKey("g", "m"),
+        ConsumerGroupCurrentMemberAssignmentValue(
+            5, 4, 0, (TopicPartitions(T1, (0, 2), (3, 5)), TopicPartitions(T2, (), ())), ()
+        ),
+        h(
+            "0000", "00000005", "00000004", "00",
+            "03",
+            T1.hex, "03", "00000000", "00000002", "01", "00", "09", "03", "00000003", "00000005",
+            T2.hex, "01", "01", "00", "01", "01",
+            "01",
+            "00",
+        ),
+    ),
+]
+
+
 @pytest.mark.parametrize(("key", "value", "data"), GOLDEN_VALUES, ids=lambda x: type(x).__name__)
 def test_value_golden(key: ConsumerGroupRecordKey, value: ConsumerGroupRecordValue, data: bytes) -> None:
     assert encode_value(value) == data
@@ -238,7 +266,8 @@ names = st.text(max_size=12)
 ids = st.uuids()
 int32 = st.integers(-(2**31), 2**31 - 1)
 int64 = st.integers(-(2**63), 2**63 - 1)
-topic_partitions = st.builds(TopicPartitions, ids, st.lists(int32, max_size=5).map(tuple))
+topic_partitions = st.builds(TopicPartitions, ids, st.lists(int32, max_size=5).map(tuple),
+                             st.none() | st.lists(int32, max_size=5).map(tuple))
 tp_lists = st.lists(topic_partitions, max_size=4).map(tuple)
 
 keys = st.one_of(
@@ -258,7 +287,7 @@ classic = st.builds(
 )
 # The key each value is decoded with (its record type).
 pairs = st.one_of(
-    st.builds(lambda v: (ConsumerGroupMetadataKey("g"), v), st.builds(ConsumerGroupMetadataValue, int32)),
+    st.builds(lambda v: (ConsumerGroupMetadataKey("g"), v), st.builds(ConsumerGroupMetadataValue, int32, int64, int64)),
     st.builds(
         lambda v: (ConsumerGroupPartitionMetadataKey("g"), v),
         st.builds(
@@ -322,6 +351,34 @@ def test_truncated_keys_are_malformed(key: ConsumerGroupRecordKey, data: bytes) 
     for cut in range(len(data)):
         with pytest.raises(MalformedRecordError):
             decode_key(data[:cut])
+
+
+# Tagged fields, written only when not their default (tags in ascending order; each: uvarint
+# tag, uvarint size, data).
+GOLDEN_VALUES += [
+    (ConsumerGroupMetadataKey("g"), ConsumerGroupMetadataValue(7, metadata_hash=0x0102030405060708,
+                                                               creation_time_ms=1700000000000),
+     h("0000", "00000007", "02", "00", "08", "0102030405060708", "01", "08", "0000018bcfe56800")),
+    (ConsumerGroupMetadataKey("g"), ConsumerGroupMetadataValue(7, creation_time_ms=0),
+     h("0000", "00000007", "01", "01", "08", "0000000000000000")),
+    (ConsumerGroupMetadataKey("g"), ConsumerGroupMetadataValue(7, metadata_hash=-1),
+     h("0000", "00000007", "01", "00", "08", "ffffffffffffffff")),
+    (
+        # KIP-1251: the epochs of the partitions, aligned with them; an empty list is not null.
+        ConsumerGroupCurrentMemberAssignmentKey("g", "m"),
+        ConsumerGroupCurrentMemberAssignmentValue(
+            5, 4, 0, (TopicPartitions(T1, (0, 2), (3, 5)), TopicPartitions(T2, (), ())), ()
+        ),
+        h(
+            "0000", "00000005", "00000004", "00",
+            "03",
+            T1.hex, "03", "00000000", "00000002", "01", "00", "09", "03", "00000003", "00000005",
+            T2.hex, "01", "01", "00", "01", "01",
+            "01",
+            "00",
+        ),
+    ),
+]
 
 
 @pytest.mark.parametrize(("key", "value", "data"), GOLDEN_VALUES, ids=lambda x: type(x).__name__)

@@ -259,3 +259,18 @@ def test_consumer_group_records_print_as_kafka_json(tmp_path: Path) -> None:
         "[g,t,0]::OffsetAndMetadata(offset=42, leaderEpoch=Optional[3], metadata=meta, commitTimestamp=1000, "
         "expireTimestamp=None)",
     ]
+
+
+def test_kip848_tagged_fields_print_when_set() -> None:
+    """MetadataHash/CreationTimeMs (KIP-1101) and AssignmentEpochs (KIP-1251) appear only when
+    not at their defaults, as they are written."""
+    from coordinator.dump_log import format_offsets_record
+
+    topic = uuid.UUID(bytes=bytes(range(16)))
+    line = format_offsets_record(cgr.encode_key(cgr.ConsumerGroupMetadataKey("g")),
+                                 cgr.encode_value(cgr.ConsumerGroupMetadataValue(5, 77, 1000)))
+    assert '"data":{"epoch":5,"metadataHash":77,"creationTimeMs":1000}' in line
+    key = cgr.ConsumerGroupCurrentMemberAssignmentKey("g", "m")
+    value = cgr.ConsumerGroupCurrentMemberAssignmentValue(3, 2, 0, (cgr.TopicPartitions(topic, (0, 1), (2, 3)),), ())
+    line = format_offsets_record(cgr.encode_key(key), cgr.encode_value(value))
+    assert '"partitions":[0,1],"assignmentEpochs":[2,3]}' in line

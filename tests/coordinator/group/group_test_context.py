@@ -27,9 +27,10 @@ from kafka.protocol.consumer import (
 )
 
 from coordinator.group.config import GroupConfig
+from coordinator.group.coordinator_type import serialize_record as serialize
 from coordinator.group.shard import GroupCoordinatorShard
 from coordinator.runtime.contract import CoordinatorResult, Record, ResponseFuture
-from protocol.consumer_offsets import GroupMetadataKey, OffsetCommitKey, serialize
+from protocol.consumer_offsets import GroupMetadataKey, OffsetCommitKey
 
 Protocols = list[tuple[str, bytes]]
 
@@ -106,14 +107,17 @@ class MockTimer:
 class GroupTestContext:
     def __init__(self, config: GroupConfig | None = None, partition_exists: Callable[[str, int], bool] | None = None,
                  log: list[Record] | None = None, now_ms: int = 1_000_000,
-                 ids: itertools.count[int] | None = None) -> None:
+                 ids: itertools.count[int] | None = None, **shard_kwargs: Any) -> None:
+        """``shard_kwargs``: the shard's keyword arguments (``topics``, ``group_configs``,
+        ``assignors``, ``regex_resolver``), kept for ``reload``."""
+        self.shard_kwargs = shard_kwargs
         self.config = config or GroupConfig()
         self.partition_exists = partition_exists or (lambda topic, partition: True)
         self.clock = MockClock(now_ms)
         self.timer = MockTimer(self.clock)
         self._ids = ids or itertools.count(1)
         self.shard = GroupCoordinatorShard(self.config, self.clock, self.timer, self.partition_exists,
-                                           new_uuid=lambda: f"uuid{next(self._ids)}")
+                                           new_uuid=lambda: f"uuid{next(self._ids)}", **shard_kwargs)
         #: Every record written, in order: the partition's log.
         self.log: list[Record] = []
         for key, value in log or ():
@@ -158,7 +162,8 @@ class GroupTestContext:
 
     def reload(self) -> GroupTestContext:
         """A new context whose shard was loaded from this context's log (a crash and restart)."""
-        return GroupTestContext(self.config, self.partition_exists, list(self.log), self.clock.now, self._ids)
+        return type(self)(self.config, self.partition_exists, list(self.log), self.clock.now, self._ids,
+                          **self.shard_kwargs)
 
     # --- requests ------------------------------------------------------------------------------
 
