@@ -134,3 +134,13 @@ class ErrorCode(IntEnum):
     TELEMETRY_TOO_LARGE = 118
     INVALID_REGISTRATION = 119
     TRANSACTION_ABORTABLE = 120
+    # 121-128 from Kafka 4.0's Errors.java (share groups, KRaft voters, KIP-848 regexes).
+    INVALID_RECORD_STATE = 121
+    SHARE_SESSION_NOT_FOUND = 122
+    INVALID_SHARE_SESSION_EPOCH = 123
+    FENCED_STATE_EPOCH = 124
+    INVALID_VOTER_KEY = 125
+    DUPLICATE_VOTER = 126
+    VOTER_NOT_FOUND = 127
+    #: KIP-848 (Kafka 4.0): a SubscribedTopicRegex that does not compile.
+    INVALID_REGULAR_EXPRESSION = 128

@@ -56,6 +56,7 @@ from protocol.kafka_types import KafkaRequest, KafkaResponse
 
 from ...runtime.contract import Clock, CoordinatorResult, Record, Timer
 from ..config import GroupConfig
+from ..topic_regex import resolve as resolve_topic_regex
 from ..topics_image import TopicsImage
 from .assignor_api import GroupSpec, MemberSpec, PartitionAssignor
 from .group import ConsumerGroup, ConsumerGroupState, ResolvedRegex
@@ -87,15 +88,9 @@ CONSUMER_GENERATED_MEMBER_ID_REQUIRED_VERSION = 1
 
 #: (pattern, topic names) -> the names the pattern fully matches (RE2 semantics); raises a
 #: ValueError for a pattern that does not compile (the heartbeat then answers
-#: INVALID_REGULAR_EXPRESSION with its message). The regex part of issue 31 provides it
-#: (``coordinator/group/topic_regex.resolve``); until then no topics.
+#: INVALID_REGULAR_EXPRESSION with its message); by default ``topic_regex.resolve`` (RE2).
 RegexResolver = Callable[[str, Iterable[str]], frozenset[str]]
-#: Kafka's Errors.INVALID_REGULAR_EXPRESSION (KIP-848, Kafka 4.0).
-INVALID_REGULAR_EXPRESSION = 128
-
-
-def _no_topics(pattern: str, names: Iterable[str]) -> frozenset[str]:
-    return frozenset()
+INVALID_REGULAR_EXPRESSION = ErrorCode.INVALID_REGULAR_EXPRESSION
 
 
 def session_timeout_key(group_id: str, member_id: str) -> str:
@@ -176,7 +171,7 @@ class ConsumerGroupManager:
         self.topics = topics
         self.group_configs = group_configs
         self.assignors = assignors
-        self.regex_resolver = regex_resolver or _no_topics
+        self.regex_resolver = regex_resolver or resolve_topic_regex
         self._new_uuid = new_uuid or (lambda: str(uuid.uuid4()))
         #: Hard state (replay only).
         self.groups: dict[str, ConsumerGroup] = {}
