@@ -31,10 +31,18 @@ class RangeAssignor:
     def assign(self, group: GroupSpec, topics: TopicDescriber) -> dict[str, Assignment]:
         ids = sorted(group.members)
         out: dict[str, Assignment] = {member_id: {} for member_id in ids}
-        subscribers: dict[uuid.UUID, list[str]] = {}
+        # Members grouped by subscription first: one pass over each distinct subscription's topics,
+        # not over every member's (a topic id hashes in Python code).
+        by_subscription: dict[frozenset[uuid.UUID], list[str]] = {}
         for member_id in ids:
-            for topic_id in group.members[member_id].subscribed_topic_ids:
-                subscribers.setdefault(topic_id, []).append(member_id)
+            by_subscription.setdefault(group.members[member_id].subscribed_topic_ids, []).append(member_id)
+        subscribers: dict[uuid.UUID, list[str]] = {}
+        for subscribed, members in by_subscription.items():
+            for topic_id in subscribed:
+                subscribers.setdefault(topic_id, []).extend(members)
+        if len(by_subscription) > 1:
+            for members in subscribers.values():
+                members.sort()
         for topic_id, members in subscribers.items():
             count = topics.num_partitions(topic_id)
             if count <= 0:
@@ -42,6 +50,8 @@ class RangeAssignor:
             minimum, extras = divmod(count, len(members))
             start = 0
             for index, member_id in enumerate(members):
+                if start == count:
+                    break  # more subscribers than partitions: the rest get none of this topic
                 end = start + minimum + (index < extras)
                 if end > start:
                     out[member_id][topic_id] = frozenset(range(start, end))

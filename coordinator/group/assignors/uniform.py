@@ -21,21 +21,22 @@ topics; members subscribing to nothing get nothing and are not counted):
   quotas go first to members that hold more than P // N. So one member joining moves only the
   minimum number of partitions, and a member leaving moves only the partitions it had.
 * Racks, when members and partition replicas carry racks: a partition a member keeps is never
-  moved for locality (stickiness first). Every other partition — new ones, those of members that
-  left, those revoked to restore balance — goes to a member whose rack holds one of its replicas
-  wherever that is possible: the number of such rack-matched placements is the maximum over all
-  balanced, equally sticky assignments (a maximum flow from the partitions' rack sets to the racks'
-  free quota, the P % N extra slots included). A member over its quota gives up rack-mismatched
-  partitions before rack-matched ones. Racks never change the partition counts. For a group
-  assigned from scratch this means: as many partitions rack-matched as any balanced assignment
-  can have. (Kafka's homogeneous builder ignores racks altogether, KAFKA-17747.)
+  moved for locality (stickiness first), and racks never change the partition counts. A member
+  over its quota gives up rack-mismatched partitions before rack-matched ones. Every partition
+  that moves (new ones, those of members that left, those given up to restore balance) goes to a
+  member whose rack holds one of its replicas wherever possible: given the partitions kept, the
+  number of moving partitions placed rack-matched is the largest any balanced assignment allows,
+  the P % N larger quotas not yet taken included (a maximum flow from the partitions' rack sets to
+  the racks' free quota). In particular a group assigned from scratch gets as many rack-matched
+  partitions as any balanced assignment can have. Kafka's uniform builders do not use racks yet
+  (KAFKA-17747, https://issues.apache.org/jira/browse/KAFKA-17747).
 
 **Heterogeneous groups**: the current assignment is kept, then each unassigned partition goes to
 the least-loaded member subscribed to its topic (topics with fewer subscribers first), then
 partitions move one at a time from a member to a less-loaded subscriber of the same topic while
 that subscriber has at least two fewer partitions. The result is Kafka's "balanced" for such
-groups: no single move can bring two members' counts closer (for members with equal subscriptions
-their counts differ by at most one). Racks break ties only: among equally loaded candidates the
+groups: no partition's owner holds two or more partitions more than another member subscribed to
+its topic (so members with equal subscriptions differ by at most one). Racks break ties only: among equally loaded candidates the
 rack-matched member gets the partition, and a move prefers a partition rack-matched at its
 destination and not at its source.
 
