@@ -3,13 +3,15 @@
 1,000 members subscribed to the same 10,000 partitions (one topic, or 100 topics of 100): the
 full computation from scratch, then one member joining the assigned group and one leaving it, the
 two rebalances a running group sees most. The uniform assignor also runs with racks (3 racks,
-members and single replicas spread over them round-robin). Each figure is the median of REPEATS
+members and single replicas spread over them round-robin), and on a heterogeneous group (each
+member subscribed to 50 of the 100 topics, drawn with a fixed seed). Each figure is the median of REPEATS
 runs, in milliseconds of CPU-bound Python. Run: ``.venv/bin/python bench/assignors.py``.
 """
 
 from __future__ import annotations
 
 import gc
+import random
 import statistics
 import sys
 import time
@@ -71,8 +73,32 @@ def main() -> None:
             left = group(subscribed, assigned, racked, ids[1:])
             leave = median_ms(lambda: assignor.assign(left, topics))  # noqa: B023
             label = f"{name}{' racks=3' if racked else ''}"
-            print(f"{label:<16} members={MEMBERS} partitions={PARTITIONS} topics={n_topics:<3} "
-                  f"full_ms={full:6.1f} one_join_ms={join:5.1f} one_leave_ms={leave:5.1f}")
+            report(label, n_topics, full, join, leave)
+    heterogeneous()
+
+
+def report(label: str, n_topics: int, full: float, join: float, leave: float) -> None:
+    print(f"{label:<16} members={MEMBERS} partitions={PARTITIONS} topics={n_topics:<3} "
+          f"full_ms={full:6.1f} one_join_ms={join:5.1f} one_leave_ms={leave:5.1f}")
+
+
+def heterogeneous() -> None:
+    rng = random.Random(848)
+    topic_ids = [uuid.UUID(int=t + 1) for t in range(100)]
+    topics = Topics({t: PARTITIONS // 100 for t in topic_ids}, False)
+    ids = [f"member-{i:04d}" for i in range(MEMBERS + 1)]
+    subs = {m: frozenset(rng.sample(topic_ids, 50)) for m in ids}
+    assignor = ASSIGNORS["uniform"]
+
+    def spec(members: list[str], assigned: dict[str, Assignment]) -> GroupSpec:
+        return GroupSpec({m: MemberSpec(None, subs[m], assigned.get(m, {})) for m in members})
+
+    fresh = spec(ids[:-1], {})
+    full = median_ms(lambda: assignor.assign(fresh, topics))
+    assigned = assignor.assign(fresh, topics)
+    joined, left = spec(ids, assigned), spec(ids[1:-1], assigned)
+    report("uniform hetero", 100, full, median_ms(lambda: assignor.assign(joined, topics)),
+           median_ms(lambda: assignor.assign(left, topics)))
 
 
 if __name__ == "__main__":

@@ -378,21 +378,36 @@ def _assign_heterogeneous(ids: list[str], members: dict[str, MemberSpec], subs: 
             if rack is not None and rack in by_rack:
                 heapq.heappush(by_rack[rack], (load[chosen], chosen))
 
-    # Then move partitions to members at least two below a subscriber of the same topic.
+    # Then move partitions to members at least two below a holder of a partition they subscribe to.
+    # ceiling[t] bounds the load of the holders of t from above (exact after a fruitless look), so
+    # most members are passed over without looking at any holder; a pass without a move ends it.
     ordered_subs = {member_id: sorted(subs[member_id]) for member_id in ids}
+    holders: dict[uuid.UUID, set[str]] = {topic_id: set() for topic_id in topic_ids}
+    for member_id in ids:
+        for topic_id in owned[member_id]:
+            holders[topic_id].add(member_id)
     moved = True
     while moved:
         moved = False
+        ceiling = {topic_id: max((load[h] for h in held), default=0) for topic_id, held in holders.items()}
         highest = max(load.values())
         for member_id in sorted(ids, key=lambda m: (load[m], m)):
-            if not ordered_subs[member_id]:
-                continue
-            while load[member_id] + 2 <= highest:
-                donor, donor_topic, donor_load = "", None, load[member_id] + 1
-                for topic_id in ordered_subs[member_id]:
-                    for other in subscribers[topic_id]:
-                        if load[other] > donor_load and owned[other].get(topic_id):
-                            donor, donor_topic, donor_load = other, topic_id, load[other]
+            wanted = ordered_subs[member_id]
+            while wanted and load[member_id] + 2 <= highest:
+                need = load[member_id] + 2
+                donor, donor_topic, donor_load = "", None, -1
+                for topic_id in wanted:
+                    if ceiling[topic_id] < need:
+                        continue
+                    top = 0
+                    for other in holders[topic_id]:
+                        other_load = load[other]
+                        if other_load > top:
+                            top = other_load
+                        if other_load >= need and (other_load > donor_load
+                                                   or (other_load == donor_load and other < donor)):
+                            donor, donor_topic, donor_load = other, topic_id, other_load
+                    ceiling[topic_id] = top
                 if donor_topic is None:
                     break
                 given = owned[donor][donor_topic]
@@ -400,9 +415,13 @@ def _assign_heterogeneous(ids: list[str], members: dict[str, MemberSpec], subs: 
                 given.discard(p)
                 if not given:
                     del owned[donor][donor_topic]
+                    holders[donor_topic].discard(donor)
                 owned[member_id].setdefault(donor_topic, set()).add(p)
+                holders[donor_topic].add(member_id)
                 load[donor] -= 1
                 load[member_id] += 1
+                for topic_id in owned[member_id]:
+                    ceiling[topic_id] = max(ceiling[topic_id], load[member_id])
                 moved = True
     return {member_id: {topic_id: frozenset(parts) for topic_id, parts in owned[member_id].items()}
             for member_id in ids}

@@ -114,6 +114,13 @@ def test_heterogeneous_moves_partitions_to_balance() -> None:
     assert out["b"] == {T2: {0, 1, 2}}, "b's load is made of T2; nothing of T1 needs to move there"
 
 
+def test_heterogeneous_ties_go_to_the_rack_matched_member() -> None:
+    topics = Topics({T1: 2, T2: 1}, {(T1, 0): ("r1",), (T1, 1): ("r2",)})
+    spec = group(a=member({T1}, rack="r2"), b=member({T1}, rack="r1"), c=member({T2}, rack="r1"))
+    assert uniform.assign(spec, topics.without_racks()) == {"a": {T1: {0}}, "b": {T1: {1}}, "c": {T2: {0}}}
+    assert uniform.assign(spec, topics) == {"a": {T1: {1}}, "b": {T1: {0}}, "c": {T2: {0}}}
+
+
 # -- properties ------------------------------------------------------------------------------------
 
 def _balanced_heterogeneous(spec: GroupSpec, out: dict[str, dict]) -> None:
