@@ -20,24 +20,26 @@ topics; members subscribing to nothing get nothing and are not counted):
   assignment allows — a member keeps min(held, quota) of what it holds, and the P % N larger
   quotas go first to members that hold more than P // N. So one member joining moves only the
   minimum number of partitions, and a member leaving moves only the partitions it had.
-* Racks, when members and partition replicas carry racks: a partition a member keeps is never
-  moved for locality (stickiness first), and racks never change the partition counts. A member
-  over its quota gives up rack-mismatched partitions before rack-matched ones. Every partition
-  that moves (new ones, those of members that left, those given up to restore balance) goes to a
-  member whose rack holds one of its replicas wherever possible: given the partitions kept, the
-  number of moving partitions placed rack-matched is the largest any balanced assignment allows,
-  the P % N larger quotas not yet taken included (a maximum flow from the partitions' rack sets to
-  the racks' free quota). In particular a group assigned from scratch gets as many rack-matched
-  partitions as any balanced assignment can have. Kafka's uniform builders do not use racks yet
-  (KAFKA-17747, https://issues.apache.org/jira/browse/KAFKA-17747).
+* Racks, when members and partition replicas carry racks: a partition a member keeps is never moved
+  for locality (stickiness first), and racks never change the partition counts. A member over its
+  quota gives up rack-mismatched partitions before rack-matched ones; when more members hold over
+  P // N than there are larger quotas, those go first to members whose one more partition is
+  rack-matched (choosing otherwise never raises the rack-matched total, and movement stays minimal
+  either way). Every partition that moves (new ones, those of members that left, those given up to
+  restore balance) goes to a member whose rack holds one of its replicas wherever possible: given
+  the partitions kept, the number of moving partitions placed rack-matched is the largest any
+  balanced assignment allows, the P % N larger quotas not yet taken included (a maximum flow from
+  the partitions' rack sets to the racks' free quota). In particular a group assigned from scratch
+  gets as many rack-matched partitions as any balanced assignment can have. Kafka's uniform builders
+  do not use racks yet (KAFKA-17747, https://issues.apache.org/jira/browse/KAFKA-17747).
 
-**Heterogeneous groups**: the current assignment is kept, then each unassigned partition goes to
-the least-loaded member subscribed to its topic (topics with fewer subscribers first), then
-partitions move one at a time from a member to a less-loaded subscriber of the same topic while
-that subscriber has at least two fewer partitions. The result is Kafka's "balanced" for such
-groups: no partition's owner holds two or more partitions more than another member subscribed to
-its topic (so members with equal subscriptions differ by at most one). Racks break ties only: among equally loaded candidates the
-rack-matched member gets the partition, and a move prefers a partition rack-matched at its
+**Heterogeneous groups**: the current assignment is kept, then each unassigned partition goes to the
+least-loaded member subscribed to its topic (topics with fewer subscribers first), then partitions
+move one at a time from a member to a less-loaded subscriber of the same topic while that subscriber
+has at least two fewer partitions. The result is Kafka's "balanced" for such groups: no partition's
+owner holds two or more partitions more than another member subscribed to its topic (so members with
+equal subscriptions differ by at most one). Racks break ties only: among equally loaded candidates
+the rack-matched member gets the partition, and a move prefers a partition rack-matched at its
 destination and not at its source.
 
 The output is deterministic: members are visited in member id order, topics in topic id order,
@@ -147,6 +149,19 @@ def _keep_current(spec: MemberSpec, subscribed: frozenset[uuid.UUID], counts: di
     return kept
 
 
+def _matches_at_least(own: Assignment, rack: str | None, wanted: int, topics: TopicDescriber) -> bool:
+    """Whether at least ``wanted`` of the partitions in ``own`` have a replica in ``rack``."""
+    if rack is None:
+        return False
+    for topic_id, parts in own.items():
+        for p in parts:
+            if rack in topics.racks(topic_id, p):
+                wanted -= 1
+                if wanted == 0:
+                    return True
+    return False
+
+
 def _free(topic_ids: Iterable[uuid.UUID], counts: dict[uuid.UUID, int],
           taken: dict[uuid.UUID, set[int]]) -> list[_Segment]:
     out: list[_Segment] = []
@@ -169,14 +184,16 @@ def _assign_homogeneous(ids: list[str], members: dict[str, MemberSpec], topic_id
     held = [sum(map(len, own.values())) for own in kept]
 
     # The larger quotas go to members holding more than the minimum: each keeps one more partition.
-    quota = [minimum] * len(ids)
-    for index, count in enumerate(held):
-        if extras == 0:
-            break
-        if count > minimum:
-            quota[index] += 1
-            extras -= 1
+    # When there are more such members than larger quotas, those for whom that one more partition
+    # is rack-matched come first (a member gives up mismatched partitions first, below).
     rack_of = [members[member_id].rack_id for member_id in ids]
+    quota = [minimum] * len(ids)
+    over = [index for index, count in enumerate(held) if count > minimum]
+    if len(over) > extras > 0 and any(rack_of[index] is not None for index in over):
+        over.sort(key=lambda index: not _matches_at_least(kept[index], rack_of[index], minimum + 1, topics))
+    for index in over[:extras]:
+        quota[index] += 1
+    extras -= min(extras, len(over))
 
     # Members over quota give partitions back: rack-mismatched first, then the highest numbered.
     for index, count in enumerate(held):

@@ -90,6 +90,15 @@ def test_a_member_over_quota_gives_up_rack_mismatched_partitions_first() -> None
     assert uniform.assign(spec, topics.without_racks()) == {"a": {T1: {0, 1}}, "b": {T1: {2, 3}}}
 
 
+def test_the_larger_quota_stays_with_the_member_whose_extra_partition_is_rack_matched() -> None:
+    # 4 partitions, 3 members: one keeps 2. a and b hold 2 each; b's are in its rack, a's are not.
+    topics = Topics({T1: 4}, {(T1, p): ("r2",) for p in range(4)})
+    spec = group(a=member({T1}, {T1: {0, 1}}, rack="r1"), b=member({T1}, {T1: {2, 3}}, rack="r2"),
+                 c=member({T1}, rack="r1"))
+    assert uniform.assign(spec, topics.without_racks()) == {"a": {T1: {0, 1}}, "b": {T1: {2}}, "c": {T1: {3}}}
+    assert uniform.assign(spec, topics) == {"a": {T1: {0}}, "b": {T1: {2, 3}}, "c": {T1: {1}}}
+
+
 def test_the_extra_partition_goes_where_its_rack_is() -> None:
     # 10 partitions, 3 members: one gets 4. All replicas are in r0, where b and c are.
     topics = Topics({T1: 10}, {(T1, p): ("r0",) for p in range(10)})
@@ -284,3 +293,20 @@ def test_a_fresh_assignment_matches_racks_as_often_as_possible(world) -> None:
     matched = sum(1 for m, a in out.items() for t, ps in a.items() for p in ps
                   if spec.members[m].rack_id in topics.racks(t, p))
     assert matched == _most_rack_matches(spec, topics)
+
+
+@settings(max_examples=40, deadline=None)
+@given(worlds(homogeneous=True, racks=True, max_members=5))
+def test_partitions_that_move_are_rack_matched_as_often_as_possible(world) -> None:
+    """From any current assignment: with what each member kept and how many it got fixed, no other
+    placement of the partitions that moved matches more of them to their new owner's rack."""
+    spec, topics = world
+    out = uniform.assign(spec, topics)
+    before = _cleaned(spec, topics)
+    owner_before = owners(before)
+    ids = sorted(spec.members)
+    fresh = sorted(tp for tp, m in owners(out).items() if owner_before.get(tp) != m)
+    slots = [m for m in ids for _ in range(sum(1 for tp in fresh if owners(out)[tp] == m))]
+    edges = [[k for k, m in enumerate(slots) if spec.members[m].rack_id in topics.racks(*tp)] for tp in fresh]
+    matched = sum(1 for tp in fresh if spec.members[owners(out)[tp]].rack_id in topics.racks(*tp))
+    assert matched == _max_matching(edges)
