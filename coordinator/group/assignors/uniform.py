@@ -49,6 +49,7 @@ partitions in number order, so the dict order of the input never shows.
 from __future__ import annotations
 
 import heapq
+import operator
 import uuid
 from collections.abc import Callable, Iterable
 
@@ -58,6 +59,8 @@ __all__ = ["UniformAssignor"]
 
 #: A run of partitions of one topic, in ascending order.
 _Segment = tuple[uuid.UUID, list[int]]
+#: Topic ids sort as UUIDs do (by their 128-bit value), without calling uuid.UUID.__lt__ in Python.
+_by_value = operator.attrgetter("int")
 
 
 class UniformAssignor:
@@ -66,18 +69,18 @@ class UniformAssignor:
     def assign(self, group: GroupSpec, topics: TopicDescriber) -> dict[str, Assignment]:
         members = group.members
         ids = sorted(members)
+        # Set algebra on the subscriptions reuses the hashes the frozensets hold: a topic id hashes
+        # in Python code (uuid.UUID.__hash__), so it is looked up once per topic, not per member.
+        subscriptions = {members[member_id].subscribed_topic_ids for member_id in ids}
         counts: dict[uuid.UUID, int] = {}
-        effective: dict[frozenset[uuid.UUID], frozenset[uuid.UUID]] = {}
-        subs: dict[str, frozenset[uuid.UUID]] = {}
-        for member_id in ids:
-            subscribed = members[member_id].subscribed_topic_ids
-            existing = effective.get(subscribed)
-            if existing is None:
-                for topic_id in subscribed:
-                    if topic_id not in counts:
-                        counts[topic_id] = topics.num_partitions(topic_id)
-                existing = effective[subscribed] = frozenset(t for t in subscribed if counts[t] > 0)
-            subs[member_id] = existing
+        for topic_id in frozenset[uuid.UUID]().union(*subscriptions):
+            count = topics.num_partitions(topic_id)
+            if count > 0:
+                counts[topic_id] = count
+        existing = frozenset(counts)
+        effective = {subscribed: subscribed if subscribed <= existing else subscribed & existing
+                     for subscribed in subscriptions}
+        subs = {member_id: effective[members[member_id].subscribed_topic_ids] for member_id in ids}
         shapes = set(subs.values())
         shapes.discard(frozenset())
         if not shapes:
@@ -85,7 +88,7 @@ class UniformAssignor:
         if len(shapes) == 1:
             (topic_set,) = shapes
             subscribers = [member_id for member_id in ids if subs[member_id]]
-            assigned = _assign_homogeneous(subscribers, members, sorted(topic_set), counts, topics)
+            assigned = _assign_homogeneous(subscribers, members, sorted(topic_set, key=_by_value), counts, topics)
         else:
             assigned = _assign_heterogeneous(ids, members, subs, counts, topics)
         return {member_id: assigned.get(member_id, {}) for member_id in ids}
@@ -200,7 +203,7 @@ def _assign_homogeneous(ids: list[str], members: dict[str, MemberSpec], topic_id
         if count <= quota[index]:
             continue
         own = kept[index]
-        held_parts = [(topic_id, p) for topic_id in sorted(own) for p in sorted(own[topic_id])]
+        held_parts = [(topic_id, p) for topic_id in sorted(own, key=_by_value) for p in sorted(own[topic_id])]
         held_parts.reverse()
         rack = rack_of[index]
         if rack is not None:
@@ -351,7 +354,7 @@ def _max_flow(capacity: list[list[int]], source: int, sink: int) -> list[list[in
 
 def _assign_heterogeneous(ids: list[str], members: dict[str, MemberSpec], subs: dict[str, frozenset[uuid.UUID]],
                           counts: dict[uuid.UUID, int], topics: TopicDescriber) -> dict[str, Assignment]:
-    topic_ids = sorted(frozenset().union(*subs.values()))
+    topic_ids = sorted(frozenset[uuid.UUID]().union(*subs.values()), key=_by_value)
     subscribers: dict[uuid.UUID, list[str]] = {topic_id: [] for topic_id in topic_ids}
     for member_id in ids:
         for topic_id in subs[member_id]:
@@ -368,7 +371,7 @@ def _assign_heterogeneous(ids: list[str], members: dict[str, MemberSpec], subs: 
     racks: Callable[[uuid.UUID, int], tuple[str, ...]] = topics.racks
 
     # Unassigned partitions, most constrained topics first, each to its least-loaded subscriber.
-    for topic_id, parts in _free(sorted(topic_ids, key=lambda t: (len(subscribers[t]), t)), counts, taken):
+    for topic_id, parts in _free(sorted(topic_ids, key=lambda t: len(subscribers[t])), counts, taken):
         candidates = subscribers[topic_id]
         heap = [(load[member_id], member_id) for member_id in candidates]
         heapq.heapify(heap)
@@ -398,7 +401,8 @@ def _assign_heterogeneous(ids: list[str], members: dict[str, MemberSpec], subs: 
     # Then move partitions to members at least two below a holder of a partition they subscribe to.
     # ceiling[t] bounds the load of the holders of t from above (exact after a fruitless look), so
     # most members are passed over without looking at any holder; a pass without a move ends it.
-    ordered_subs = {member_id: sorted(subs[member_id]) for member_id in ids}
+    in_order = {subscribed: sorted(subscribed, key=_by_value) for subscribed in set(subs.values())}
+    ordered_subs = {member_id: in_order[subs[member_id]] for member_id in ids}
     holders: dict[uuid.UUID, set[str]] = {topic_id: set() for topic_id in topic_ids}
     for member_id in ids:
         for topic_id in owned[member_id]:
