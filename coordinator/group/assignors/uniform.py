@@ -208,13 +208,16 @@ def _assign_homogeneous(ids: list[str], members: dict[str, MemberSpec], topic_id
         rack = rack_of[index]
         if rack is not None:
             held_parts.sort(key=lambda tp: rack in topics.racks(tp[0], tp[1]))  # stable: mismatched first
+        given_up: dict[uuid.UUID, list[int]] = {}
         for topic_id, p in held_parts[:count - quota[index]]:
-            remaining = own[topic_id] - {p}
+            given_up.setdefault(topic_id, []).append(p)
+        for topic_id, parts in given_up.items():
+            remaining = own[topic_id].difference(parts)
             if remaining:
                 own[topic_id] = remaining
             else:
                 del own[topic_id]
-            taken[topic_id].discard(p)
+            taken[topic_id].difference_update(parts)
         held[index] = quota[index]
 
     room = [quota[index] - held[index] for index in range(len(ids))]
@@ -398,52 +401,47 @@ def _assign_heterogeneous(ids: list[str], members: dict[str, MemberSpec], subs: 
             if rack is not None and rack in by_rack:
                 heapq.heappush(by_rack[rack], (load[chosen], chosen))
 
-    # Then move partitions to members at least two below a holder of a partition they subscribe to.
-    # ceiling[t] bounds the load of the holders of t from above (exact after a fruitless look), so
-    # most members are passed over without looking at any holder; a pass without a move ends it.
-    in_order = {subscribed: sorted(subscribed, key=_by_value) for subscribed in set(subs.values())}
-    ordered_subs = {member_id: in_order[subs[member_id]] for member_id in ids}
-    holders: dict[uuid.UUID, set[str]] = {topic_id: set() for topic_id in topic_ids}
-    for member_id in ids:
-        for topic_id in owned[member_id]:
-            holders[topic_id].add(member_id)
+    # Then balance: the most loaded member gives a partition to the least loaded subscriber of a
+    # topic it holds, while that one has at least two fewer. Taking from the top down moves each
+    # partition once, where it is needed; a run without a move proves the balance (a member found
+    # with nobody to give to is set aside for the rest of a run, and looked at again in the next).
+    ordered = {subscribed: sorted(subscribed, key=_by_value) for subscribed in set(subs.values())}
+    lightest: dict[uuid.UUID, list[tuple[int, str]]] = {}
+    for topic_id in topic_ids:
+        lightest[topic_id] = [(load[member_id], member_id) for member_id in subscribers[topic_id]]
+        heapq.heapify(lightest[topic_id])
+    picker = _Picker(racks, rack_aware)
     moved = True
     while moved:
         moved = False
-        ceiling = {topic_id: max((load[h] for h in held), default=0) for topic_id, held in holders.items()}
-        highest = max(load.values())
-        for member_id in sorted(ids, key=lambda m: (load[m], m)):
-            wanted = ordered_subs[member_id]
-            while wanted and load[member_id] + 2 <= highest:
-                need = load[member_id] + 2
-                donor, donor_topic, donor_load = "", None, -1
-                for topic_id in wanted:
-                    if ceiling[topic_id] < need:
-                        continue
-                    top = 0
-                    for other in holders[topic_id]:
-                        other_load = load[other]
-                        if other_load > top:
-                            top = other_load
-                        if other_load >= need and (other_load > donor_load
-                                                   or (other_load == donor_load and other < donor)):
-                            donor, donor_topic, donor_load = other, topic_id, other_load
-                    ceiling[topic_id] = top
-                if donor_topic is None:
-                    break
-                given = owned[donor][donor_topic]
-                p = _pick(given, donor_topic, rack_of[member_id], rack_of[donor], racks) if rack_aware else max(given)
-                given.discard(p)
-                if not given:
-                    del owned[donor][donor_topic]
-                    holders[donor_topic].discard(donor)
-                owned[member_id].setdefault(donor_topic, set()).add(p)
-                holders[donor_topic].add(member_id)
-                load[donor] -= 1
-                load[member_id] += 1
-                for topic_id in owned[member_id]:
-                    ceiling[topic_id] = max(ceiling[topic_id], load[member_id])
-                moved = True
+        heaviest = [(-load[member_id], member_id) for member_id in ids if load[member_id] > 1]
+        heapq.heapify(heaviest)
+        while heaviest:
+            negative, donor = heapq.heappop(heaviest)
+            if -negative != load[donor]:
+                continue
+            receiver, receiver_topic = "", None
+            for topic_id in sorted(owned[donor], key=_by_value):
+                candidate = _top(lightest[topic_id], load)
+                if load[candidate] + 2 <= load[donor] and (
+                        receiver_topic is None or (load[candidate], candidate) < (load[receiver], receiver)):
+                    receiver, receiver_topic = candidate, topic_id
+            if receiver_topic is None:
+                continue
+            given = owned[donor][receiver_topic]
+            p = picker.pick(given, donor, receiver_topic, rack_of[receiver], rack_of[donor])
+            given.discard(p)
+            if not given:
+                del owned[donor][receiver_topic]
+            owned[receiver].setdefault(receiver_topic, set()).add(p)
+            picker.received(receiver, receiver_topic)
+            load[donor] -= 1
+            load[receiver] += 1
+            moved = True
+            for member_id in (donor, receiver):
+                for topic_id in ordered[subs[member_id]]:
+                    heapq.heappush(lightest[topic_id], (load[member_id], member_id))
+                heapq.heappush(heaviest, (-load[member_id], member_id))
     return {member_id: {topic_id: frozenset(parts) for topic_id, parts in owned[member_id].items()}
             for member_id in ids}
 
@@ -455,11 +453,41 @@ def _top(heap: list[tuple[int, str]], load: dict[str, int]) -> str:
     return heap[0][1] if heap else ""
 
 
-def _pick(parts: set[int], topic_id: uuid.UUID, to_rack: str | None, from_rack: str | None,
-          racks: Callable[[uuid.UUID, int], tuple[str, ...]]) -> int:
-    """The partition to move: rack-matched at its destination and not at its source first, then
-    rack-matched at its destination, then the highest numbered."""
-    def rank(p: int) -> tuple[bool, bool, int]:
-        replicas = racks(topic_id, p)
-        return (to_rack in replicas, from_rack not in replicas, p)
-    return max(parts, key=rank)
+class _Picker:
+    """Which partition a member gives up: rack-matched at its destination and not at its source
+    first, then rack-matched at its destination, then the highest numbered. The order of a
+    member's partitions of a topic is sorted once per destination rack and consumed while the
+    member only gives (a member receiving a partition of the topic has it sorted again), so a run
+    of moves from one member costs a sort, not a scan per move."""
+
+    __slots__ = ("_racks", "_rack_aware", "_orders")
+
+    def __init__(self, racks: Callable[[uuid.UUID, int], tuple[str, ...]], rack_aware: bool) -> None:
+        self._racks = racks
+        self._rack_aware = rack_aware
+        self._orders: dict[tuple[str, uuid.UUID], dict[str | None, list[int]]] = {}
+
+    def pick(self, parts: set[int], member_id: str, topic_id: uuid.UUID, to_rack: str | None,
+             from_rack: str | None) -> int:
+        if not self._rack_aware:
+            to_rack = None
+        by_rack = self._orders.setdefault((member_id, topic_id), {})
+        order = by_rack.get(to_rack)
+        if order is None:
+            if to_rack is None:
+                order = sorted(parts)
+            else:
+                racks = self._racks
+
+                def rank(p: int) -> tuple[bool, bool, int]:
+                    replicas = racks(topic_id, p)
+                    return (to_rack in replicas, from_rack not in replicas, p)
+
+                order = sorted(parts, key=rank)
+            by_rack[to_rack] = order
+        while order[-1] not in parts:  # given up already, through another destination's order
+            order.pop()
+        return order.pop()
+
+    def received(self, member_id: str, topic_id: uuid.UUID) -> None:
+        self._orders.pop((member_id, topic_id), None)
