@@ -35,8 +35,8 @@ topics; members subscribing to nothing get nothing and are not counted):
 
 **Heterogeneous groups**: the current assignment is kept, then each unassigned partition goes to the
 least-loaded member subscribed to its topic (topics with fewer subscribers first), then partitions
-move one at a time from a member to a less-loaded subscriber of the same topic while that subscriber
-has at least two fewer partitions. The result is Kafka's "balanced" for such groups: no partition's
+move one at a time, from the most loaded member to the least loaded subscriber of a topic it holds,
+while that subscriber has at least two fewer partitions. The result is Kafka's "balanced" for such groups: no partition's
 owner holds two or more partitions more than another member subscribed to its topic (so members with
 equal subscriptions differ by at most one). Racks break ties only: among equally loaded candidates
 the rack-matched member gets the partition, and a move prefers a partition rack-matched at its
