@@ -406,23 +406,34 @@ def _assign_heterogeneous(ids: list[str], members: dict[str, MemberSpec], subs: 
     # partition once, where it is needed; a run without a move proves the balance (a member found
     # with nobody to give to is set aside for the rest of a run, and looked at again in the next).
     ordered = {subscribed: sorted(subscribed, key=_by_value) for subscribed in set(subs.values())}
+    # Per topic, its subscribers by load (built when first needed; entries of an older load are
+    # dropped as they surface).
     lightest: dict[uuid.UUID, list[tuple[int, str]]] = {}
-    for topic_id in topic_ids:
-        lightest[topic_id] = [(load[member_id], member_id) for member_id in subscribers[topic_id]]
-        heapq.heapify(lightest[topic_id])
+
+    def lightest_of(topic_id: uuid.UUID) -> list[tuple[int, str]]:
+        heap = lightest.get(topic_id)
+        if heap is None:
+            heap = lightest[topic_id] = [(load[member_id], member_id) for member_id in subscribers[topic_id]]
+            heapq.heapify(heap)
+        return heap
+
     picker = _Picker(racks, rack_aware)
     moved = True
     while moved:
         moved = False
-        heaviest = [(-load[member_id], member_id) for member_id in ids if load[member_id] > 1]
+        # Loads only rise from the lowest during a run: nobody at most one above it can give.
+        floor = min(load[member_id] for member_id in ids if subs[member_id])
+        heaviest = [(-load[member_id], member_id) for member_id in ids if load[member_id] > floor + 1]
         heapq.heapify(heaviest)
         while heaviest:
             negative, donor = heapq.heappop(heaviest)
             if -negative != load[donor]:
                 continue
+            if load[donor] <= floor + 1:
+                break
             receiver, receiver_topic = "", None
             for topic_id in sorted(owned[donor], key=_by_value):
-                candidate = _top(lightest[topic_id], load)
+                candidate = _top(lightest_of(topic_id), load)
                 if load[candidate] + 2 <= load[donor] and (
                         receiver_topic is None or (load[candidate], candidate) < (load[receiver], receiver)):
                     receiver, receiver_topic = candidate, topic_id
@@ -440,7 +451,9 @@ def _assign_heterogeneous(ids: list[str], members: dict[str, MemberSpec], subs: 
             moved = True
             for member_id in (donor, receiver):
                 for topic_id in ordered[subs[member_id]]:
-                    heapq.heappush(lightest[topic_id], (load[member_id], member_id))
+                    built = lightest.get(topic_id)
+                    if built is not None:
+                        heapq.heappush(built, (load[member_id], member_id))
                 heapq.heappush(heaviest, (-load[member_id], member_id))
     return {member_id: {topic_id: frozenset(parts) for topic_id, parts in owned[member_id].items()}
             for member_id in ids}

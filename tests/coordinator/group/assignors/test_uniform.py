@@ -310,3 +310,20 @@ def test_partitions_that_move_are_rack_matched_as_often_as_possible(world) -> No
     edges = [[k for k, m in enumerate(slots) if spec.members[m].rack_id in topics.racks(*tp)] for tp in fresh]
     matched = sum(1 for tp in fresh if spec.members[owners(out)[tp]].rack_id in topics.racks(*tp))
     assert matched == _max_matching(edges)
+
+
+@FEW
+@given(worlds(homogeneous=False, racks=True, prior=False), st.data())
+def test_heterogeneous_balances_away_from_a_hoarder(world, data) -> None:
+    """One member holds every partition of the topics it subscribes to: the rest of the group
+    takes its share from it (each partition moving at most once)."""
+    spec, topics = world
+    hoarder = data.draw(st.sampled_from(sorted(spec.members)))
+    mine = {t: frozenset(range(topics.num_partitions(t))) for t in spec.members[hoarder].subscribed_topic_ids
+            if topics.num_partitions(t) > 0}
+    spec = with_assignment(spec, {hoarder: mine})
+    out = uniform.assign(spec, topics)
+    check_valid(spec, topics, out)
+    _balanced_heterogeneous(spec, out)
+    for t, ps in out[hoarder].items():
+        assert ps <= mine[t], "the hoarder only gives"
