@@ -21,7 +21,7 @@ from tests.coordinator.group.assignors.worlds import (
 )
 
 range_assignor = RangeAssignor()
-FEW = settings(max_examples=80, deadline=None)
+FEW = settings(max_examples=50, deadline=None)
 
 
 def test_registered_under_its_name() -> None:

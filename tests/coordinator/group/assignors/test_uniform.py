@@ -26,7 +26,7 @@ from tests.coordinator.group.assignors.worlds import (
 )
 
 uniform = UniformAssignor()
-FEW = settings(max_examples=60, deadline=None)
+FEW = settings(max_examples=50, deadline=None)
 
 
 def test_registered_under_its_name() -> None:
