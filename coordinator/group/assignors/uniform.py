@@ -402,9 +402,10 @@ def _assign_heterogeneous(ids: list[str], members: dict[str, MemberSpec], subs: 
                 heapq.heappush(by_rack[rack], (load[chosen], chosen))
 
     # Then balance: the most loaded member gives a partition to the least loaded subscriber of a
-    # topic it holds, while that one has at least two fewer. Taking from the top down moves each
-    # partition once, where it is needed; a run without a move proves the balance (a member found
-    # with nobody to give to is set aside for the rest of a run, and looked at again in the next).
+    # topic it holds, while that one has at least two fewer. Taking from the top down sends
+    # partitions straight from where there are most to where there are fewest instead of passing
+    # them along; a run without a move proves the balance (a member found with nobody to give to
+    # is set aside for the rest of a run, and looked at again in the next).
     ordered = {subscribed: sorted(subscribed, key=_by_value) for subscribed in set(subs.values())}
     # Per topic, its subscribers by load (built when first needed; entries of an older load are
     # dropped as they surface).
