@@ -58,8 +58,8 @@ from protocol.hot_responses import HeartbeatAnswer, OffsetCommitAnswer, OffsetFe
 from protocol.kafka_types import KafkaRequest, KafkaResponse
 
 from ..runtime.contract import Clock, CoordinatorResult, Record, ResponseHandle, Timer
+from .assignors import ASSIGNORS, PartitionAssignor
 from .config import GroupConfig
-from .consumer.assignor_api import PartitionAssignor, default_assignors
 from .consumer.group import ConsumerGroupState
 from .consumer.manager import CONSUMER_GROUP_TYPE, ConsumerGroupManager, RegexResolver
 from .group_manager import GroupManager
@@ -95,14 +95,14 @@ class GroupCoordinatorShard:
         """``topics``: what consumer groups see of the topics (None: no topics); ``group_configs``:
         the per-group overrides (``consumer.session.timeout.ms`` ...); ``assignors``: the server
         assignors by name (None: ``coordinator/group/assignors``); ``regex_resolver``: resolves a
-        SubscribedTopicRegex (None: matches nothing until ``coordinator/group/topic_regex`` exists)."""
+        SubscribedTopicRegex (None: ``topic_regex.resolve``, RE2)."""
         self.config = config
         self.clock = clock
         self.timer = timer
         self.group_manager = GroupManager(config, clock, timer, new_uuid)
         self.consumer_manager = ConsumerGroupManager(
             config, clock, timer, topics if topics is not None else StaticTopicsImage(), group_configs,
-            assignors if assignors is not None else default_assignors(), regex_resolver, new_uuid)
+            assignors if assignors is not None else ASSIGNORS, regex_resolver, new_uuid)
         self.consumer_manager.on_group_created = self._drop_classic_shadow
         self.offset_manager = OffsetManager(config, clock, self.group_manager, partition_exists,
                                             self.consumer_manager)

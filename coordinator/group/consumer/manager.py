@@ -55,10 +55,10 @@ from protocol.errors import ErrorCode
 from protocol.kafka_types import KafkaRequest, KafkaResponse
 
 from ...runtime.contract import Clock, CoordinatorResult, Record, Timer
+from ..assignors.spec import GroupSpec, MemberSpec, PartitionAssignor
 from ..config import GroupConfig
 from ..topic_regex import resolve as resolve_topic_regex
 from ..topics_image import TopicsImage
-from .assignor_api import GroupSpec, MemberSpec, PartitionAssignor
 from .group import ConsumerGroup, ConsumerGroupState, ResolvedRegex
 from .member import (
     LEAVE_GROUP_MEMBER_EPOCH,

@@ -7,8 +7,8 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from coordinator.group.assignors.spec import GroupSpec, TopicDescriber
 from coordinator.group.config import GroupConfig
-from coordinator.group.consumer.assignor_api import GroupSpec, TopicDescriber
 from coordinator.group.topics_image import StaticTopicsImage
 from protocol.consumer_group_messages import ConsumerGroupHeartbeatRequest
 from tests.coordinator.group.group_test_context import GroupTestContext
