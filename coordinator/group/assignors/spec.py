@@ -27,6 +27,9 @@ class MemberSpec:
     subscribed_topic_ids: frozenset[uuid.UUID]
     #: The member's current target assignment, which a sticky assignor keeps as far as it can.
     assignment: Assignment
+    #: ``group.instance.id`` of a static member (KIP-345), None for a dynamic one: a static member
+    #: keeps it across restarts while its member id changes, so range orders members by it.
+    instance_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

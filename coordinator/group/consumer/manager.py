@@ -523,7 +523,7 @@ class ConsumerGroupManager:
         if assignor is None:
             raise HeartbeatError(E.UNKNOWN_SERVER_ERROR, f"Failed to compute a new target assignment for epoch "
                                  f"{group_epoch}: the assignor {name} is not available.")
-        spec = GroupSpec({mid: MemberSpec(m.rack_id, self._topic_ids(m, regexes), dict(old.get(mid, {})))
+        spec = GroupSpec({mid: MemberSpec(m.rack_id, self._topic_ids(m, regexes), dict(old.get(mid, {})), m.instance_id)
                           for mid, m in members.items()})
         try:
             result = assignor.assign(spec, _Describer(self.topics))

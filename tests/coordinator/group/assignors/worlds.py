@@ -34,8 +34,8 @@ class Topics:
 
 
 def member(topics: set[uuid.UUID] | frozenset[uuid.UUID], assignment: Mapping[uuid.UUID, set[int]] | None = None,
-           rack: str | None = None) -> MemberSpec:
-    return MemberSpec(rack, frozenset(topics), {t: frozenset(ps) for t, ps in (assignment or {}).items()})
+           rack: str | None = None, instance: str | None = None) -> MemberSpec:
+    return MemberSpec(rack, frozenset(topics), {t: frozenset(ps) for t, ps in (assignment or {}).items()}, instance)
 
 
 def group(**members: MemberSpec) -> GroupSpec:
@@ -43,7 +43,7 @@ def group(**members: MemberSpec) -> GroupSpec:
 
 
 def with_assignment(spec: GroupSpec, assigned: dict[str, Assignment]) -> GroupSpec:
-    return GroupSpec({m: MemberSpec(s.rack_id, s.subscribed_topic_ids, assigned.get(m, {}))
+    return GroupSpec({m: MemberSpec(s.rack_id, s.subscribed_topic_ids, assigned.get(m, {}), s.instance_id)
                       for m, s in spec.members.items()})
 
 
@@ -57,7 +57,7 @@ def shuffled(spec: GroupSpec, seed: int) -> GroupSpec:
         s = spec.members[m]
         topics = list(s.assignment.items())
         rng.shuffle(topics)
-        out[m] = MemberSpec(s.rack_id, frozenset(s.subscribed_topic_ids), dict(topics))
+        out[m] = MemberSpec(s.rack_id, frozenset(s.subscribed_topic_ids), dict(topics), s.instance_id)
     return GroupSpec(out)
 
 
@@ -110,8 +110,8 @@ def homogeneous_least_moves(before: dict[str, Assignment], remaining: list[str],
 def worlds(draw: st.DrawFn, *, homogeneous: bool, racks: bool, max_members: int = 7,
            prior: bool = True) -> tuple[GroupSpec, Topics]:
     """A group and its topics: up to 3 topics of 0-12 partitions (plus a subscribed topic that
-    does not exist), up to ``max_members`` members, maybe racks, maybe an arbitrary (even invalid)
-    current assignment."""
+    does not exist), up to ``max_members`` members, some static (their instance ids in another
+    order than their member ids), maybe racks, maybe an arbitrary (even invalid) current assignment."""
     counts = {t: draw(st.integers(0, 12)) for t in (T1, T2, T3)[:draw(st.integers(1, 3))]}
     replica_racks = {}
     if racks:
@@ -131,5 +131,6 @@ def worlds(draw: st.DrawFn, *, homogeneous: bool, racks: bool, max_members: int 
                 if ps:
                     assignment[t] = frozenset(ps)
         rack = draw(st.sampled_from((None, *RACKS))) if racks else None
-        members[f"m{i}"] = MemberSpec(rack, subscribed, assignment)
+        instance = f"i{max_members - i}" if draw(st.booleans()) else None
+        members[f"m{i}"] = MemberSpec(rack, subscribed, assignment, instance)
     return GroupSpec(members), topics
