@@ -107,6 +107,17 @@ class App:
             offsets_retention_ms=int(config["offsets.retention.minutes"]) * 60_000,
             offsets_retention_check_interval_ms=int(config["offsets.retention.check.interval.ms"]),
             offset_metadata_max_bytes=int(config["offset.metadata.max.bytes"]),
+            consumer_session_timeout_ms=config["group.consumer.session.timeout.ms"],
+            consumer_min_session_timeout_ms=config["group.consumer.min.session.timeout.ms"],
+            consumer_max_session_timeout_ms=config["group.consumer.max.session.timeout.ms"],
+            consumer_heartbeat_interval_ms=config["group.consumer.heartbeat.interval.ms"],
+            consumer_min_heartbeat_interval_ms=config["group.consumer.min.heartbeat.interval.ms"],
+            consumer_max_heartbeat_interval_ms=config["group.consumer.max.heartbeat.interval.ms"],
+            consumer_max_size=config["group.consumer.max.size"],
+            consumer_assignors=tuple(config["group.consumer.assignors"].split(",")),
+            consumer_migration_policy=config["group.consumer.migration.policy"],
+            consumer_regex_refresh_interval_ms=config["group.consumer.regex.refresh.interval.ms"],
+            consumer_assignment_interval_ms=config["group.consumer.assignment.interval.ms"],
         )
 
         def partition_exists(topic: str, partition: int) -> bool:
