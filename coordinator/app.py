@@ -27,6 +27,7 @@ from .cluster.liveness import StallGuard
 from .cluster.producer_id_blocks import ProducerIdBlocks
 from .cluster.replica_fetcher import FetchSettings
 from .cluster.replica_manager import NOT_A_REPLICA, ReplicaManager
+from .cluster.replica_racks import ReplicaRacks
 from .cluster.topic_store import ZkTopicStore
 from .cluster.view import ClusterView
 from .cluster.warming import WarmingMarks
@@ -93,6 +94,7 @@ class App:
             raise
         # Cluster mode: the topics are ZooKeeper's; the registry mirrors them (replica_manager).
         self.registry = TopicRegistry(config.data_dir, persistent=self.zookeeper is None)
+        self.registry.node_rack = config["broker.rack"]
         self.topics = TopicService(self.registry, config)
         self.logs = LogManager(config.data_dir, self.registry, config)
         if self.zookeeper is not None:
@@ -229,6 +231,8 @@ class App:
         assert self.zookeeper is not None
         config = self.config
         self.view = ClusterView()
+        # What consumer groups read of replica racks (KIP-1101), from the view.
+        ReplicaRacks(self.view, self.registry)
         self.topics.store = ZkTopicStore(self.zookeeper, self.view)
         # Producer ids unique across the cluster, not only across this node's restarts.
         self.producer_ids.claim_block = ProducerIdBlocks(self.zookeeper, node.node_id).claim
