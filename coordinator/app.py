@@ -140,7 +140,7 @@ class App:
             info = self.registry.get(CONSUMER_OFFSETS)
             return None if info is None else info.num_partitions
 
-        self.groups = GroupService(self.runtime, offsets_partitions)
+        self.groups = GroupService(self.runtime, offsets_partitions, group_config.consumer_assignors)
         if self.zookeeper is None:
             self.topics.listeners.append(self.groups)
         # Cluster mode: the coordinator follows the leadership of the offsets partitions
