@@ -19,6 +19,7 @@ from . import gc_policy
 from .admin.cluster_apis import ClusterApis
 from .admin.config_apis import ConfigApis
 from .admin.elect_leaders import ElectLeadersApis
+from .admin.group_configs import FileGroupConfigs, GroupConfigs
 from .admin.reassignments import ReassignmentApis
 from .cluster.controller import Controller
 from .cluster.controller_election import ControllerElection
@@ -101,6 +102,10 @@ class App:
             self.logs.broker_id = self.data_dir.node_id
         self.topics.listeners.append(self.logs)
         self.producer_ids = ProducerIdManager(config.data_dir)
+        # KIP-848 groups' config overrides: a file on one node; ZooKeeper's in a cluster, read
+        # through the view once it exists (``_build_cluster``).
+        self.group_configs = GroupConfigs(
+            config, FileGroupConfigs(config.data_dir) if self.zookeeper is None else ZkConfigs(self.zookeeper))
         group_config = GroupConfig(
             session_timeout_min_ms=int(config["group.min.session.timeout.ms"]),
             session_timeout_max_ms=int(config["group.max.session.timeout.ms"]),
@@ -153,7 +158,7 @@ class App:
         handlers: dict[ApiKey, Handler] = {}
         handlers.update(ClusterApis(node, self.topics, self.view).handlers())
         handlers.update(TopicApis(node, self.topics).handlers())
-        handlers.update(ConfigApis(node, self.config, self.topics, self.dynamic_configs).handlers())
+        handlers.update(ConfigApis(node, self.config, self.topics, self.dynamic_configs, self.group_configs).handlers())
         handlers.update(ProduceApis(self.logs).handlers())
         handlers.update(FetchApis(self.logs, self.throttle).handlers())
         handlers.update(LogDirApis(self.logs).handlers())
@@ -238,6 +243,7 @@ class App:
         self.producer_ids.claim_block = ProducerIdBlocks(self.zookeeper, node.node_id).claim
         view = self.view
         self.dynamic_configs = ZkConfigs(self.zookeeper, view)
+        self.group_configs.store = self.dynamic_configs
 
         def throttle_rate(key: str) -> int:
             dynamic = view.dynamic_broker_config(node.node_id, key)

@@ -1,6 +1,6 @@
 """Config changes after creation, written where Kafka's ZooKeeper mode keeps them: topic overrides
 in ``/config/topics/<t>``, dynamic broker configs in ``/config/brokers/<id>`` (or ``<default>``),
-each followed by a ``/config/changes/config_change_<seq>`` notification as Kafka's
+KIP-848 groups' overrides in ``/config/groups/<group>`` (our own path, znodes.py), each followed by a ``/config/changes/config_change_<seq>`` notification as Kafka's
 ``AdminZkClient.changeConfigs`` writes it
 (https://github.com/apache/kafka/blob/3.9.0/core/src/main/scala/kafka/zk/AdminZkClient.scala). Our nodes
 watch the config znodes themselves (zk_watcher), so a change reaches every node's view directly.
@@ -22,6 +22,8 @@ from .znodes import (
     decode_topic_config,
     encode_config_change,
     encode_topic_config,
+    group_config_path,
+    group_znode_name,
     topic_config_path,
 )
 from .zookeeper import ZooKeeper
@@ -54,6 +56,18 @@ class ZkConfigs:
         while self.view is not None and self.broker(entity) != configs and loop.time() < deadline:
             await asyncio.sleep(0.01)
 
+    # --- KIP-848 groups' overrides (coordinator/admin/group_configs.py; event loop) ----------------
+
+    def group(self, group_id: str) -> dict[str, str]:
+        return dict(self.view.group_configs.get(group_id, {})) if self.view is not None else {}
+
+    async def alter_group(self, group_id: str, configs: dict[str, str]) -> None:
+        await asyncio.to_thread(self.set_group, group_id, configs)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 10.0
+        while self.view is not None and self.group(group_id) != configs and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+
     # --- writes (blocking) ------------------------------------------------------------------------
 
     def read(self, path: str) -> dict[str, str]:
@@ -68,6 +82,9 @@ class ZkConfigs:
 
     def set_broker(self, entity: str, configs: dict[str, str]) -> None:
         self._write(broker_config_path(entity), f"brokers/{entity}", configs, create=True)
+
+    def set_group(self, group_id: str, configs: dict[str, str]) -> None:
+        self._write(group_config_path(group_id), f"groups/{group_znode_name(group_id)}", configs, create=True)
 
     def _write(self, path: str, entity_path: str, configs: dict[str, str], *, create: bool) -> None:
         client = self.zk.client
