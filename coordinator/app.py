@@ -133,7 +133,10 @@ class App:
 
         # The coordinator types this node hosts, one runtime each (only consumer groups yet).
         self.coordinator_types = CoordinatorTypes()
-        groups = group_coordinator_type(group_config, partition_exists)
+        # KIP-848 groups read the topics from the registry (a TopicsImage) and their overrides
+        # (IncrementalAlterConfigs on the GROUP resource) from the group configs.
+        groups = group_coordinator_type(group_config, partition_exists, topics=self.registry,
+                                        group_configs=self.group_configs.overrides)
         assert groups.topic == CONSUMER_OFFSETS
         self.coordinator_types.register(groups)
         self.runtime = CoordinatorRuntime(

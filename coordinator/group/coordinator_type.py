@@ -5,7 +5,7 @@ and OffsetCommit records of ``protocol.consumer_offsets``). ``coordinator/app.py
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import cast
 
 from protocol.consumer_offsets import UnknownRecordVersion, serialize
@@ -14,6 +14,7 @@ from ..runtime.contract import Clock, Timer
 from ..runtime.coordinator_types import CoordinatorType
 from .config import GroupConfig
 from .shard import GroupCoordinatorShard
+from .topics_image import TopicsImage
 
 __all__ = ["CONSUMER_OFFSETS", "OffsetsSerde", "OFFSETS_SERDE", "group_coordinator_type"]
 
@@ -35,9 +36,21 @@ class OffsetsSerde:
 OFFSETS_SERDE = OffsetsSerde()
 
 
+def _no_overrides(group_id: str) -> Mapping[str, int]:
+    return {}
+
+
 def group_coordinator_type(config: GroupConfig, partition_exists: Callable[[str, int], bool] = lambda t, p: True,
+                           topics: TopicsImage | None = None,
+                           group_configs: Callable[[str], Mapping[str, int]] | None = None,
                            ) -> CoordinatorType[GroupCoordinatorShard]:
+    """``topics``: what KIP-848 groups see of the topics (the node's topic registry; None: no
+    topics). ``group_configs``: a group's overrides of consumer.session.timeout.ms,
+    consumer.heartbeat.interval.ms and consumer.assignment.interval.ms, as validated integers
+    (coordinator/admin/group_configs.py; None: no group has any)."""
+    overrides = group_configs if group_configs is not None else _no_overrides
+
     def build(partition: int, timer: Timer, clock: Clock) -> GroupCoordinatorShard:
-        return GroupCoordinatorShard(config, clock, timer, partition_exists)
+        return GroupCoordinatorShard(config, clock, timer, partition_exists, topics=topics, group_configs=overrides)
 
     return CoordinatorType(CONSUMER_OFFSETS, build, OFFSETS_SERDE)

@@ -103,3 +103,32 @@ def test_the_node_hands_them_to_the_group_coordinator(tmp_path: object) -> None:
         assert group.consumer_regex_refresh_interval_ms == 10000 and group.consumer_assignment_interval_ms == 0
     finally:
         app.close()
+
+
+@pytest.mark.asyncio
+async def test_the_node_hands_the_shard_its_topics_and_group_overrides(tmp_path: object,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shard gets the topic registry as its topics image and a reader of the groups'
+    overrides (the shard's parameters are another part's: a stand-in records what it is given)."""
+    import coordinator.group.coordinator_type as coordinator_type
+
+    given: dict[str, object] = {}
+
+    class StandInShard:
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            given.update(kwargs)
+
+    monkeypatch.setattr(coordinator_type, "GroupCoordinatorShard", StandInShard)
+    config = load_config(data_dir=str(tmp_path), overrides=[
+        "group.consumer.min.session.timeout.ms=1000", "group.consumer.min.heartbeat.interval.ms=500"])
+    app = App(config)
+    try:
+        app.runtime.coordinator.build_shard(0, None, None)  # type: ignore[arg-type]
+        assert given["topics"] is app.registry
+        read = given["group_configs"]
+        assert callable(read) and read("g") == {}
+        await app.group_configs.store.alter_group("g", {"consumer.session.timeout.ms": "6000",
+                                                        "consumer.heartbeat.interval.ms": "1000"})
+        assert read("g") == {"consumer.session.timeout.ms": 6000, "consumer.heartbeat.interval.ms": 1000}
+    finally:
+        app.close()
