@@ -18,6 +18,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, Roll
 from .view import ClusterView
 from .znodes import (
     CONFIG_CHANGES,
+    CONFIG_GROUPS,
     broker_config_path,
     decode_topic_config,
     encode_config_change,
@@ -84,6 +85,7 @@ class ZkConfigs:
         self._write(broker_config_path(entity), f"brokers/{entity}", configs, create=True)
 
     def set_group(self, group_id: str, configs: dict[str, str]) -> None:
+        self.zk.client.ensure_path(CONFIG_GROUPS)  # not one of Kafka's paths: no node may have made it yet
         self._write(group_config_path(group_id), f"groups/{group_znode_name(group_id)}", configs, create=True)
 
     def _write(self, path: str, entity_path: str, configs: dict[str, str], *, create: bool) -> None:
