@@ -34,3 +34,25 @@ def test_java_consumer_protocol_static_member_restart(server_factory, tmp_path) 
 
 def test_confluent_consumer_protocol_scale_and_leave(server_factory, tmp_path) -> None:  # type: ignore[no-untyped-def]
     run_scale_scenario(server_factory(CONSUMER_PROTOCOL_SERVER), tmp_path, "confluent", kill_phase=False)
+
+
+class _ClusterServer:
+    """What the scenario reads of a server, for a three-node cluster."""
+
+    def __init__(self, cluster) -> None:  # type: ignore[no-untyped-def]
+        self.cluster = cluster
+        self.bootstrap = cluster.bootstrap
+
+    def log_text(self) -> str:
+        return "\n".join(f"[node {b}] {line}" for b in (1, 2, 3)
+                         for line in self.cluster.log_path(b).read_text(errors="replace").splitlines()[-20:])
+
+
+def test_confluent_consumer_protocol_on_a_cluster(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The same handlers serve a cluster: the group's coordinator is the leader of its offsets
+    partition, which may be any node."""
+    from tests.coordinator.cluster.conftest import running_cluster
+
+    settings = [f"{k}={v}" for k, v in CONSUMER_PROTOCOL_SERVER.items()]
+    with running_cluster(tmp_path / "cluster", "offsets.topic.num.partitions=3", *settings) as cluster:
+        run_scale_scenario(_ClusterServer(cluster), tmp_path, "confluent", kill_phase=False)
