@@ -389,7 +389,7 @@ class ConfigApis:
         for key in keys:  # deleting an unknown key is also an error
             if key not in GROUP_CONFIGS:
                 raise _Invalid(ErrorCode.INVALID_CONFIG, f"Unknown group config name: {key}")
-        current = self.groups.store.group(name)
+        current = dict(self.groups.store.group(name))
         new = change(current, lambda key: False)  # no group config is a list: APPEND/SUBTRACT refused
         try:
             self.groups.validate(new)

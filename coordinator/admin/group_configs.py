@@ -22,6 +22,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Protocol
 
 from ..config import Config, ConfigError, IntSetting
@@ -66,10 +67,17 @@ class GroupConfigError(ValueError):
     """An override refused: the message is Kafka's (answered with INVALID_CONFIG)."""
 
 
-class GroupConfigStore(Protocol):
-    """Where groups' overrides are kept: a file on one node, ZooKeeper in a cluster."""
+#: No overrides (shared, read-only).
+NO_CONFIGS: Mapping[str, str] = MappingProxyType({})
+_NO_OVERRIDES: Mapping[str, int] = MappingProxyType({})
 
-    def group(self, group_id: str) -> dict[str, str]: ...
+
+class GroupConfigStore(Protocol):
+    """Where groups' overrides are kept: a file on one node, ZooKeeper in a cluster. ``group``
+    answers without copying (it is read on every consumer heartbeat): the mapping is read-only
+    and replaced, never changed in place, when the group's overrides change."""
+
+    def group(self, group_id: str) -> Mapping[str, str]: ...
 
     async def alter_group(self, group_id: str, configs: dict[str, str]) -> None: ...
 
@@ -89,8 +97,8 @@ class FileGroupConfigs:
             except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
                 raise ConfigError(f"{self._path}: unreadable group configs ({type(exc).__name__}: {exc})") from None
 
-    def group(self, group_id: str) -> dict[str, str]:
-        return dict(self._groups.get(group_id, {}))
+    def group(self, group_id: str) -> Mapping[str, str]:
+        return self._groups.get(group_id, NO_CONFIGS)
 
     async def alter_group(self, group_id: str, configs: dict[str, str]) -> None:
         groups = dict(self._groups)
@@ -110,6 +118,8 @@ class GroupConfigs:
     def __init__(self, config: Config, store: GroupConfigStore) -> None:
         self.config = config
         self.store = store
+        #: ``overrides`` parsed once per stored mapping: group id -> (the mapping, its parse).
+        self._parsed: dict[str, tuple[Mapping[str, str], Mapping[str, int]]] = {}
 
     def bounds(self, key: GroupConfigKey) -> tuple[int, int]:
         if key.min_key is None or key.max_key is None:
@@ -149,11 +159,18 @@ class GroupConfigs:
             if session <= heartbeat:
                 raise GroupConfigError(f"{SESSION_TIMEOUT} must be greater than {HEARTBEAT_INTERVAL}")
 
-    def overrides(self, group_id: str) -> dict[str, int]:
-        """What the group coordinator reads: the group's overrides as integers, each clamped to
-        the broker's current bounds; a stored value that no longer parses is left out."""
+    def overrides(self, group_id: str) -> Mapping[str, int]:
+        """What the group coordinator reads (several times per consumer heartbeat): the group's
+        overrides as integers, each clamped to the broker's current bounds; a stored value that
+        no longer parses is left out. Parsed again only when the stored mapping was replaced."""
+        stored = self.store.group(group_id)
+        if not stored:
+            return _NO_OVERRIDES
+        cached = self._parsed.get(group_id)
+        if cached is not None and cached[0] is stored:
+            return cached[1]
         result: dict[str, int] = {}
-        for name, text in self.store.group(group_id).items():
+        for name, text in stored.items():
             key = GROUP_CONFIGS.get(name)
             if key is None:
                 continue
@@ -163,4 +180,6 @@ class GroupConfigs:
                 continue
             low, high = self.bounds(key)
             result[name] = min(max(value, low), high)
-        return result
+        parsed = MappingProxyType(result)
+        self._parsed[group_id] = (stored, parsed)
+        return parsed

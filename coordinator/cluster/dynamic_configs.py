@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
+from types import MappingProxyType
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 
@@ -32,6 +34,7 @@ from .zookeeper import ZooKeeper
 __all__ = ["ZkConfigs", "ConfigChanged"]
 
 log = logging.getLogger("groupcoord.cluster.configs")
+_NO_CONFIGS: Mapping[str, str] = MappingProxyType({})
 
 
 class ConfigChanged(Exception):
@@ -59,8 +62,10 @@ class ZkConfigs:
 
     # --- KIP-848 groups' overrides (coordinator/admin/group_configs.py; event loop) ----------------
 
-    def group(self, group_id: str) -> dict[str, str]:
-        return dict(self.view.group_configs.get(group_id, {})) if self.view is not None else {}
+    def group(self, group_id: str) -> Mapping[str, str]:
+        """Read on every consumer heartbeat: the view's own mapping, not a copy (the view replaces
+        it on a change, never edits it)."""
+        return self.view.group_configs.get(group_id, _NO_CONFIGS) if self.view is not None else _NO_CONFIGS
 
     async def alter_group(self, group_id: str, configs: dict[str, str]) -> None:
         await asyncio.to_thread(self.set_group, group_id, configs)

@@ -138,3 +138,15 @@ def test_describe_alter_and_restart_over_the_wire(server_factory) -> None:  # ty
         assert c.request(ApiKey.DESCRIBE_CONFIGS, 4, DescribeConfigsRequest(version=4, resources=[
             R(resource_type=GROUP, resource_name="h", configuration_keys=None)], include_synonyms=False,
             include_documentation=True)).results[0].configs[0].documentation
+
+
+@pytest.mark.asyncio
+async def test_overrides_are_parsed_once_per_change(tmp_path: Path) -> None:
+    """Read several times per consumer heartbeat: the same parse until the group's overrides change."""
+    group = rules(tmp_path)
+    assert group.overrides("g") == {} and group.overrides("g") is group.overrides("other")
+    await group.store.alter_group("g", {SESSION: "50000"})
+    first = group.overrides("g")
+    assert first == {SESSION: 50000} and group.overrides("g") is first
+    await group.store.alter_group("g", {SESSION: "55000"})
+    assert group.overrides("g") == {SESSION: 55000}
