@@ -19,6 +19,7 @@ from . import gc_policy
 from .admin.cluster_apis import ClusterApis
 from .admin.config_apis import ConfigApis
 from .admin.elect_leaders import ElectLeadersApis
+from .admin.group_configs import FileGroupConfigs, GroupConfigs
 from .admin.reassignments import ReassignmentApis
 from .cluster.controller import Controller
 from .cluster.controller_election import ControllerElection
@@ -27,6 +28,7 @@ from .cluster.liveness import StallGuard
 from .cluster.producer_id_blocks import ProducerIdBlocks
 from .cluster.replica_fetcher import FetchSettings
 from .cluster.replica_manager import NOT_A_REPLICA, ReplicaManager
+from .cluster.replica_racks import ReplicaRacks
 from .cluster.topic_store import ZkTopicStore
 from .cluster.view import ClusterView
 from .cluster.warming import WarmingMarks
@@ -93,12 +95,17 @@ class App:
             raise
         # Cluster mode: the topics are ZooKeeper's; the registry mirrors them (replica_manager).
         self.registry = TopicRegistry(config.data_dir, persistent=self.zookeeper is None)
+        self.registry.node_rack = config["broker.rack"]
         self.topics = TopicService(self.registry, config)
         self.logs = LogManager(config.data_dir, self.registry, config)
         if self.zookeeper is not None:
             self.logs.broker_id = self.data_dir.node_id
         self.topics.listeners.append(self.logs)
         self.producer_ids = ProducerIdManager(config.data_dir)
+        # KIP-848 groups' config overrides: a file on one node; ZooKeeper's in a cluster, read
+        # through the view once it exists (``_build_cluster``).
+        self.group_configs = GroupConfigs(
+            config, FileGroupConfigs(config.data_dir) if self.zookeeper is None else ZkConfigs(self.zookeeper))
         group_config = GroupConfig(
             session_timeout_min_ms=int(config["group.min.session.timeout.ms"]),
             session_timeout_max_ms=int(config["group.max.session.timeout.ms"]),
@@ -107,6 +114,17 @@ class App:
             offsets_retention_ms=int(config["offsets.retention.minutes"]) * 60_000,
             offsets_retention_check_interval_ms=int(config["offsets.retention.check.interval.ms"]),
             offset_metadata_max_bytes=int(config["offset.metadata.max.bytes"]),
+            consumer_session_timeout_ms=config["group.consumer.session.timeout.ms"],
+            consumer_min_session_timeout_ms=config["group.consumer.min.session.timeout.ms"],
+            consumer_max_session_timeout_ms=config["group.consumer.max.session.timeout.ms"],
+            consumer_heartbeat_interval_ms=config["group.consumer.heartbeat.interval.ms"],
+            consumer_min_heartbeat_interval_ms=config["group.consumer.min.heartbeat.interval.ms"],
+            consumer_max_heartbeat_interval_ms=config["group.consumer.max.heartbeat.interval.ms"],
+            consumer_max_size=config["group.consumer.max.size"],
+            consumer_assignors=tuple(config["group.consumer.assignors"].split(",")),
+            consumer_migration_policy=config["group.consumer.migration.policy"],
+            consumer_regex_refresh_interval_ms=config["group.consumer.regex.refresh.interval.ms"],
+            consumer_assignment_interval_ms=config["group.consumer.assignment.interval.ms"],
         )
 
         def partition_exists(topic: str, partition: int) -> bool:
@@ -115,7 +133,10 @@ class App:
 
         # The coordinator types this node hosts, one runtime each (only consumer groups yet).
         self.coordinator_types = CoordinatorTypes()
-        groups = group_coordinator_type(group_config, partition_exists)
+        # KIP-848 groups read the topics from the registry (a TopicsImage) and their overrides
+        # (IncrementalAlterConfigs on the GROUP resource) from the group configs.
+        groups = group_coordinator_type(group_config, partition_exists, topics=self.registry,
+                                        group_configs=self.group_configs.overrides)
         assert groups.topic == CONSUMER_OFFSETS
         self.coordinator_types.register(groups)
         self.runtime = CoordinatorRuntime(
@@ -127,7 +148,7 @@ class App:
             info = self.registry.get(CONSUMER_OFFSETS)
             return None if info is None else info.num_partitions
 
-        self.groups = GroupService(self.runtime, offsets_partitions)
+        self.groups = GroupService(self.runtime, offsets_partitions, group_config.consumer_assignors)
         if self.zookeeper is None:
             self.topics.listeners.append(self.groups)
         # Cluster mode: the coordinator follows the leadership of the offsets partitions
@@ -140,7 +161,7 @@ class App:
         handlers: dict[ApiKey, Handler] = {}
         handlers.update(ClusterApis(node, self.topics, self.view).handlers())
         handlers.update(TopicApis(node, self.topics).handlers())
-        handlers.update(ConfigApis(node, self.config, self.topics, self.dynamic_configs).handlers())
+        handlers.update(ConfigApis(node, self.config, self.topics, self.dynamic_configs, self.group_configs).handlers())
         handlers.update(ProduceApis(self.logs).handlers())
         handlers.update(FetchApis(self.logs, self.throttle).handlers())
         handlers.update(LogDirApis(self.logs).handlers())
@@ -218,11 +239,14 @@ class App:
         assert self.zookeeper is not None
         config = self.config
         self.view = ClusterView()
+        # What consumer groups read of replica racks (KIP-1101), from the view.
+        ReplicaRacks(self.view, self.registry)
         self.topics.store = ZkTopicStore(self.zookeeper, self.view)
         # Producer ids unique across the cluster, not only across this node's restarts.
         self.producer_ids.claim_block = ProducerIdBlocks(self.zookeeper, node.node_id).claim
         view = self.view
         self.dynamic_configs = ZkConfigs(self.zookeeper, view)
+        self.group_configs.store = self.dynamic_configs
 
         def throttle_rate(key: str) -> int:
             dynamic = view.dynamic_broker_config(node.node_id, key)

@@ -39,6 +39,10 @@ IntSetting = Literal[
     "offsets.retention.minutes", "offsets.retention.check.interval.ms", "offsets.snapshot.min.records",
     "offsets.commit.timeout.ms", "offset.metadata.max.bytes", "group.initial.rebalance.delay.ms",
     "group.min.session.timeout.ms", "group.max.session.timeout.ms", "group.max.size",
+    "group.consumer.session.timeout.ms", "group.consumer.min.session.timeout.ms",
+    "group.consumer.max.session.timeout.ms", "group.consumer.heartbeat.interval.ms",
+    "group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms",
+    "group.consumer.max.size", "group.consumer.regex.refresh.interval.ms", "group.consumer.assignment.interval.ms",
 ]
 FlagSetting = Literal[
     "auto.create.topics.enable", "unclean.leader.election.enable", "auto.leader.rebalance.enable",
@@ -46,6 +50,7 @@ FlagSetting = Literal[
 ]
 TextSetting = Literal[
     "broker.rack", "zookeeper.connect", "listeners", "advertised.listeners", "log.dirs", "logging.level",
+    "group.consumer.assignors", "group.consumer.migration.policy",
 ]
 
 
@@ -143,6 +148,23 @@ def _optional_zookeeper_connect(text: str) -> str:
     if text.strip():
         parse_zookeeper_connect(text)
     return text.strip()
+
+
+#: The server-side assignors of KIP-848 consumer groups, by the name clients pick them with
+#: (``group.remote.assignor``); Kafka's class names are accepted for them too, so a Kafka
+#: ``server.properties`` carries over.
+CONSUMER_ASSIGNORS = {"uniform": "uniform", "range": "range",
+                      "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+                      "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range"}
+
+
+def _assignors(text: str) -> str:
+    """A comma-separated list of known assignors, none twice, at least one (Kafka's
+    ``ValidList.anyNonDuplicateValues(false, false)``); normalised to their names."""
+    names = [CONSUMER_ASSIGNORS.get(item.strip(), "") for item in text.split(",")]
+    if not names or "" in names or len(set(names)) != len(names):
+        raise ValueError
+    return ",".join(names)
 
 
 def _listener(text: str) -> str:
@@ -275,6 +297,38 @@ _SETTINGS = [
             "Largest session timeout a member may ask for."),
     Setting("group.max.size", _int(1, INT32_MAX), INT32_MAX, "an integer >= 1",
             "Members a classic group may hold (KIP-389)."),
+    # --- KIP-848 consumer groups (group.protocol=consumer) ----------------------------------------
+    # Kafka's names, defaults and bounds (GroupCoordinatorConfig, above; Kafka 4 docs "Consumer
+    # Rebalance Protocol": https://kafka.apache.org/documentation/#consumer_rebalance_protocol).
+    # The server, not the client, sets session timeout and heartbeat interval; the min/max pairs
+    # bound the per-group overrides (IncrementalAlterConfigs on a GROUP resource). How they
+    # relate to each other is checked in ``_check_consumer_group_settings``.
+    Setting("group.consumer.session.timeout.ms", _int(1, INT32_MAX), 45000, "milliseconds >= 1",
+            "A consumer-protocol member that does not heartbeat this long is fenced."),
+    Setting("group.consumer.min.session.timeout.ms", _int(1, INT32_MAX), 45000, "milliseconds >= 1",
+            "Smallest consumer.session.timeout.ms a group may set."),
+    Setting("group.consumer.max.session.timeout.ms", _int(1, INT32_MAX), 60000, "milliseconds >= 1",
+            "Largest consumer.session.timeout.ms a group may set."),
+    Setting("group.consumer.heartbeat.interval.ms", _int(1, INT32_MAX), 5000, "milliseconds >= 1",
+            "The interval consumer-protocol members are told to heartbeat at."),
+    Setting("group.consumer.min.heartbeat.interval.ms", _int(1, INT32_MAX), 5000, "milliseconds >= 1",
+            "Smallest consumer.heartbeat.interval.ms a group may set."),
+    Setting("group.consumer.max.heartbeat.interval.ms", _int(1, INT32_MAX), 15000, "milliseconds >= 1",
+            "Largest consumer.heartbeat.interval.ms a group may set."),
+    Setting("group.consumer.max.size", _int(1, INT32_MAX), INT32_MAX, "an integer >= 1",
+            "Members a consumer-protocol group may hold."),
+    Setting("group.consumer.assignors", _assignors, "uniform,range",
+            "a comma-separated list of uniform and range, each at most once",
+            "Server-side assignors a member may pick (group.remote.assignor); the first is the default."),
+    Setting("group.consumer.migration.policy", _choice("bidirectional", "upgrade", "downgrade", "disabled"),
+            "bidirectional", "bidirectional, upgrade, downgrade or disabled",
+            "Whether a group converts between the classic and the consumer protocol as members change."),
+    # Kafka defines it as internal (for tests) with this lower bound.
+    Setting("group.consumer.regex.refresh.interval.ms", _int(10000, INT32_MAX), 600000, "milliseconds >= 10000",
+            "How often the topics a subscribed regex matches are resolved again."),
+    # KIP-1263 (Kafka 4.3): the broker's bounds for it are 0 and 15 s.
+    Setting("group.consumer.assignment.interval.ms", _int(0, 15000), 1000, "milliseconds 0..15000",
+            "Least time between two target assignment computations of a group (0: on every change)."),
 ]
 
 SETTINGS: dict[str, Setting] = {s.name: s for s in _SETTINGS}
@@ -403,4 +457,26 @@ def load_config(
             f"({config['group.min.session.timeout.ms']}) must not exceed group.max.session.timeout.ms "
             f"({config['group.max.session.timeout.ms']})"
         )
+    _check_consumer_group_settings(config)
     return config
+
+
+def _check_consumer_group_settings(config: Config) -> None:
+    """The relations Kafka's ``GroupCoordinatorConfig`` requires between the group.consumer.*
+    settings: each value within its min/max, and the heartbeat interval below the session timeout
+    (a member told to heartbeat less often than it is expected to would be fenced between beats)."""
+    rules: list[tuple[IntSetting, str, IntSetting]] = [
+        ("group.consumer.max.heartbeat.interval.ms", ">=", "group.consumer.min.heartbeat.interval.ms"),
+        ("group.consumer.heartbeat.interval.ms", ">=", "group.consumer.min.heartbeat.interval.ms"),
+        ("group.consumer.heartbeat.interval.ms", "<=", "group.consumer.max.heartbeat.interval.ms"),
+        ("group.consumer.max.session.timeout.ms", ">=", "group.consumer.min.session.timeout.ms"),
+        ("group.consumer.session.timeout.ms", ">=", "group.consumer.min.session.timeout.ms"),
+        ("group.consumer.session.timeout.ms", "<=", "group.consumer.max.session.timeout.ms"),
+        ("group.consumer.heartbeat.interval.ms", "<", "group.consumer.session.timeout.ms"),
+    ]
+    words = {">=": "greater than or equal to", "<=": "less than or equal to", "<": "less than"}
+    for key, relation, other in rules:
+        a, b = config[key], config[other]
+        holds = a >= b if relation == ">=" else a <= b if relation == "<=" else a < b
+        if not holds:
+            raise ConfigError(f"{key} ({a}) must be {words[relation]} {other} ({b})")

@@ -159,7 +159,7 @@ _MESSAGES: dict[ApiKey, tuple[KafkaMessageClass, KafkaMessageClass]] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse),
-    # The KIP-848 consumer group protocol (protocol/consumer_group_messages.py): known, not yet served.
+    # The KIP-848 consumer group protocol (protocol/consumer_group_messages.py).
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse),
     ApiKey.CONSUMER_GROUP_DESCRIBE: (ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse),
 }
@@ -205,6 +205,10 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_GROUPS: (0, 5),
     ApiKey.LIST_GROUPS: (0, 5),
     ApiKey.DELETE_GROUPS: (0, 2),
+    # The KIP-848 consumer group protocol (group.protocol=consumer): v1 lets members choose their
+    # member id (KIP-1082) and subscribe by regex; describe v1 adds MemberType (KIP-1099).
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
     # kafka-log-dirs: v1-v4 (v4 adds total/usable bytes, KIP-827); v5 IsCordoned is KRaft-only.
     ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
     # Preferred and unclean leader election (KIP-183, KIP-460).

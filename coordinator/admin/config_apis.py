@@ -11,6 +11,11 @@ at runtime that mean something here: the replication throttles ``kafka-reassign-
 config it cannot update dynamically. On a single node the throttles are kept in memory and have
 no effect (nothing is replicated).
 
+KIP-848 groups' overrides are the GROUP resource (type 32; coordinator/admin/group_configs.py):
+DescribeConfigs answers a group's effective values (its override, DYNAMIC_GROUP_CONFIG, or the
+broker setting), IncrementalAlterConfigs sets and deletes them (APPEND and SUBTRACT are refused
+with INVALID_CONFIG: none of them is a list).
+
 AlterConfigs is the older, non-incremental form that librdkafka's ``alter_configs`` and older tools
 still send: the configs given for a resource replace all of its dynamic configs (a key left out is
 deleted), so a client reads, edits and writes back the whole set. It goes through the same checks
@@ -42,6 +47,7 @@ from ..topics.configs import (
 )
 from ..topics.registry import TopicError
 from ..topics.service import TopicService
+from .group_configs import GROUP_CONFIGS, FileGroupConfigs, GroupConfigError, GroupConfigs
 
 __all__ = ["ConfigApis", "DynamicBrokerConfigs", "MemoryBrokerConfigs", "DYNAMIC_BROKER_KEYS"]
 
@@ -84,6 +90,7 @@ class _Invalid(Exception):
 # ConfigResource types (org.apache.kafka.common.config.ConfigResource.Type).
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+RESOURCE_GROUP = 32
 
 # DescribeConfigsResponse config sources.
 SOURCE_DYNAMIC_TOPIC = 1
@@ -91,6 +98,7 @@ SOURCE_DYNAMIC_BROKER = 2
 SOURCE_DYNAMIC_DEFAULT_BROKER = 3
 SOURCE_STATIC_BROKER = 4
 SOURCE_DEFAULT = 5
+SOURCE_DYNAMIC_GROUP = 8
 
 AlterResult = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
 Result = DescribeConfigsResponse.DescribeConfigsResult
@@ -113,11 +121,12 @@ def _broker_type(setting: Setting) -> int:
 
 class ConfigApis:
     def __init__(self, node: NodeInfo, config: Config, topics: TopicService,
-                 dynamic: DynamicBrokerConfigs | None = None) -> None:
+                 dynamic: DynamicBrokerConfigs | None = None, groups: GroupConfigs | None = None) -> None:
         self.node = node
         self.config = config
         self.topics = topics
         self.dynamic: DynamicBrokerConfigs = dynamic if dynamic is not None else MemoryBrokerConfigs()
+        self.groups = groups if groups is not None else GroupConfigs(config, FileGroupConfigs(config.data_dir))
 
     def describe_configs(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
         version = ctx.api_version
@@ -130,6 +139,8 @@ class ConfigApis:
                 results.append(self._topic(resource.resource_name, keys, synonyms, docs))
             elif resource.resource_type == RESOURCE_BROKER:
                 results.append(self._broker(resource.resource_name, keys, synonyms, docs))
+            elif resource.resource_type == RESOURCE_GROUP:
+                results.append(self._group(resource.resource_name, keys, synonyms, docs))
             else:
                 results.append(Result(error_code=ErrorCode.INVALID_REQUEST,
                                       error_message=f"Unsupported resource type {resource.resource_type}",
@@ -198,6 +209,35 @@ class ConfigApis:
                                  config_type=_broker_type(setting), documentation=setting.doc if docs else None))
         return Result(error_code=0, error_message=None, resource_type=RESOURCE_BROKER, resource_name=name, configs=entries)
 
+    def _group(self, name: str, keys: set[str] | None, synonyms: bool, docs: bool) -> KafkaStruct:
+        if not name:
+            return Result(error_code=ErrorCode.INVALID_REQUEST, error_message="Group name must not be empty",
+                          resource_type=RESOURCE_GROUP, resource_name=name, configs=[])
+        overrides = self.groups.store.group(name)
+        entries = []
+        for key, definition in sorted(GROUP_CONFIGS.items()):
+            if keys is not None and key not in keys:
+                continue
+            broker_key = definition.broker_key
+            broker_explicit = broker_key in self.config.explicit
+            if key in overrides:
+                value, source = overrides[key], SOURCE_DYNAMIC_GROUP
+            else:
+                value = _text(self.config[broker_key])
+                source = SOURCE_STATIC_BROKER if broker_explicit else SOURCE_DEFAULT
+            chain = []
+            if synonyms:
+                if key in overrides:
+                    chain.append(Synonym(name=key, value=overrides[key], source=SOURCE_DYNAMIC_GROUP))
+                if broker_explicit:
+                    chain.append(Synonym(name=broker_key, value=_text(self.config[broker_key]),
+                                         source=SOURCE_STATIC_BROKER))
+                chain.append(Synonym(name=broker_key, value=_text(SETTINGS[broker_key].default), source=SOURCE_DEFAULT))
+            entries.append(Entry(name=key, value=value, read_only=False, config_source=source,
+                                 is_default=source == SOURCE_DEFAULT, is_sensitive=False, synonyms=chain,
+                                 config_type=TYPE_INT, documentation=definition.doc if docs else None))
+        return Result(error_code=0, error_message=None, resource_type=RESOURCE_GROUP, resource_name=name, configs=entries)
+
     # --- IncrementalAlterConfigs (KIP-339) -------------------------------------------------------
 
     async def incremental_alter_configs(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
@@ -263,6 +303,8 @@ class ConfigApis:
                 await self._alter_topic(name, keys, change, validate_only)
             elif resource_type == RESOURCE_BROKER:
                 await self._alter_broker(name, keys, change, validate_only)
+            elif resource_type == RESOURCE_GROUP:
+                await self._alter_group(name, keys, change, validate_only)
             else:
                 raise _Invalid(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}")
         except (_Invalid, TopicError) as exc:
@@ -338,6 +380,23 @@ class ConfigApis:
                                                          "bytes per second >= 1 expected")
         if not validate_only and new != current:
             await self.dynamic.alter_broker(entity, new)
+
+    async def _alter_group(self, name: str, keys: list[str],
+                           change: Callable[[dict[str, str], Callable[[str], bool]], dict[str, str]],
+                           validate_only: bool) -> None:
+        if not name:
+            raise _Invalid(ErrorCode.INVALID_REQUEST, "Group name must not be empty")
+        for key in keys:  # deleting an unknown key is also an error
+            if key not in GROUP_CONFIGS:
+                raise _Invalid(ErrorCode.INVALID_CONFIG, f"Unknown group config name: {key}")
+        current = dict(self.groups.store.group(name))
+        new = change(current, lambda key: False)  # no group config is a list: APPEND/SUBTRACT refused
+        try:
+            self.groups.validate(new)
+        except GroupConfigError as exc:
+            raise _Invalid(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        if not validate_only and new != current:
+            await self.groups.store.alter_group(name, new)
 
     def handlers(self) -> dict[ApiKey, Handler]:
         return {ApiKey.DESCRIBE_CONFIGS: self.describe_configs,

@@ -1,6 +1,6 @@
 """Config changes after creation, written where Kafka's ZooKeeper mode keeps them: topic overrides
 in ``/config/topics/<t>``, dynamic broker configs in ``/config/brokers/<id>`` (or ``<default>``),
-each followed by a ``/config/changes/config_change_<seq>`` notification as Kafka's
+KIP-848 groups' overrides in ``/config/groups/<group>`` (our own path, znodes.py), each followed by a ``/config/changes/config_change_<seq>`` notification as Kafka's
 ``AdminZkClient.changeConfigs`` writes it
 (https://github.com/apache/kafka/blob/3.9.0/core/src/main/scala/kafka/zk/AdminZkClient.scala). Our nodes
 watch the config znodes themselves (zk_watcher), so a change reaches every node's view directly.
@@ -12,16 +12,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
+from types import MappingProxyType
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 
 from .view import ClusterView
 from .znodes import (
     CONFIG_CHANGES,
+    CONFIG_GROUPS,
     broker_config_path,
     decode_topic_config,
     encode_config_change,
     encode_topic_config,
+    group_config_path,
+    group_znode_name,
     topic_config_path,
 )
 from .zookeeper import ZooKeeper
@@ -29,6 +34,7 @@ from .zookeeper import ZooKeeper
 __all__ = ["ZkConfigs", "ConfigChanged"]
 
 log = logging.getLogger("groupcoord.cluster.configs")
+_NO_CONFIGS: Mapping[str, str] = MappingProxyType({})
 
 
 class ConfigChanged(Exception):
@@ -54,6 +60,20 @@ class ZkConfigs:
         while self.view is not None and self.broker(entity) != configs and loop.time() < deadline:
             await asyncio.sleep(0.01)
 
+    # --- KIP-848 groups' overrides (coordinator/admin/group_configs.py; event loop) ----------------
+
+    def group(self, group_id: str) -> Mapping[str, str]:
+        """Read on every consumer heartbeat: the view's own mapping, not a copy (the view replaces
+        it on a change, never edits it)."""
+        return self.view.group_configs.get(group_id, _NO_CONFIGS) if self.view is not None else _NO_CONFIGS
+
+    async def alter_group(self, group_id: str, configs: dict[str, str]) -> None:
+        await asyncio.to_thread(self.set_group, group_id, configs)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 10.0
+        while self.view is not None and self.group(group_id) != configs and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+
     # --- writes (blocking) ------------------------------------------------------------------------
 
     def read(self, path: str) -> dict[str, str]:
@@ -68,6 +88,10 @@ class ZkConfigs:
 
     def set_broker(self, entity: str, configs: dict[str, str]) -> None:
         self._write(broker_config_path(entity), f"brokers/{entity}", configs, create=True)
+
+    def set_group(self, group_id: str, configs: dict[str, str]) -> None:
+        self.zk.client.ensure_path(CONFIG_GROUPS)  # not one of Kafka's paths: no node may have made it yet
+        self._write(group_config_path(group_id), f"groups/{group_znode_name(group_id)}", configs, create=True)
 
     def _write(self, path: str, entity_path: str, configs: dict[str, str], *, create: bool) -> None:
         client = self.zk.client

@@ -61,6 +61,9 @@ class ClusterView:
         #: Dynamic broker configs (``/config/brokers/<id>`` and ``/config/brokers/<default>``)
         #: of this node, by entity name: only the replication throttles are read from them.
         self.broker_configs: dict[str, dict[str, str]] = {}
+        #: KIP-848 groups' config overrides (``/config/groups/<group>``), by group id; read when
+        #: a group needs them, so no listener is told.
+        self.group_configs: dict[str, dict[str, str]] = {}
         self.listeners: list[ViewListener] = []
 
     # --- reading ------------------------------------------------------------------------------
@@ -131,6 +134,12 @@ class ClusterView:
 
     def set_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
         self.broker_configs[entity] = configs
+
+    def set_group_config(self, group_id: str, configs: dict[str, str]) -> None:
+        if configs:
+            self.group_configs[group_id] = configs
+        else:
+            self.group_configs.pop(group_id, None)
 
     def set_state(self, topic: str, partition: int, state: PartitionState | None) -> None:
         key = (topic, partition)

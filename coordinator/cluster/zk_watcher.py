@@ -1,7 +1,7 @@
 """Keeps a :class:`~.view.ClusterView` in step with ZooKeeper through watches.
 
 Watched: the children of ``/brokers/ids`` (live brokers) and of ``/brokers/topics``, each topic's
-assignment and ``/config/topics/<t>``, each partition's ``state``, ``/controller``, and
+assignment and ``/config/topics/<t>``, each group's ``/config/groups/<group>``, each partition's ``state``, ``/controller``, and
 groupcoord's own ``/admin/controlled_shutdown`` and ``/admin/warming_replicas``. kazoo's
 ``DataWatch`` / ``ChildrenWatch`` re-arm themselves after each event and after a new session, so
 a node that lost its session sees the whole cluster again once it has a new one.
@@ -28,6 +28,7 @@ from .view import ClusterView
 from .znodes import (
     BROKER_IDS,
     BROKER_TOPICS,
+    CONFIG_GROUPS,
     CONTROLLED_SHUTDOWN,
     CONTROLLER,
     DEFAULT_ENTITY,
@@ -43,6 +44,7 @@ from .znodes import (
     decode_topic,
     decode_topic_config,
     decode_warming_replica,
+    group_of_znode,
     partition_state_path,
     topic_config_path,
     topic_path,
@@ -66,6 +68,7 @@ class ZkWatcher:
         self._lock = threading.Lock()
         self._topics: set[str] = set()
         self._partitions: set[tuple[str, int]] = set()
+        self._groups: set[str] = set()
         self._stopped = False
 
     def _post(self, fn: Callable[[*_Args], None], *args: *_Args) -> None:
@@ -87,6 +90,8 @@ class ZkWatcher:
         ChildrenWatch(client, DELETE_TOPICS, self._on_deleting)
         client.ensure_path(WARMING_REPLICAS)
         ChildrenWatch(client, WARMING_REPLICAS, self._on_warming)
+        client.ensure_path(CONFIG_GROUPS)
+        ChildrenWatch(client, CONFIG_GROUPS, self._on_groups)
         if self.broker_id is not None:
             for entity in (str(self.broker_id), DEFAULT_ENTITY):
                 DataWatch(client, broker_config_path(entity),
@@ -176,6 +181,34 @@ class ZkWatcher:
             log.error("ignoring a topic config", extra={"error": str(exc)})
             return True
         self._post(self.view.set_config, name, configs)
+        return True
+
+    def _on_groups(self, children: list[str]) -> bool:
+        if self._stopped:
+            return False
+        with self._lock:
+            new = [name for name in children if name not in self._groups]
+            self._groups.update(new)
+        for name in new:
+            path = f"{CONFIG_GROUPS}/{name}"
+            DataWatch(self.zk.client, path, lambda d, s, e=None, n=name: self._on_group_config(n, d, s))
+        return True
+
+    def _on_group_config(self, name: str, data: bytes | None, stat: ZkStat | None) -> bool:
+        if self._stopped:
+            return False
+        group_id = group_of_znode(name)
+        if stat is None:  # deleted: forget it; a new child is watched afresh
+            with self._lock:
+                self._groups.discard(name)
+            self._post(self.view.set_group_config, group_id, {})
+            return False
+        try:
+            configs = decode_topic_config(f"{CONFIG_GROUPS}/{name}", data)  # the same {"config": …} form
+        except ZnodeError as exc:
+            log.error("ignoring a group config", extra={"error": str(exc)})
+            return True
+        self._post(self.view.set_group_config, group_id, configs)
         return True
 
     def _on_broker_config(self, entity: str, data: bytes | None, stat: ZkStat | None) -> bool:

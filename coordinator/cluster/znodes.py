@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
+import urllib.parse
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
@@ -44,6 +45,10 @@ CONFIG_TOPICS = "/config/topics"
 #: ``/config/brokers/<id>`` and ``/config/brokers/<default>``: dynamic broker configs.
 CONFIG_BROKERS = "/config/brokers"
 DEFAULT_ENTITY = "<default>"
+#: ``/config/groups/<group>``: a KIP-848 group's config overrides (coordinator/admin/group_configs.py),
+#: in the form of a topic's. Kafka keeps these in KRaft metadata only; the path follows its other
+#: config entities. A group id may hold any character, so the znode name is its percent-encoding.
+CONFIG_GROUPS = "/config/groups"
 #: ``/config/changes/config_change_<seq>``: Kafka brokers read config changes from these
 #: notifications; our nodes watch the config znodes themselves, but write them for Kafka's tools.
 CONFIG_CHANGES = "/config/changes/config_change_"
@@ -378,6 +383,21 @@ def decode_partition_state(path: str, data: bytes | None, zk_version: int = -1) 
 
 def broker_config_path(entity: str) -> str:
     return f"{CONFIG_BROKERS}/{entity}"
+
+
+def group_znode_name(group_id: str) -> str:
+    """The znode name of a group id: percent-encoded, so '/' cannot make a path and '.' or '..'
+    (names ZooKeeper refuses) cannot arise."""
+    name = urllib.parse.quote(group_id, safe="")
+    return name.replace(".", "%2E") if name in (".", "..") else name
+
+
+def group_of_znode(name: str) -> str:
+    return urllib.parse.unquote(name)
+
+
+def group_config_path(group_id: str) -> str:
+    return f"{CONFIG_GROUPS}/{group_znode_name(group_id)}"
 
 
 def encode_config_change(entity_path: str) -> bytes:

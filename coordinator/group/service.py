@@ -10,9 +10,18 @@ https://github.com/apache/kafka/blob/3.9/core/src/main/scala/kafka/coordinator/g
   session, and SyncGroup, answered REBALANCE_IN_PROGRESS so the member rejoins;
 * not owned (or failed): NOT_COORDINATOR, so the client looks the coordinator up again.
 
-Requests naming several groups (OffsetFetch v8+, DescribeGroups, DeleteGroups) are split by
-partition, run per partition and merged back in request order; ListGroups asks every partition
-and fails whole with the error of any partition that cannot answer (the new coordinator's rule).
+Requests naming several groups (OffsetFetch v8+, DescribeGroups, DeleteGroups,
+ConsumerGroupDescribe) are split by partition, run per partition and merged back in request order;
+ListGroups asks every partition and fails whole with the error of any partition that cannot answer
+(the new coordinator's rule).
+
+KIP-848's ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69) route the same way. As Kafka's
+``GroupCoordinatorService`` does
+(https://github.com/apache/kafka/blob/trunk/group-coordinator/src/main/java/org/apache/kafka/coordinator/group/GroupCoordinatorService.java),
+a heartbeat is checked here before it reaches a shard (INVALID_REQUEST with the reason, or
+UNSUPPORTED_ASSIGNOR), and a refusal is the response's error code with no member: loading answers
+COORDINATOR_LOAD_IN_PROGRESS (no blind NONE as for the classic Heartbeat: a KIP-848 member learns
+its assignment from the answer), a write the ISR refused COORDINATOR_NOT_AVAILABLE.
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse, L
 from kafka.protocol.consumer import OffsetDeleteResponse
 
 from protocol.apis import ApiKey
+from protocol.consumer_group_messages import ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse
 from protocol.errors import ErrorCode
 from protocol.hashing import partition_for
 from protocol.hot_responses import (
@@ -81,16 +91,83 @@ def _fetch_offsets(request: KafkaRequest, api_version: int, shard: GroupCoordina
     return shard.fetch_offsets(request, api_version)
 
 
+def _describe_consumer_groups(group_ids: list[str], api_version: int, include_authorized_operations: bool,
+                              shard: GroupCoordinatorShard) -> list[KafkaStruct]:
+    return shard.consumer_group_describe(group_ids, api_version, include_authorized_operations)
+
+
 def _client_host(peer: str) -> str:
     # Kafka records a member's host as Java's InetAddress.toString(): "/1.2.3.4".
     host = peer.rsplit(":", 1)[0].strip("[]")
     return "/" + host
 
 
+#: ConsumerGroupHeartbeat v1+ members choose their own member id (KIP-1082).
+_CLIENT_MEMBER_ID_VERSION = 1
+#: Member epochs a heartbeat may carry besides the member's own: 0 joins, -1 leaves, -2 leaves
+#: keeping a static member's place (KIP-848).
+_JOIN_EPOCH, _LEAVE_EPOCH, _STATIC_LEAVE_EPOCH = 0, -1, -2
+#: ConsumerGroupDescribe's AuthorizedOperations when not asked for (Integer.MIN_VALUE).
+_NO_OPERATIONS = -(2**31)
+
+
+def heartbeat_request_problem(request: KafkaRequest, api_version: int,
+                              assignors: tuple[str, ...]) -> tuple[ErrorCode, str] | None:
+    """Why a ConsumerGroupHeartbeat is refused before it reaches a shard, or None (the checks of
+    Kafka's ``GroupCoordinatorService.throwIfConsumerGroupHeartbeatRequestIsInvalid``)."""
+    epoch = request.member_epoch
+    if (api_version >= _CLIENT_MEMBER_ID_VERSION or epoch > 0 or epoch == _LEAVE_EPOCH) and request.member_id == "":
+        return E.INVALID_REQUEST, "MemberId can't be empty."
+    for value, name in ((request.group_id, "GroupId"), (request.instance_id, "InstanceId"),
+                        (request.rack_id, "RackId")):
+        if value == "":
+            return E.INVALID_REQUEST, f"{name} can't be empty."
+    if epoch == _JOIN_EPOCH:
+        if request.rebalance_timeout_ms == -1:
+            return E.INVALID_REQUEST, "RebalanceTimeoutMs must be provided in first request."
+        if request.topic_partitions is None or request.topic_partitions:
+            return E.INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining."
+        # An empty list of names (or an empty regex) joins subscribed to nothing: allowed.
+        regex = request.subscribed_topic_regex if api_version >= 1 else None
+        if request.subscribed_topic_names is None and regex is None:
+            return E.INVALID_REQUEST, ("Either SubscribedTopicNames or SubscribedTopicRegex must be non-null "
+                                       "when (re-)joining.")
+    elif epoch == _STATIC_LEAVE_EPOCH:
+        if request.instance_id is None:
+            return E.INVALID_REQUEST, "InstanceId can't be null."
+    elif epoch < _STATIC_LEAVE_EPOCH:
+        return E.INVALID_REQUEST, "MemberEpoch is invalid."
+    if request.server_assignor is not None and request.server_assignor not in assignors:
+        return E.UNSUPPORTED_ASSIGNOR, (f"ServerAssignor {request.server_assignor} is not supported. "
+                                        f"Supported assignors: {', '.join(assignors)}.")
+    return None
+
+
+def _heartbeat_error(v: int, error: int, message: str | None = None) -> KafkaResponse:
+    return ConsumerGroupHeartbeatResponse(version=v, throttle_time_ms=0, error_code=int(error), error_message=message,
+                                          member_id=None, member_epoch=0, heartbeat_interval_ms=0, assignment=None)
+
+
+def _described_error(group_id: str, error: int) -> KafkaStruct:
+    return ConsumerGroupDescribeResponse.DescribedGroup(
+        error_code=int(error), error_message=None, group_id=group_id, group_state="", group_epoch=0,
+        assignment_epoch=0, assignor_name="", members=[], authorized_operations=_NO_OPERATIONS)
+
+
+def _refusal(exc: NotActiveError) -> ErrorCode:
+    """What a KIP-848 request answers when the runtime refuses its operation: Kafka's
+    ``handleOperationException`` turns NOT_ENOUGH_REPLICAS and REQUEST_TIMED_OUT into
+    COORDINATOR_NOT_AVAILABLE, a partition that is not (or no longer) ours into NOT_COORDINATOR."""
+    return E.COORDINATOR_NOT_AVAILABLE if getattr(exc, "error_code", None) is not None else E.NOT_COORDINATOR
+
+
 class GroupService:
     def __init__(self, runtime: CoordinatorRuntime[GroupCoordinatorShard],
-                 offsets_partitions: Callable[[], int | None]) -> None:
+                 offsets_partitions: Callable[[], int | None],
+                 consumer_assignors: tuple[str, ...] = ("uniform", "range")) -> None:
         self.runtime = runtime
+        #: group.consumer.assignors: the ServerAssignor names a heartbeat may ask for.
+        self.consumer_assignors = consumer_assignors
         #: The partition count of the offsets topic (``runtime.topic``), None while it does not
         #: exist. Asked, not imported: the topic registry belongs to the topics wing, which the
         #: group wing does not import (tests/test_layering.py).
@@ -425,6 +502,64 @@ class GroupService:
                 answers[item] = failed(item, error)
         return answers
 
+    # --- KIP-848 consumer groups ---------------------------------------------------------------
+
+    def consumer_group_heartbeat(self, ctx: RequestContext, request: KafkaRequest
+                                 ) -> KafkaResponse | asyncio.Future[KafkaResponse]:
+        v = ctx.api_version
+        problem = heartbeat_request_problem(request, v, self.consumer_assignors)
+        if problem is not None:
+            return _heartbeat_error(v, *problem)
+        p = self.partition_of(request.group_id)
+        error = self._error_for(p)
+        if error:
+            return _heartbeat_error(v, error)
+        client_id, client_host = ctx.client_id or "", _client_host(ctx.peer)
+        try:
+            answer = self.runtime.write(p, "consumer-group-heartbeat",  # type: ignore[arg-type]  # p: no error
+                                        lambda s: s.consumer_group_heartbeat(request, v, client_id, client_host))
+        except NotActiveError as exc:
+            return _heartbeat_error(v, _refusal(exc))
+        return self._or_not_coordinator(answer, lambda: _heartbeat_error(v, E.NOT_COORDINATOR),
+                                        lambda code: _heartbeat_error(v, E.COORDINATOR_NOT_AVAILABLE))
+
+    async def consumer_group_describe(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
+        v = ctx.api_version
+        include_operations = bool(request.include_authorized_operations)
+        group_ids: list[str] = list(request.group_ids)
+        answers: dict[str, KafkaStruct] = {}
+        by_partition: dict[int | None, list[str]] = {}
+        for gid in group_ids:
+            if gid:
+                by_partition.setdefault(self.partition_of(gid), []).append(gid)
+            else:  # Kafka's service answers an empty group id itself
+                answers[gid] = _described_error(gid, E.INVALID_GROUP_ID)
+        reads: list[tuple[list[str], asyncio.Future[list[KafkaStruct]]]] = []
+        try:
+            for p, subset in by_partition.items():
+                error = self._error_for(p)
+                if p is not None and not error:
+                    try:
+                        reads.append((subset, self.runtime.read(
+                            p, "consumer-group-describe",
+                            partial(_describe_consumer_groups, subset, v, include_operations))))
+                        continue
+                    except NotActiveError as exc:
+                        error = _refusal(exc)
+                for gid in subset:
+                    answers[gid] = _described_error(gid, error)
+            for subset, read in reads:  # the partitions' reads run at once; collect them in turn
+                try:
+                    for described in await read:
+                        answers[described.group_id] = described
+                except NotActiveError as exc:
+                    for gid in subset:
+                        answers[gid] = _described_error(gid, _refusal(exc))
+        finally:
+            for _subset, read in reads:
+                _discard(read)
+        return ConsumerGroupDescribeResponse(version=v, throttle_time_ms=0, groups=[answers[g] for g in group_ids])
+
     async def list_groups(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
         v = ctx.api_version
         listed: list[KafkaStruct] = []
@@ -454,4 +589,6 @@ class GroupService:
             ApiKey.DESCRIBE_GROUPS: self.describe_groups,
             ApiKey.LIST_GROUPS: self.list_groups,
             ApiKey.DELETE_GROUPS: self.delete_groups,
+            ApiKey.CONSUMER_GROUP_HEARTBEAT: self.consumer_group_heartbeat,
+            ApiKey.CONSUMER_GROUP_DESCRIBE: self.consumer_group_describe,
         }

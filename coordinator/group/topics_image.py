@@ -48,7 +48,8 @@ class TopicsImage(Protocol):
     def all(self) -> Iterable[TopicDescription]: ...
 
     def partition_racks(self, topic_id: uuid.UUID, partition: int) -> tuple[str, ...]:
-        """The racks of the partition's replicas, sorted, without repeats; () when unknown."""
+        """One rack per replica that has one, sorted (two replicas in one rack give it twice, as
+        Kafka's KIP-1101 topic hash counts them); () when unknown."""
         ...
 
 

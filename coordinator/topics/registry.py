@@ -8,6 +8,10 @@ and the produce/fetch paths consult to know which partitions exist.
 Name rules are Kafka's (``org.apache.kafka.common.internals.Topic``): 1-249 characters of
 ``[a-zA-Z0-9._-]``, not ``.`` or ``..``; and two names that differ only by ``.`` versus ``_``
 collide, because they map to the same metric names.
+
+The registry is also what KIP-848 consumer groups see of the topics (``TopicsImage`` of
+``coordinator/group/topics_image.py``): ``version`` moves on every change a group's assignment
+depends on, and ``partition_racks`` gives the racks of a partition's replicas.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,6 +83,15 @@ class TopicRegistry:
         self._topics: dict[str, TopicInfo] = {}
         self._by_id: dict[uuid.UUID, TopicInfo] = {}
         self._collisions: dict[str, str] = {}
+        #: Moves whenever a topic is created, deleted or grows, or the replicas of a partition or
+        #: their racks change (``topology_changed``): a consumer group re-examines its topics only
+        #: when the version it last saw is stale (KIP-1101 counts racks in).
+        self.version = 0
+        #: This node's ``broker.rack`` ("" when unset): on a single node it holds every replica.
+        self.node_rack = ""
+        #: Cluster mode: the racks of a partition's replicas by topic name and partition, set by
+        #: the cluster wing (``cluster/replica_racks.py``), which also calls ``topology_changed``.
+        self.replica_racks: Callable[[str, int], tuple[str, ...]] | None = None
         if persistent and self._path.exists():
             self._load()
 
@@ -94,6 +108,7 @@ class TopicRegistry:
             raise ConfigError(f"{self._path}: unreadable topic registry ({type(exc).__name__}: {exc})") from None
 
     def _index(self, info: TopicInfo) -> None:
+        self.version += 1
         self._topics[info.name] = info
         self._by_id[info.topic_id] = info
         self._collisions[_collision_key(info.name)] = info.name
@@ -152,6 +167,7 @@ class TopicRegistry:
         info = self._topics.pop(name)
         del self._by_id[info.topic_id]
         self._collisions.pop(_collision_key(name), None)
+        self.version += 1
         self._save()
         return info
 
@@ -161,4 +177,21 @@ class TopicRegistry:
 
     def set_partitions(self, name: str, count: int) -> None:
         self._topics[name].num_partitions = count
+        self.version += 1
         self._save()
+
+    # --- what consumer groups read besides names and partitions -----------------------------------
+
+    def topology_changed(self) -> None:
+        """The replicas of some partition, or a broker's rack, changed (cluster mode)."""
+        self.version += 1
+
+    def partition_racks(self, topic_id: uuid.UUID, partition: int) -> tuple[str, ...]:
+        """One rack per replica that has one, sorted (two replicas in one rack give it twice, as
+        Kafka's KIP-1101 topic hash counts them); () when unknown."""
+        info = self._by_id.get(topic_id)
+        if info is None or not 0 <= partition < info.num_partitions:
+            return ()
+        if self.replica_racks is not None:
+            return self.replica_racks(info.name, partition)
+        return (self.node_rack,) if self.node_rack else ()

@@ -3,7 +3,8 @@
     python tests/clients/group_member.py CLIENT bootstrap topic group strategy instanceId|- sessionMs \
         stopFile pollDelayMs maxPollRecords
 
-CLIENT: confluent | kafka-python | aiokafka. strategy: range | roundrobin | cooperative-sticky.
+CLIENT: confluent | kafka-python | aiokafka. strategy: range | roundrobin | cooperative-sticky, or (confluent
+only) consumer | consumer-uniform | consumer-range: group.protocol=consumer (KIP-848).
 Prints the line protocol of ``java/GroupConsumer.java`` (A/REV/LOST/R/C/CF/STARTED/CLOSED), commits
 synchronously after every non-empty poll, and runs until stopFile exists (then closes) or is killed.
 Standalone on purpose (no imports from the repo), so it can be started and SIGKILLed as a process.
@@ -30,14 +31,22 @@ def parts(ps) -> str:  # type: ignore[no-untyped-def]
 def run_confluent(bootstrap, topic, group, strategy, instance, session, stop, delay, max_poll) -> None:  # type: ignore[no-untyped-def]
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-    conf = {"bootstrap.servers": bootstrap, "group.id": group, "partition.assignment.strategy": strategy,
-            "session.timeout.ms": session, "heartbeat.interval.ms": 500, "max.poll.interval.ms": 30000,
+    conf = {"bootstrap.servers": bootstrap, "group.id": group, "max.poll.interval.ms": 30000,
             "enable.auto.commit": False, "auto.offset.reset": "earliest", "reconnect.backoff.max.ms": 500}
+    if strategy.startswith("consumer"):
+        # KIP-848 (librdkafka 2.12+): the server assigns and sets the session timeout and heartbeat
+        # interval; "consumer-<name>" picks the server assignor. Rebalances are incremental.
+        conf["group.protocol"] = "consumer"
+        if strategy.startswith("consumer-"):
+            conf["group.remote.assignor"] = strategy.removeprefix("consumer-")
+    else:
+        conf.update({"partition.assignment.strategy": strategy, "session.timeout.ms": session,
+                     "heartbeat.interval.ms": 500})
     if instance != "-":
         conf["group.instance.id"] = instance
     c = Consumer(conf)
     owned: set[int] = set()
-    cooperative = strategy == "cooperative-sticky"
+    cooperative = strategy == "cooperative-sticky" or strategy.startswith("consumer")
 
     def on_assign(consumer, tps) -> None:  # type: ignore[no-untyped-def]
         nonlocal owned

@@ -1,8 +1,7 @@
 """The KIP-848 wire messages: ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69), v0-v1.
 
-They are known to the codec (``protocol.apis``) but not served yet, so these tests reach the
-request decoder directly (``body_decoder``, what ServerConnection compiles for a served API) rather
-than through a connection. Golden frames are written out byte by byte from Kafka's message
+Most tests reach the request decoder directly (``body_decoder``, what ServerConnection compiles for
+a served API); one feeds a connection, now that both are served (coordinator/group/service.py). Golden frames are written out byte by byte from Kafka's message
 definitions (https://github.com/apache/kafka/tree/trunk/clients/src/main/resources/common/message)
 and the flexible encoding of KIP-482: compact strings and arrays carry length + 1 as an unsigned
 varint (0 is null), every struct ends with a tagged-field section.
@@ -26,7 +25,7 @@ from protocol.consumer_group_messages import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
 )
-from protocol.events import ProtocolViolation
+from protocol.events import RequestReceived
 from protocol.nullability import NullInNonNullableField, null_checker
 from protocol.request_codec import MalformedRequest, body_decoder
 from tests.protocol.test_connection import frame, request_frame, request_header
@@ -68,28 +67,29 @@ def split_request(data: bytes) -> tuple[int, int, int, str | None, bytes]:
 # --------------------------------------------------------------------------------------------
 
 
-def test_known_but_not_advertised() -> None:
-    """The codec knows both APIs; no handler exists yet, so ApiVersions must not offer them."""
+def test_known_and_advertised() -> None:
+    """The codec knows both APIs and ApiVersions offers v0-v1 of each."""
     assert (int(ApiKey.CONSUMER_GROUP_HEARTBEAT), int(ApiKey.CONSUMER_GROUP_DESCRIBE)) == (68, 69)
     assert request_class(68) is ConsumerGroupHeartbeatRequest
     assert response_class(68) is ConsumerGroupHeartbeatResponse
     assert request_class(69) is ConsumerGroupDescribeRequest
     assert response_class(69) is ConsumerGroupDescribeResponse
     for key in KEYS:
-        assert key not in SUPPORTED_VERSIONS
+        assert SUPPORTED_VERSIONS[key] == (0, 1)
         assert request_class(key).API_KEY == response_class(key).API_KEY == key
         assert (request_class(key).min_version, request_class(key).max_version) == (0, 1)
         assert (response_class(key).min_version, response_class(key).max_version) == (0, 1)
         assert is_flexible(key, 0) and is_flexible(key, 1)
 
 
-def test_a_connection_refuses_them_while_unserved() -> None:
-    request = ConsumerGroupHeartbeatRequest[1](group_id="g", member_id="", member_epoch=0)
+def test_a_connection_decodes_them() -> None:
+    request = ConsumerGroupHeartbeatRequest[1](group_id="g", member_id="m", member_epoch=0)
     conn = ServerConnection()
     conn.receive_data(request_frame(request, 1, 7))
     event = conn.next_event()
-    assert isinstance(event, ProtocolViolation)
-    assert "CONSUMER_GROUP_HEARTBEAT" in event.reason
+    assert isinstance(event, RequestReceived), event
+    assert (event.api_key, event.api_version, event.correlation_id) == (68, 1, 7)
+    assert (event.request.group_id, event.request.member_id) == ("g", "m")
 
 
 def test_field_names_per_version() -> None:

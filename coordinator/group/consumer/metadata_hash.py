@@ -23,9 +23,8 @@ hash4j writes an int or a long little-endian, and a ``String`` as its UTF-16 cod
 A group's bytes are the 64-bit hashes of its subscribed topics that exist, in topic name order;
 a group with no such topic hashes to 0, as does Kafka's.
 
-Kafka lists one rack per replica (two replicas in one rack give the rack twice); ``partition_racks``
-of a :class:`~coordinator.group.topics_image.TopicsImage` gives each rack once, so the two agree
-whenever a partition's replicas are in distinct racks (or have none).
+Kafka lists one rack per replica (two replicas in one rack give the rack twice), and so does
+``partition_racks`` of a :class:`~coordinator.group.topics_image.TopicsImage`.
 """
 
 from __future__ import annotations

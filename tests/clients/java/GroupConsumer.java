@@ -29,7 +29,9 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  *   CLOSED      after close()
  *
  * Args: bootstrap topic group strategy instanceId|- sessionTimeoutMs stopFile pollDelayMs maxPollRecords
- * strategy: range | roundrobin | cooperative-sticky | sticky
+ * strategy: range | roundrobin | cooperative-sticky | sticky (the classic protocol), or consumer |
+ * consumer-uniform | consumer-range (group.protocol=consumer, KIP-848: sessionTimeoutMs is unused,
+ * the server's group.consumer.session.timeout.ms applies)
  * Runs until stopFile exists (then close(): LeaveGroup for a dynamic member) or until killed.
  */
 public class GroupConsumer {
@@ -68,21 +70,29 @@ public class GroupConsumer {
         long delay = Long.parseLong(args[7]);
         String maxPoll = args[8];
 
-        String assignor;
-        switch (strategy) {
-            case "range": assignor = "org.apache.kafka.clients.consumer.RangeAssignor"; break;
-            case "roundrobin": assignor = "org.apache.kafka.clients.consumer.RoundRobinAssignor"; break;
-            case "cooperative-sticky": assignor = "org.apache.kafka.clients.consumer.CooperativeStickyAssignor"; break;
-            case "sticky": assignor = "org.apache.kafka.clients.consumer.StickyAssignor"; break;
-            default: throw new IllegalArgumentException(strategy);
-        }
         Properties p = new Properties();
         p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
         if (!instance.equals("-")) p.put(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG, instance);
-        p.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, assignor);
-        p.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, String.valueOf(session));
-        p.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "500");
+        if (strategy.startsWith("consumer")) {
+            // KIP-848: the server assigns and sets session timeout and heartbeat interval; the
+            // client refuses the classic settings with this protocol. "consumer-<name>" picks
+            // the server assignor (group.remote.assignor).
+            p.put("group.protocol", "consumer");
+            if (strategy.startsWith("consumer-")) p.put("group.remote.assignor", strategy.substring(9));
+        } else {
+            String assignor;
+            switch (strategy) {
+                case "range": assignor = "org.apache.kafka.clients.consumer.RangeAssignor"; break;
+                case "roundrobin": assignor = "org.apache.kafka.clients.consumer.RoundRobinAssignor"; break;
+                case "cooperative-sticky": assignor = "org.apache.kafka.clients.consumer.CooperativeStickyAssignor"; break;
+                case "sticky": assignor = "org.apache.kafka.clients.consumer.StickyAssignor"; break;
+                default: throw new IllegalArgumentException(strategy);
+            }
+            p.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, assignor);
+            p.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, String.valueOf(session));
+            p.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "500");
+        }
         p.put(ConsumerConfig.MAX_POLL_INTERVAL_MS_CONFIG, "30000");
         p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
         p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
