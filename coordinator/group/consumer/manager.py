@@ -128,13 +128,14 @@ def _subscription_value(m: ConsumerGroupMember) -> ConsumerGroupMemberMetadataVa
     return ConsumerGroupMemberMetadataValue(
         instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
         subscribed_topic_names=m.subscribed_topic_names, subscribed_topic_regex=m.subscribed_topic_regex,
-        rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor)
+        rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor,
+        classic_member_metadata=m.classic_member_metadata)
 
 
 def _subscription(m: ConsumerGroupMember) -> tuple[object, ...]:
     """What a ConsumerGroupMemberMetadata record holds (cheaper to compare than the record)."""
     return (m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed_topic_names, m.subscribed_topic_regex,
-            m.rebalance_timeout_ms, m.server_assignor)
+            m.rebalance_timeout_ms, m.server_assignor, m.classic_member_metadata)
 
 
 def _current_value(m: ConsumerGroupMember) -> ConsumerGroupCurrentMemberAssignmentValue:
@@ -774,7 +775,7 @@ class ConsumerGroupManager:
                 old, instance_id=value.instance_id, rack_id=value.rack_id, client_id=value.client_id,
                 client_host=value.client_host, subscribed_topic_names=value.subscribed_topic_names,
                 subscribed_topic_regex=value.subscribed_topic_regex, rebalance_timeout_ms=value.rebalance_timeout_ms,
-                server_assignor=value.server_assignor))
+                server_assignor=value.server_assignor, classic_member_metadata=value.classic_member_metadata))
         elif isinstance(value, ConsumerGroupTargetAssignmentMetadataValue):
             group.assignment_epoch = value.assignment_epoch
             group.has_assignment_record = True
