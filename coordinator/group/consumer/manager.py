@@ -851,7 +851,7 @@ class ConsumerGroupManager:
                     subscribed_topic_regex=m.subscribed_topic_regex,
                     assignment=self._described_assignment(m.assigned_partitions),
                     target_assignment=self._described_assignment(group.target.get(m.member_id, {})),
-                    member_type=1))
+                    member_type=0 if m.uses_classic_protocol else 1))  # KIP-1099: 0 classic, 1 consumer
             out.append(DescribedGroup(
                 error_code=0, error_message=None, group_id=group_id, group_state=group.state.value,
                 group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
@@ -878,6 +878,10 @@ class ConsumerGroupManager:
         member = group.members.get(member_id)
         if member is None:
             return E.UNKNOWN_MEMBER_ID
+        if member.uses_classic_protocol:
+            # A classic member commits with its generation, which is its member epoch, in any
+            # version (Kafka ``ConsumerGroup.validateOffsetCommit``).
+            return E.NONE if member_epoch == member.member_epoch else E.ILLEGAL_GENERATION
         if api_version < 9:
             return E.UNSUPPORTED_VERSION
         if member_epoch == member.member_epoch:

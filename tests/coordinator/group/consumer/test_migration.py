@@ -236,6 +236,17 @@ def test_classic_join_validation_inside_a_consumer_group(ctx: ConsumerGroupTestC
     assert_replay_and_snapshot(ctx)
 
 
+def test_classic_members_commit_with_their_generation(ctx: ConsumerGroupTestContext) -> None:
+    a, b = classic_group(ctx)
+    ctx.cg_heartbeat(member_id="m1")
+    ok = ctx.commit_offsets("g", {("foo", 2): 11}, generation_id=GEN, member_id=b, version=8)
+    assert ok.topics[0].partitions[0].error_code == 0 and ctx.committed("g", "foo", 2) == 11
+    stale = ctx.commit_offsets("g", {("foo", 2): 12}, generation_id=GEN + 1, member_id=b, version=8)
+    assert stale.topics[0].partitions[0].error_code == E.ILLEGAL_GENERATION
+    described = ctx.shard.consumer_group_describe(["g"], 1, False)[0]
+    assert {m.member_id: m.member_type for m in described.members} == {a: 0, b: 0, "m1": 1}
+
+
 def test_classic_leave_fences_and_bumps_the_epoch(ctx: ConsumerGroupTestContext) -> None:
     a, b = classic_group(ctx)
     ctx.cg_heartbeat(member_id="m1")
