@@ -12,7 +12,7 @@ https://github.com/apache/kafka/blob/trunk/group-coordinator/src/main/java/org/a
   SyncGroup assignment as both its target and its current assignment.
 * Downgrade: when the last consumer-protocol member leaves a group whose other members all speak
   the classic protocol, the consumer-group records are tombstoned and one GroupMetadata record
-  holds the classic group: generation = the group epoch, each member's target assignment as its
+  holds the classic group: generation = the group epoch, each member's partitions as its
   ConsumerProtocol assignment; the shard then makes it rebalance.
 
 ``group.consumer.migration.policy`` (bidirectional, upgrade, downgrade, disabled) says which
@@ -129,7 +129,14 @@ def classic_group_value(group: ConsumerGroup, leaving_member_id: str, topics: To
     """The GroupMetadata of the classic group a consumer group becomes when ``leaving_member_id``
     (its last consumer-protocol member) leaves (Kafka ``ClassicGroup.fromConsumerGroup``): generation
     = the group epoch, the protocol every member supports that most prefer, the first member as
-    leader, each member's target assignment in its subscription's version."""
+    leader, each member's partitions in its subscription's version.
+
+    Kafka writes each member's target assignment. We write what the member may still hold (its
+    assigned partitions and those it has not revoked yet): a classic member that has not rejoined
+    since its target changed still holds its old partitions, and the record's assignment is what
+    a SyncGroup answers in a Stable group (after a reload) and what a new upgrade takes as each
+    member's partitions, so a target there could hand a partition to two members. The rebalance
+    that follows the conversion moves everyone to the classic leader's assignment anyway."""
     members = [m for mid, m in group.members.items() if mid != leaving_member_id]
     protocols: list[Mapping[str, bytes]] = []
     for m in members:
@@ -159,7 +166,14 @@ def classic_group_value(group: ConsumerGroup, leaving_member_id: str, topics: To
             member_id=m.member_id, group_instance_id=m.instance_id, client_id=m.client_id,
             client_host=m.client_host, rebalance_timeout=m.rebalance_timeout_ms,
             session_timeout=m.classic_member_metadata.session_timeout_ms, subscription=metadata,
-            assignment=assignment_bytes(group.target.get(m.member_id, {}), version, topics)))
+            assignment=assignment_bytes(_held(m), version, topics)))
     return GroupMetadataValue(protocol_type=CONSUMER_PROTOCOL_TYPE, generation=group.group_epoch, protocol=protocol,
                               leader=out[0].member_id if out else None, current_state_timestamp=now_ms,
                               members=tuple(out))
+
+
+def _held(member: ConsumerGroupMember) -> Assignment:
+    held = dict(member.assigned_partitions)
+    for topic_id, parts in member.partitions_pending_revocation.items():
+        held[topic_id] = held.get(topic_id, frozenset()) | parts
+    return held
