@@ -23,7 +23,9 @@ Rules:
    record written so far into a fresh shard rebuilds it exactly. A group id names either a
    classic or a consumer group, never both: an Empty classic group becomes a consumer group on a
    ConsumerGroupHeartbeat (its offsets stay) and an Empty consumer group a classic one on a
-   JoinGroup.
+   JoinGroup. Non-empty groups migrate online (``consumer/migration.py``): a ConsumerGroupHeartbeat
+   upgrades a classic group in place, classic members then use the consumer group
+   (``consumer/classic_members.py``), and the last consumer-protocol member leaving downgrades it.
 2. Soft state (live rebalances, parked responses, session deadlines, timers) belongs to the
    handlers and is rebuilt by ``on_loaded`` from the hard state: members get fresh session
    deadlines, groups that only have offsets become Empty "simple" groups, groups larger than

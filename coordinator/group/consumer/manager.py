@@ -366,7 +366,8 @@ class ConsumerGroupManager:
                 and rebalance_timeout_ms in (-1, member.rebalance_timeout_ms) \
                 and (server_assignor is None or server_assignor == member.server_assignor) \
                 and names is None and (regex is None or regex == member.subscribed_topic_regex) \
-                and client_id == member.client_id and client_host == member.client_host:
+                and client_id == member.client_id and client_host == member.client_host \
+                and member.classic_member_metadata is None:
             updated = member  # a steady heartbeat: nothing to copy
         else:
             updated = dataclasses.replace(
@@ -378,7 +379,8 @@ class ConsumerGroupManager:
                 server_assignor=server_assignor if server_assignor is not None else member.server_assignor,
                 subscribed_topic_names=tuple(names) if names is not None else member.subscribed_topic_names,
                 subscribed_topic_regex=regex if regex is not None else member.subscribed_topic_regex,
-                client_id=client_id, client_host=client_host)
+                client_id=client_id, client_host=client_host,
+                classic_member_metadata=None)  # a ConsumerGroupHeartbeat speaks the consumer protocol
         reconciled = self._update_member(group, member, updated, replaced, owned, now, records)
         if upgraded:
             self.on_classic_upgraded(group_id)

@@ -409,3 +409,36 @@ def test_codec_round_trip() -> None:
     a = ConsumerProtocolAssignment(3, (("t", (0, 5)),), b"u")
     assert decode_assignment(encode_assignment(a)) == a
     assert decode_assignment(b"") == ConsumerProtocolAssignment(0)
+
+
+def test_a_classic_member_must_sync_within_its_rebalance_timeout(ctx: ConsumerGroupTestContext) -> None:
+    a, b = classic_group(ctx)
+    ctx.cg_heartbeat(member_id="m1")
+    assert classic_join(ctx, a).error_code == 0
+    assert ctx.timer.deadline(classic_sync_timeout_key("g", a)) == ctx.clock.now + REBALANCE
+    for _ in range(6):  # the others stay alive (b is told to rejoin but has its rebalance timeout)
+        ctx.sleep(REBALANCE // 6)
+        ctx.heartbeat("g", b, ctx.cgroups["g"].members[b].member_epoch)
+        ctx.cg_heartbeat(member_id="m1", member_epoch=ctx.cgroups["g"].members["m1"].member_epoch)
+    ctx.sleep(1)
+    assert a not in ctx.cgroups["g"].members and b in ctx.cgroups["g"].members
+
+
+def test_a_static_classic_member_rejoining_under_a_new_id_takes_over(ctx: ConsumerGroupTestContext) -> None:
+    classic_group(ctx)
+    ctx.cg_heartbeat(member_id="m1")
+    first = classic_join(ctx, "", group_instance_id="i1")
+    assert first.error_code == 0
+    old_target = ctx.cgroups["g"].target[first.member_id]
+    epoch = ctx.cgroups["g"].group_epoch
+    assert ctx.join_group("g", "someone-else", group_instance_id="i1").result().error_code == E.FENCED_INSTANCE_ID
+    again = classic_join(ctx, "", group_instance_id="i1")
+    assert again.error_code == 0 and again.member_id != first.member_id
+    group = ctx.cgroups["g"]
+    assert first.member_id not in group.members and group.static_members["i1"] == again.member_id
+    # Same subscription: no new epoch, the new id inherits the old one's target.
+    assert group.group_epoch == epoch and group.target[again.member_id] == old_target
+    assert ctx.last_records[:3] == [(ConsumerGroupCurrentMemberAssignmentKey("g", first.member_id), None),
+                                    (ConsumerGroupTargetAssignmentMemberKey("g", first.member_id), None),
+                                    (ConsumerGroupMemberMetadataKey("g", first.member_id), None)]
+    assert_replay_and_snapshot(ctx)
