@@ -108,7 +108,7 @@ class GroupCoordinatorShard:
             assignors if assignors is not None else ASSIGNORS, regex_resolver, new_uuid)
         self.consumer_manager.on_group_created = self._drop_classic_shadow
         self.consumer_manager.classic_group = self._live_classic_group
-        self.consumer_manager.on_classic_upgraded = self._retire_classic_group
+        self.consumer_manager.on_classic_replaced = self._retire_classic_group
         self.consumer_manager.on_downgraded = self.group_manager.rebalance_converted_group
         self.classic_members = ClassicMembers(self.consumer_manager)
         self.offset_manager = OffsetManager(config, clock, self.group_manager, partition_exists,
@@ -125,9 +125,9 @@ class GroupCoordinatorShard:
         return None if group is None or group.state is S.DEAD else group
 
     def _retire_classic_group(self, group_id: str) -> None:
-        """A heartbeat upgrades this classic group (its tombstone is in the heartbeat's records):
-        parked JoinGroups and SyncGroups are told to rejoin, as Kafka's ``convertToConsumerGroup``
-        does, and the group's timers go."""
+        """A heartbeat replaces this classic group by a consumer group (its tombstone, if it has
+        a record, is in the heartbeat's records): parked JoinGroups and SyncGroups are told to
+        rejoin, as Kafka's ``convertToConsumerGroup`` does, and the group's timers go."""
         group = self.group_manager.groups.get(group_id)
         if group is not None:
             self.group_manager.answer_parked(group, E.REBALANCE_IN_PROGRESS)

@@ -209,11 +209,12 @@ class ConsumerGroupManager:
         #: group that only held the id's offsets (one namespace for both kinds of group).
         self.on_group_created: Callable[[str], None] = lambda group_id: None
         #: Online migration (``migration.py``), set by the shard: the live classic group a
-        #: heartbeat would upgrade (None: no such group), called when the upgrade is certain (the
-        #: shard retires the classic group's soft state), and called once a downgrade's records
-        #: are durable (the shard makes the classic group rebalance).
+        #: heartbeat would upgrade (None: no such group); called once a heartbeat that replaces a
+        #: classic group (an upgrade, or an Empty group giving up its id) can no longer fail (the
+        #: shard retires the classic group's soft state before its tombstone is replayed); called
+        #: once a downgrade's records are durable (the shard makes the classic group rebalance).
         self.classic_group: Callable[[str], ClassicGroup | None] = lambda group_id: None
-        self.on_classic_upgraded: Callable[[str], None] = lambda group_id: None
+        self.on_classic_replaced: Callable[[str], None] = lambda group_id: None
         self.on_downgraded: Callable[[str], None] = lambda group_id: None
 
     # --- per-group settings -----------------------------------------------------------------
@@ -303,12 +304,13 @@ class ConsumerGroupManager:
         group_id: str = request.group_id
         epoch: int = request.member_epoch
         joining = epoch == 0
-        upgraded = False
+        upgraded = replaces_classic = False
         group = self.groups.get(group_id)
         if group is None:
             if not joining:
                 self._group_or_error(group_id, classic_group_state)
             classic_state = classic_group_state(group_id)
+            replaces_classic = classic_state is not None
             if classic_state is not None and classic_state != "Empty":
                 group = self._upgrade(group_id, now, records)
                 upgraded = True
@@ -382,8 +384,9 @@ class ConsumerGroupManager:
                 client_id=client_id, client_host=client_host,
                 classic_member_metadata=None)  # a ConsumerGroupHeartbeat speaks the consumer protocol
         reconciled = self._update_member(group, member, updated, replaced, owned, now, records)
+        if replaces_classic:
+            self.on_classic_replaced(group_id)
         if upgraded:
-            self.on_classic_upgraded(group_id)
             for classic in group.members.values():
                 self._schedule_session_timeout(group_id, classic.member_id, self.member_session_timeout_ms(
                     group_id, classic))

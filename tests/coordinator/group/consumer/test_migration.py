@@ -442,3 +442,15 @@ def test_a_static_classic_member_rejoining_under_a_new_id_takes_over(ctx: Consum
                                     (ConsumerGroupTargetAssignmentMemberKey("g", first.member_id), None),
                                     (ConsumerGroupMemberMetadataKey("g", first.member_id), None)]
     assert_replay_and_snapshot(ctx)
+
+
+def test_a_replaced_classic_group_is_retired_before_its_tombstone(ctx: ConsumerGroupTestContext,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    """Its soft state goes (Dead, timers cancelled) before the tombstone is replayed, which
+    otherwise warns about a live group: for an upgrade and for an Empty group alike."""
+    a, b = classic_group(ctx)
+    ctx.leave_group("g", [(a, None), (b, None)])
+    assert ctx.groups["g"].state.value == "Empty"
+    with caplog.at_level("WARNING", logger="groupcoord.group"):
+        assert ctx.cg_heartbeat(member_id="m1").error_code == 0
+    assert "tombstone replayed for live group" not in caplog.text
