@@ -12,7 +12,7 @@ import pytest
 
 from coordinator.group.config import GroupConfig
 from coordinator.group.consumer.group import ConsumerGroupState
-from coordinator.group.consumer.manager import classic_sync_timeout_key, session_timeout_key
+from coordinator.group.consumer.manager import classic_join_timeout_key, classic_sync_timeout_key, session_timeout_key
 from coordinator.group.consumer.member import MemberState
 from protocol.consumer_group_records import (
     ClassicMemberMetadata,
@@ -454,3 +454,21 @@ def test_a_replaced_classic_group_is_retired_before_its_tombstone(ctx: ConsumerG
     with caplog.at_level("WARNING", logger="groupcoord.group"):
         assert ctx.cg_heartbeat(member_id="m1").error_code == 0
     assert "tombstone replayed for live group" not in caplog.text
+
+
+def test_a_classic_member_told_to_rejoin_must_rejoin_within_its_rebalance_timeout(
+        ctx: ConsumerGroupTestContext) -> None:
+    a, b = classic_group(ctx)
+    ctx.cg_heartbeat(member_id="m1")
+    assert ctx.heartbeat("g", a, GEN).error_code == E.REBALANCE_IN_PROGRESS
+    deadline = ctx.clock.now + REBALANCE
+    assert ctx.timer.deadline(classic_join_timeout_key("g", a)) == deadline
+    rejoin(ctx, b)
+    for _ in range(5):  # a keeps heartbeating (its session lives) but never rejoins
+        ctx.sleep(5_000)
+        assert ctx.heartbeat("g", a, GEN).error_code == E.REBALANCE_IN_PROGRESS
+        ctx.heartbeat("g", b, ctx.cgroups["g"].members[b].member_epoch)
+        ctx.cg_heartbeat(member_id="m1", member_epoch=ctx.cgroups["g"].members["m1"].member_epoch)
+    assert ctx.timer.deadline(classic_join_timeout_key("g", a)) == deadline  # heartbeats do not move it
+    ctx.sleep(deadline - ctx.clock.now)
+    assert a not in ctx.cgroups["g"].members and b in ctx.cgroups["g"].members
