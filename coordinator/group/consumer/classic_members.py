@@ -140,11 +140,22 @@ class ClassicMembers:
                 subscription.owned_partitions, m.topics), now, records)
         except HeartbeatError as error:
             return fail(error.code)
+        # A classic static member replacing the last consumer-protocol member downgrades the
+        # group (Kafka ``validateOnlineDowngradeWithReplacedMemberId``); it rebalances only when
+        # the subscription changed.
+        downgrade = replaced is not None and m.may_downgrade_replacing(group, replaced.member_id)
+        rebalance = False
+        if downgrade:
+            assert replaced is not None
+            records += m.downgrade_replacing_records(group, replaced.member_id, reconciled)
+            rebalance = reconciled.subscribed_topic_names != replaced.subscribed_topic_names
         response = join_response(api_version, generation_id=reconciled.member_epoch,
                                  protocol_type=CONSUMER_GROUP_TYPE, protocol_name=protocols[0][0],
                                  member_id=member_id)
 
         def on_appended() -> None:
+            if rebalance:
+                m.on_downgraded(group_id)
             if group_id in m.groups and member_id in m.groups[group_id].members:
                 m.timer.cancel(classic_join_timeout_key(group_id, member_id))
                 m._schedule_session_timeout(group_id, member_id, session_ms)

@@ -720,12 +720,35 @@ class ConsumerGroupManager:
             return False
         return True
 
-    def _downgrade_records(self, group: ConsumerGroup, member_id: str) -> list[Record]:
+    def may_downgrade_replacing(self, group: ConsumerGroup, replaced_id: str) -> bool:
+        """Kafka ``validateOnlineDowngradeWithReplacedMemberId``: a classic static member
+        replaces the group's last consumer-protocol member."""
+        replaced = group.members.get(replaced_id)
+        if replaced is None or replaced.uses_classic_protocol:
+            return False
+        if any(not m.uses_classic_protocol for mid, m in group.members.items() if mid != replaced_id):
+            return False
+        if not downgrade_enabled(self.config.consumer_migration_policy):
+            log.info("Cannot downgrade consumer group %s to classic group because the online downgrade is "
+                     "disabled.", group.group_id)
+            return False
+        if len(group.members) > self.config.max_size:
+            log.info("Cannot downgrade consumer group %s to classic group because its group size is greater "
+                     "than classic group max size.", group.group_id)
+            return False
+        return True
+
+    def _downgrade_records(self, group: ConsumerGroup, member_id: str,
+                           joining: ConsumerGroupMember | None = None) -> list[Record]:
         """The consumer group's tombstones, then the classic group's GroupMetadata (Kafka
-        ``convertToClassicGroup``); every consumer-group timer of the group goes."""
+        ``convertToClassicGroup``); every consumer-group timer of the group goes. ``joining``:
+        the classic static member that replaced ``member_id`` earlier in the same batch."""
         gid = group.group_id
-        records = self.group_tombstones(group)
-        records.append((GroupMetadataKey(gid), classic_group_value(group, member_id, self.topics, self.clock.now_ms())))
+        records = self.group_tombstones(group, None if joining is None else (member_id, joining.member_id))
+        records.append((GroupMetadataKey(gid), classic_group_value(group, member_id, self.topics, self.clock.now_ms(),
+                                                                   joining)))
+        if joining is not None:
+            self.timer.cancel(rebalance_timeout_key(gid, joining.member_id))
         for mid in group.members:
             self.timer.cancel(session_timeout_key(gid, mid))
             self.timer.cancel(rebalance_timeout_key(gid, mid))
@@ -733,6 +756,10 @@ class ConsumerGroupManager:
             self.cancel_classic_timers(gid, mid)
         log.info("[GroupId %s] Converting the consumer group to a classic group.", gid)
         return records
+
+    def downgrade_replacing_records(self, group: ConsumerGroup, replaced_id: str,
+                                    joining: ConsumerGroupMember) -> list[Record]:
+        return self._downgrade_records(group, replaced_id, joining)
 
     def cancel_classic_timers(self, group_id: str, member_id: str) -> None:
         self.timer.cancel(classic_join_timeout_key(group_id, member_id))
@@ -824,13 +851,16 @@ class ConsumerGroupManager:
 
     # --- admin ---------------------------------------------------------------------------------
 
-    def group_tombstones(self, group: ConsumerGroup) -> list[Record]:
-        """Every record of the group, as tombstones, in Kafka's order (``createGroupTombstoneRecords``)."""
+    def group_tombstones(self, group: ConsumerGroup, replaced: tuple[str, str] | None = None) -> list[Record]:
+        """Every record of the group, as tombstones, in Kafka's order (``createGroupTombstoneRecords``);
+        ``replaced`` (old id, new id): a static member replaced earlier in the same batch goes
+        under its new id (``createGroupTombstoneRecordsWithReplacedMember``)."""
         gid = group.group_id
-        records: list[Record] = [(ConsumerGroupCurrentMemberAssignmentKey(gid, m), None) for m in group.members]
-        records += [(ConsumerGroupTargetAssignmentMemberKey(gid, m), None) for m in group.members]
+        ids = [replaced[1] if replaced is not None and m == replaced[0] else m for m in group.members]
+        records: list[Record] = [(ConsumerGroupCurrentMemberAssignmentKey(gid, m), None) for m in ids]
+        records += [(ConsumerGroupTargetAssignmentMemberKey(gid, m), None) for m in ids]
         records.append((ConsumerGroupTargetAssignmentMetadataKey(gid), None))
-        records += [(ConsumerGroupMemberMetadataKey(gid, m), None) for m in group.members]
+        records += [(ConsumerGroupMemberMetadataKey(gid, m), None) for m in ids]
         records += [(ConsumerGroupRegularExpressionKey(gid, r), None) for r in group.regexes]
         records.append((ConsumerGroupPartitionMetadataKey(gid), None))
         records.append((ConsumerGroupMetadataKey(gid), None))

@@ -124,10 +124,11 @@ def consumer_group_from_classic(classic: ClassicGroup, topics: TopicsImage, meta
     return group
 
 
-def classic_group_value(group: ConsumerGroup, leaving_member_id: str, topics: TopicsImage,
-                        now_ms: int) -> GroupMetadataValue:
+def classic_group_value(group: ConsumerGroup, leaving_member_id: str, topics: TopicsImage, now_ms: int,
+                        joining: ConsumerGroupMember | None = None) -> GroupMetadataValue:
     """The GroupMetadata of the classic group a consumer group becomes when ``leaving_member_id``
-    (its last consumer-protocol member) leaves (Kafka ``ClassicGroup.fromConsumerGroup``): generation
+    (its last consumer-protocol member) leaves, or is replaced by the classic static member
+    ``joining`` (Kafka ``ClassicGroup.fromConsumerGroup``): generation
     = the group epoch, the protocol every member supports that most prefer, the first member as
     leader, each member's partitions in its subscription's version.
 
@@ -138,6 +139,8 @@ def classic_group_value(group: ConsumerGroup, leaving_member_id: str, topics: To
     member's partitions, so a target there could hand a partition to two members. The rebalance
     that follows the conversion moves everyone to the classic leader's assignment anyway."""
     members = [m for mid, m in group.members.items() if mid != leaving_member_id]
+    if joining is not None:
+        members.append(joining)
     protocols: list[Mapping[str, bytes]] = []
     for m in members:
         assert m.classic_member_metadata is not None

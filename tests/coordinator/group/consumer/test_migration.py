@@ -472,3 +472,30 @@ def test_a_classic_member_told_to_rejoin_must_rejoin_within_its_rebalance_timeou
     assert ctx.timer.deadline(classic_join_timeout_key("g", a)) == deadline  # heartbeats do not move it
     ctx.sleep(deadline - ctx.clock.now)
     assert a not in ctx.cgroups["g"].members and b in ctx.cgroups["g"].members
+
+
+def test_a_classic_static_member_replacing_the_last_consumer_member_downgrades(
+        ctx: ConsumerGroupTestContext) -> None:
+    a, b = classic_group(ctx)
+    ctx.cg_heartbeat(member_id="m1", instance_id="i1")
+    for _ in range(3):  # everyone reconciles to the new epoch
+        ctx.cg_heartbeat(member_id="m1", member_epoch=ctx.cgroups["g"].members["m1"].member_epoch,
+                         instance_id="i1", owned={"foo": sorted(owned_by(ctx)["m1"])})
+        for m in (a, b):
+            if ctx.heartbeat("g", m, ctx.cgroups["g"].members[m].member_epoch).error_code:
+                rejoin(ctx, m)
+    group = ctx.cgroups["g"]
+    assert group.state is ConsumerGroupState.STABLE
+    epoch, m1_held = group.group_epoch, owned_by(ctx)["m1"]
+    r = classic_join(ctx, "", group_instance_id="i1")
+    assert r.error_code == 0 and r.generation_id == epoch
+    new_id = r.member_id
+    key, value = ctx.last_records[-1]
+    assert key == GroupMetadataKey("g") and isinstance(value, GroupMetadataValue)
+    assert [m.member_id for m in value.members] == [a, b, new_id] and value.generation == epoch
+    assert {m.member_id: m.group_instance_id for m in value.members}[new_id] == "i1"
+    # A classic group again, Stable (same subscription): the new member syncs its partitions.
+    assert "g" not in ctx.cgroups and ctx.groups["g"].state.value == "Stable"
+    sync = ctx.sync_group("g", new_id, epoch, group_instance_id="i1").result()
+    assert sync.error_code == 0 and set(sync_assignment(sync).get("foo", [])) == m1_held
+    assert_replay_and_snapshot(ctx)
