@@ -386,6 +386,34 @@ class GroupManager(Rebalancer):
         self.timer.cancel(sync_key(group.group_id))
         group.transition_to(S.DEAD, self.clock.now_ms())
 
+    def answer_parked(self, group: ClassicGroup, error: int) -> None:
+        """Answer every parked JoinGroup and SyncGroup of the group with ``error``."""
+        for member in group.members.values():
+            if member.join is not None:
+                member.join.future.set_result(join_error(member.join.api_version, error, member.member_id))
+                group.set_join(member, None)
+            if member.sync is not None:
+                member.sync.future.set_result(sync_response(member.sync.api_version, error))
+                member.sync = None
+
+    def rebalance_converted_group(self, group_id: str) -> None:
+        """A consumer group became this classic group (online downgrade) and its GroupMetadata
+        is durable and replayed: the live group (built from the record by the replay, Stable)
+        rebalances, as Kafka's ``convertToClassicGroup`` makes it. Starting a rebalance from
+        Stable writes no record (it only arms the join timer)."""
+        value = self.group_records.get(group_id)
+        if value is None:
+            return
+        group = self.groups.get(group_id)
+        if group is None or (not group.members and value.members):
+            self.groups.pop(group_id, None)
+            self._install_loaded_group(ClassicGroup.from_record(group_id, value))
+            group = self.groups[group_id]
+        if group.state is S.STABLE:
+            records: list[Record] = []
+            self._prepare_rebalance(group, records)
+            assert not records, records
+
     def ensure_group(self, group_id: str) -> ClassicGroup:
         """The group, created Empty if absent (a "simple" group: offsets, no protocol)."""
         group = self.groups.get(group_id)
@@ -418,14 +446,7 @@ class GroupManager(Rebalancer):
         """The partition moved away (Kafka ``onResignation``): parked JoinGroups and SyncGroups
         are answered NOT_COORDINATOR so their clients look the coordinator up again."""
         for group in self.groups.values():
-            for member in group.members.values():
-                if member.join is not None:
-                    member.join.future.set_result(join_error(member.join.api_version, E.NOT_COORDINATOR,
-                                                             member.member_id))
-                    group.set_join(member, None)
-                if member.sync is not None:
-                    member.sync.future.set_result(sync_response(member.sync.api_version, E.NOT_COORDINATOR))
-                    member.sync = None
+            self.answer_parked(group, E.NOT_COORDINATOR)
         self.groups.clear()
 
     def _install_loaded_group(self, group: ClassicGroup) -> None:

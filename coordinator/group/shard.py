@@ -23,7 +23,9 @@ Rules:
    record written so far into a fresh shard rebuilds it exactly. A group id names either a
    classic or a consumer group, never both: an Empty classic group becomes a consumer group on a
    ConsumerGroupHeartbeat (its offsets stay) and an Empty consumer group a classic one on a
-   JoinGroup.
+   JoinGroup. Non-empty groups migrate online (``consumer/migration.py``): a ConsumerGroupHeartbeat
+   upgrades a classic group in place, classic members then use the consumer group
+   (``consumer/classic_members.py``), and the last consumer-protocol member leaving downgrades it.
 2. Soft state (live rebalances, parked responses, session deadlines, timers) belongs to the
    handlers and is rebuilt by ``on_loaded`` from the hard state: members get fresh session
    deadlines, groups that only have offsets become Empty "simple" groups, groups larger than
@@ -59,13 +61,14 @@ from protocol.kafka_types import KafkaRequest, KafkaResponse
 
 from ..runtime.contract import Clock, CoordinatorResult, Record, ResponseHandle, Timer
 from .assignors import ASSIGNORS, PartitionAssignor
+from .classic_group import ClassicGroup
 from .config import GroupConfig
+from .consumer.classic_members import ClassicMembers
 from .consumer.group import ConsumerGroupState
 from .consumer.manager import CONSUMER_GROUP_TYPE, ConsumerGroupManager, RegexResolver
 from .group_manager import GroupManager
 from .group_state import GroupState
 from .offset_manager import OffsetManager
-from .responses import join_error
 from .topics_image import StaticTopicsImage, TopicsImage
 
 __all__ = ["GroupCoordinatorShard", "EXPIRE_TIMER_KEY"]
@@ -104,6 +107,10 @@ class GroupCoordinatorShard:
             config, clock, timer, topics if topics is not None else StaticTopicsImage(), group_configs,
             assignors if assignors is not None else ASSIGNORS, regex_resolver, new_uuid)
         self.consumer_manager.on_group_created = self._drop_classic_shadow
+        self.consumer_manager.classic_group = self._live_classic_group
+        self.consumer_manager.on_classic_replaced = self._retire_classic_group
+        self.consumer_manager.on_downgraded = self.group_manager.rebalance_converted_group
+        self.classic_members = ClassicMembers(self.consumer_manager)
         self.offset_manager = OffsetManager(config, clock, self.group_manager, partition_exists,
                                             self.consumer_manager)
 
@@ -112,6 +119,19 @@ class GroupCoordinatorShard:
         offsets (its GroupMetadata, if any, was tombstoned before)."""
         if group_id not in self.group_manager.group_records:
             self.group_manager.groups.pop(group_id, None)
+
+    def _live_classic_group(self, group_id: str) -> ClassicGroup | None:
+        group = self.group_manager.groups.get(group_id)
+        return None if group is None or group.state is S.DEAD else group
+
+    def _retire_classic_group(self, group_id: str) -> None:
+        """A heartbeat replaces this classic group by a consumer group (its tombstone, if it has
+        a record, is in the heartbeat's records): parked JoinGroups and SyncGroups are told to
+        rejoin, as Kafka's ``convertToConsumerGroup`` does, and the group's timers go."""
+        group = self.group_manager.groups.get(group_id)
+        if group is not None:
+            self.group_manager.answer_parked(group, E.REBALANCE_IN_PROGRESS)
+            self.group_manager.delete_group_soft_state(group)
 
     # --- KIP-848 consumer groups ---------------------------------------------------------------
 
@@ -151,11 +171,9 @@ class GroupCoordinatorShard:
         consumer_group = self.consumer_manager.groups.get(request.group_id)
         if consumer_group is not None:
             if consumer_group.state is not ConsumerGroupState.EMPTY:
-                # TODO(issue 31 item 7): classic members inside a consumer group (online
-                # migration). Until then the group refuses them as Kafka refuses a member whose
-                # protocols the group does not support.
-                future.set_result(join_error(api_version, E.INCONSISTENT_GROUP_PROTOCOL, request.member_id or ""))
-                return CoordinatorResult()
+                # A classic member inside a consumer group (online migration).
+                return self.classic_members.join(consumer_group, request, api_version, client_id, client_host,
+                                                 future)
             # An Empty consumer group gives its id to the classic group the join creates (its
             # offsets stay); a join refused before that leaves it as it is.
             result = self.group_manager.join_group(request, api_version, client_id, client_host, future)
@@ -165,12 +183,21 @@ class GroupCoordinatorShard:
         return self.group_manager.join_group(request, api_version, client_id, client_host, future)
 
     def sync_group(self, request: KafkaRequest, api_version: int, future: ResponseHandle) -> CoordinatorResult[None]:
+        consumer_group = self.consumer_manager.groups.get(request.group_id)
+        if consumer_group is not None:
+            return self.classic_members.sync(consumer_group, request, api_version, future)
         return self.group_manager.sync_group(request, api_version, future)
 
     def heartbeat(self, request: KafkaRequest, api_version: int) -> CoordinatorResult[HeartbeatAnswer]:
+        consumer_group = self.consumer_manager.groups.get(request.group_id)
+        if consumer_group is not None:
+            return self.classic_members.heartbeat(consumer_group, request, api_version)
         return self.group_manager.heartbeat(request, api_version)
 
     def leave_group(self, request: KafkaRequest, api_version: int) -> CoordinatorResult[KafkaResponse]:
+        consumer_group = self.consumer_manager.groups.get(request.group_id)
+        if consumer_group is not None:
+            return self.classic_members.leave(consumer_group, request, api_version)
         return self.group_manager.leave_group(request, api_version)
 
     # --- offsets -------------------------------------------------------------------------------

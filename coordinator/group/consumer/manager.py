@@ -29,7 +29,7 @@ import logging
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from protocol.consumer_group_messages import ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse
 from protocol.consumer_group_records import (
@@ -51,11 +51,13 @@ from protocol.consumer_group_records import (
     ConsumerGroupTargetAssignmentMetadataValue,
     TopicPartitions,
 )
+from protocol.consumer_offsets import GroupMetadataKey
 from protocol.errors import ErrorCode
 from protocol.kafka_types import KafkaRequest, KafkaResponse
 
 from ...runtime.contract import Clock, CoordinatorResult, Record, Timer
 from ..assignors.spec import GroupSpec, MemberSpec, PartitionAssignor
+from ..classic_group import ClassicGroup
 from ..config import GroupConfig
 from ..topic_regex import resolve as resolve_topic_regex
 from ..topics_image import TopicsImage
@@ -69,10 +71,17 @@ from .member import (
     normalize,
 )
 from .metadata_hash import topics_hash
+from .migration import (
+    UpgradeRefused,
+    classic_group_value,
+    consumer_group_from_classic,
+    downgrade_enabled,
+    upgrade_enabled,
+)
 from .reconciliation import FencedByUnknownState, OwnedPartitions, reconcile
 
 __all__ = ["ConsumerGroupManager", "HeartbeatError", "RegexResolver", "session_timeout_key",
-           "rebalance_timeout_key", "CONSUMER_GROUP_TYPE"]
+           "rebalance_timeout_key", "classic_join_timeout_key", "classic_sync_timeout_key", "CONSUMER_GROUP_TYPE"]
 
 log = logging.getLogger("groupcoord.group.consumer")
 
@@ -99,6 +108,19 @@ def session_timeout_key(group_id: str, member_id: str) -> str:
 
 def rebalance_timeout_key(group_id: str, member_id: str) -> str:
     return f"rebalance-timeout-{group_id}-{member_id}"
+
+
+def classic_join_timeout_key(group_id: str, member_id: str) -> str:
+    """A classic member told to rejoin must do so within its rebalance timeout."""
+    return f"join-timeout-{group_id}-{member_id}"
+
+
+def classic_sync_timeout_key(group_id: str, member_id: str) -> str:
+    """A classic member that joined must send SyncGroup within its rebalance timeout."""
+    return f"sync-timeout-{group_id}-{member_id}"
+
+
+ResponseT = TypeVar("ResponseT")
 
 
 class HeartbeatError(Exception):
@@ -128,13 +150,14 @@ def _subscription_value(m: ConsumerGroupMember) -> ConsumerGroupMemberMetadataVa
     return ConsumerGroupMemberMetadataValue(
         instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
         subscribed_topic_names=m.subscribed_topic_names, subscribed_topic_regex=m.subscribed_topic_regex,
-        rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor)
+        rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor,
+        classic_member_metadata=m.classic_member_metadata)
 
 
 def _subscription(m: ConsumerGroupMember) -> tuple[object, ...]:
     """What a ConsumerGroupMemberMetadata record holds (cheaper to compare than the record)."""
     return (m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed_topic_names, m.subscribed_topic_regex,
-            m.rebalance_timeout_ms, m.server_assignor)
+            m.rebalance_timeout_ms, m.server_assignor, m.classic_member_metadata)
 
 
 def _current_value(m: ConsumerGroupMember) -> ConsumerGroupCurrentMemberAssignmentValue:
@@ -185,11 +208,25 @@ class ConsumerGroupManager:
         #: Called when a record for a consumer group arrives: the shard drops the Empty classic
         #: group that only held the id's offsets (one namespace for both kinds of group).
         self.on_group_created: Callable[[str], None] = lambda group_id: None
+        #: Online migration (``migration.py``), set by the shard: the live classic group a
+        #: heartbeat would upgrade (None: no such group); called once a heartbeat that replaces a
+        #: classic group (an upgrade, or an Empty group giving up its id) can no longer fail (the
+        #: shard retires the classic group's soft state before its tombstone is replayed); called
+        #: once a downgrade's records are durable (the shard makes the classic group rebalance).
+        self.classic_group: Callable[[str], ClassicGroup | None] = lambda group_id: None
+        self.on_classic_replaced: Callable[[str], None] = lambda group_id: None
+        self.on_downgraded: Callable[[str], None] = lambda group_id: None
 
     # --- per-group settings -----------------------------------------------------------------
 
     def session_timeout_ms(self, group_id: str) -> int:
         return self.group_configs(group_id).get("consumer.session.timeout.ms", self.config.consumer_session_timeout_ms)
+
+    def member_session_timeout_ms(self, group_id: str, member: ConsumerGroupMember | None) -> int:
+        """A classic member keeps the session timeout of its JoinGroup (ClassicMemberMetadata)."""
+        if member is not None and member.classic_member_metadata is not None:
+            return member.classic_member_metadata.session_timeout_ms
+        return self.session_timeout_ms(group_id)
 
     def heartbeat_interval_ms(self, group_id: str) -> int:
         return self.group_configs(group_id).get("consumer.heartbeat.interval.ms",
@@ -267,17 +304,20 @@ class ConsumerGroupManager:
         group_id: str = request.group_id
         epoch: int = request.member_epoch
         joining = epoch == 0
+        upgraded = replaces_classic = False
         group = self.groups.get(group_id)
         if group is None:
             if not joining:
                 self._group_or_error(group_id, classic_group_state)
             classic_state = classic_group_state(group_id)
-            if classic_state is not None:
-                if classic_state != "Empty":
-                    # TODO(issue 31 item 7): online upgrade of a non-empty classic group.
-                    raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
-                records += classic_group_tombstones(group_id)
-            group = ConsumerGroup(group_id, creation_time_ms=now)
+            replaces_classic = classic_state is not None
+            if classic_state is not None and classic_state != "Empty":
+                group = self._upgrade(group_id, now, records)
+                upgraded = True
+            else:
+                if classic_state is not None:
+                    records += classic_group_tombstones(group_id)
+                group = ConsumerGroup(group_id, creation_time_ms=now)
         member_id: str = request.member_id or ""
         if len(group.members) >= self.config.consumer_max_size and (not member_id or member_id not in group.members):
             raise HeartbeatError(E.GROUP_MAX_SIZE_REACHED, "The consumer group has reached its maximum capacity of "
@@ -316,14 +356,8 @@ class ConsumerGroupManager:
                                          f"{instance_id} was fenced by member {existing.member_id}.")
                 self._check_epoch(existing, epoch, owned)
                 member = existing
-        is_new = member_id not in group.members
         if replaced is not None:
-            # The rejoining static member takes over the old member's state under its new id.
-            records += self._remove_member_records(group_id, replaced.member_id)
-            records.append((ConsumerGroupMemberMetadataKey(group_id, member_id), _subscription_value(member)))
-            records.append((ConsumerGroupTargetAssignmentMemberKey(group_id, member_id),
-                            ConsumerGroupTargetAssignmentMemberValue(_tps(group.target.get(replaced.member_id, {})))))
-            records.append((ConsumerGroupCurrentMemberAssignmentKey(group_id, member_id), _current_value(member)))
+            records += self.replacement_records(group, replaced, member)
 
         regex = request.subscribed_topic_regex if api_version >= 1 else None
         rack_id = request.rack_id
@@ -334,7 +368,8 @@ class ConsumerGroupManager:
                 and rebalance_timeout_ms in (-1, member.rebalance_timeout_ms) \
                 and (server_assignor is None or server_assignor == member.server_assignor) \
                 and names is None and (regex is None or regex == member.subscribed_topic_regex) \
-                and client_id == member.client_id and client_host == member.client_host:
+                and client_id == member.client_id and client_host == member.client_host \
+                and member.classic_member_metadata is None:
             updated = member  # a steady heartbeat: nothing to copy
         else:
             updated = dataclasses.replace(
@@ -346,7 +381,39 @@ class ConsumerGroupManager:
                 server_assignor=server_assignor if server_assignor is not None else member.server_assignor,
                 subscribed_topic_names=tuple(names) if names is not None else member.subscribed_topic_names,
                 subscribed_topic_regex=regex if regex is not None else member.subscribed_topic_regex,
-                client_id=client_id, client_host=client_host)
+                client_id=client_id, client_host=client_host,
+                classic_member_metadata=None)  # a ConsumerGroupHeartbeat speaks the consumer protocol
+        reconciled = self._update_member(group, member, updated, replaced, owned, now, records)
+        if replaces_classic:
+            self.on_classic_replaced(group_id)
+        if upgraded:
+            for classic in group.members.values():
+                self._schedule_session_timeout(group_id, classic.member_id, self.member_session_timeout_ms(
+                    group_id, classic))
+        self._schedule_session_timeout(group_id, member_id)
+
+        full = joining or (request.rebalance_timeout_ms != -1 and request.subscribed_topic_names is not None
+                           and request.topic_partitions is not None)
+        assignment = None
+        if full or reconciled.assigned_partitions != member.assigned_partitions:
+            assignment = R.Assignment(topic_partitions=[
+                R.Assignment.TopicPartitions(topic_id=t, partitions=sorted(p))
+                for t, p in sorted(reconciled.assigned_partitions.items())])
+        return CoordinatorResult(records, R(
+            version=api_version, throttle_time_ms=0, error_code=0, error_message=None, member_id=member_id,
+            member_epoch=reconciled.member_epoch, heartbeat_interval_ms=self.heartbeat_interval_ms(group_id),
+            assignment=assignment))
+
+    def _update_member(self, group: ConsumerGroup, member: ConsumerGroupMember, updated: ConsumerGroupMember,
+                       replaced: ConsumerGroupMember | None, owned: OwnedPartitions, now: int,
+                       records: list[Record]) -> ConsumerGroupMember:
+        """Steps (1)-(3) of a heartbeat, shared with a classic member's JoinGroup: record the
+        member as ``updated`` (``member`` as the group knows it, a new one when absent), bump the
+        group epoch when needed, maybe compute a new target assignment, and reconcile the member
+        one step; returns the reconciled member. Raises HeartbeatError before any soft state moves."""
+        group_id = group.group_id
+        member_id = updated.member_id
+        is_new = member_id not in group.members
         bump = False
         if (updated is not member and _subscription(updated) != _subscription(member)) or (is_new and replaced is None):
             records.append((ConsumerGroupMemberMetadataKey(group_id, member_id), _subscription_value(updated)))
@@ -405,19 +472,62 @@ class ConsumerGroupManager:
             self.hash_checked_at[group_id] = self.topics.version
         if assigned_now:
             self.last_assignment_ms[group_id] = now
-        self._schedule_session_timeout(group_id, member_id)
+        return reconciled
 
-        full = joining or (request.rebalance_timeout_ms != -1 and request.subscribed_topic_names is not None
-                           and request.topic_partitions is not None)
-        assignment = None
-        if full or reconciled.assigned_partitions != member.assigned_partitions:
-            assignment = R.Assignment(topic_partitions=[
-                R.Assignment.TopicPartitions(topic_id=t, partitions=sorted(p))
-                for t, p in sorted(reconciled.assigned_partitions.items())])
-        return CoordinatorResult(records, R(
-            version=api_version, throttle_time_ms=0, error_code=0, error_message=None, member_id=member_id,
-            member_epoch=reconciled.member_epoch, heartbeat_interval_ms=self.heartbeat_interval_ms(group_id),
-            assignment=assignment))
+    def replacement_records(self, group: ConsumerGroup, replaced: ConsumerGroupMember,
+                            member: ConsumerGroupMember) -> list[Record]:
+        """A rejoining static member takes over the old member's state under its new id."""
+        group_id, member_id = group.group_id, member.member_id
+        records = self._remove_member_records(group_id, replaced.member_id)
+        records.append((ConsumerGroupMemberMetadataKey(group_id, member_id), _subscription_value(member)))
+        records.append((ConsumerGroupTargetAssignmentMemberKey(group_id, member_id),
+                        ConsumerGroupTargetAssignmentMemberValue(_tps(group.target.get(replaced.member_id, {})))))
+        records.append((ConsumerGroupCurrentMemberAssignmentKey(group_id, member_id), _current_value(member)))
+        return records
+
+    def _upgrade(self, group_id: str, now: int, records: list[Record]) -> ConsumerGroup:
+        """The consumer group a non-empty classic group becomes (Kafka ``validateOnlineUpgrade``
+        and ``convertToConsumerGroup``): the classic GroupMetadata tombstone, then the records of
+        the converted group; the heartbeat goes on against the returned group."""
+        classic = self.classic_group(group_id)
+        assert classic is not None
+        prefix = f"Cannot upgrade classic group {group_id} to consumer group because"
+        if not upgrade_enabled(self.config.consumer_migration_policy):
+            raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"{prefix} online upgrade is disabled.")
+        if classic.protocol_type != CONSUMER_GROUP_TYPE:
+            raise HeartbeatError(E.GROUP_ID_NOT_FOUND,
+                                 f"{prefix} the group does not use the consumer embedded protocol.")
+        if len(classic.members) > self.config.consumer_max_size:
+            raise HeartbeatError(E.GROUP_ID_NOT_FOUND,
+                                 f"{prefix} the group size exceeds the consumer group maximum size.")
+        subscribed: set[str] = set()
+        try:
+            group = consumer_group_from_classic(classic, self.topics, 0, now)
+        except UpgradeRefused as refused:
+            raise HeartbeatError(E.GROUP_ID_NOT_FOUND, str(refused)) from None
+        for member in group.members.values():
+            subscribed.update(member.subscribed_topic_names)
+        group.metadata_hash = topics_hash(subscribed, self.topics)
+        records.append((GroupMetadataKey(group_id), None))
+        records += self.consumer_group_records(group)
+        log.info("[GroupId %s] Converting the classic group to a consumer group.", group_id)
+        return group
+
+    def consumer_group_records(self, group: ConsumerGroup) -> list[Record]:
+        """The records that create ``group`` as it is, in Kafka's order
+        (``ConsumerGroup.createConsumerGroupRecords``)."""
+        gid = group.group_id
+        records: list[Record] = [(ConsumerGroupMemberMetadataKey(gid, m), _subscription_value(v))
+                                 for m, v in group.members.items()]
+        records.append((ConsumerGroupMetadataKey(gid), ConsumerGroupMetadataValue(
+            group.group_epoch, group.metadata_hash, group.creation_time_ms)))
+        records += [(ConsumerGroupTargetAssignmentMemberKey(gid, m),
+                     ConsumerGroupTargetAssignmentMemberValue(_tps(group.target.get(m, {})))) for m in group.members]
+        records.append((ConsumerGroupTargetAssignmentMetadataKey(gid),
+                        ConsumerGroupTargetAssignmentMetadataValue(group.assignment_epoch)))
+        records += [(ConsumerGroupCurrentMemberAssignmentKey(gid, m), _current_value(v))
+                    for m, v in group.members.items()]
+        return records
 
     @staticmethod
     def _owned(topic_partitions: Any) -> OwnedPartitions:
@@ -573,7 +683,7 @@ class ConsumerGroupManager:
                       member_id=member_id, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, heartbeat_interval_ms=0,
                       assignment=None))
         log.info("[GroupId %s] Member %s left the consumer group.", group_id, member_id)
-        return CoordinatorResult(self.fence_member_records(group, member.member_id), R(
+        return self.fence_member(group, member.member_id, R(
             version=api_version, throttle_time_ms=0, error_code=0, error_message=None, member_id=member_id,
             member_epoch=epoch, heartbeat_interval_ms=0, assignment=None))
 
@@ -583,29 +693,109 @@ class ConsumerGroupManager:
                 (ConsumerGroupTargetAssignmentMemberKey(group_id, member_id), None),
                 (ConsumerGroupMemberMetadataKey(group_id, member_id), None)]
 
+    def fence_member(self, group: ConsumerGroup, member_id: str, response: ResponseT | None = None
+                     ) -> CoordinatorResult[ResponseT]:
+        """Remove a member (Kafka's ``consumerGroupFenceMember``): the group converts to a
+        classic group when the member was its last consumer-protocol member and the policy allows
+        it (``_may_downgrade``), else it loses the member and bumps its epoch."""
+        if self._may_downgrade(group, member_id):
+            return CoordinatorResult(self._downgrade_records(group, member_id), response,
+                                     on_appended=lambda: self.on_downgraded(group.group_id))
+        return CoordinatorResult(self.fence_member_records(group, member_id), response)
+
+    def _may_downgrade(self, group: ConsumerGroup, member_id: str) -> bool:
+        """Kafka ``validateOnlineDowngradeWithFencedMember``."""
+        leaving = group.members.get(member_id)
+        if leaving is None or leaving.uses_classic_protocol or len(group.members) <= 1:
+            return False
+        if any(not m.uses_classic_protocol for mid, m in group.members.items() if mid != member_id):
+            return False
+        if not downgrade_enabled(self.config.consumer_migration_policy):
+            log.info("Cannot downgrade consumer group %s to classic group because the online downgrade is "
+                     "disabled.", group.group_id)
+            return False
+        if len(group.members) - 1 > self.config.max_size:
+            log.info("Cannot downgrade consumer group %s to classic group because its group size is greater "
+                     "than classic group max size.", group.group_id)
+            return False
+        return True
+
+    def may_downgrade_replacing(self, group: ConsumerGroup, replaced_id: str) -> bool:
+        """Kafka ``validateOnlineDowngradeWithReplacedMemberId``: a classic static member
+        replaces the group's last consumer-protocol member."""
+        replaced = group.members.get(replaced_id)
+        if replaced is None or replaced.uses_classic_protocol:
+            return False
+        if any(not m.uses_classic_protocol for mid, m in group.members.items() if mid != replaced_id):
+            return False
+        if not downgrade_enabled(self.config.consumer_migration_policy):
+            log.info("Cannot downgrade consumer group %s to classic group because the online downgrade is "
+                     "disabled.", group.group_id)
+            return False
+        if len(group.members) > self.config.max_size:
+            log.info("Cannot downgrade consumer group %s to classic group because its group size is greater "
+                     "than classic group max size.", group.group_id)
+            return False
+        return True
+
+    def _downgrade_records(self, group: ConsumerGroup, member_id: str,
+                           joining: ConsumerGroupMember | None = None) -> list[Record]:
+        """The consumer group's tombstones, then the classic group's GroupMetadata (Kafka
+        ``convertToClassicGroup``); every consumer-group timer of the group goes. ``joining``:
+        the classic static member that replaced ``member_id`` earlier in the same batch."""
+        gid = group.group_id
+        records = self.group_tombstones(group, None if joining is None else (member_id, joining.member_id))
+        records.append((GroupMetadataKey(gid), classic_group_value(group, member_id, self.topics, self.clock.now_ms(),
+                                                                   joining)))
+        if joining is not None:
+            self.timer.cancel(rebalance_timeout_key(gid, joining.member_id))
+        for mid in group.members:
+            self.timer.cancel(session_timeout_key(gid, mid))
+            self.timer.cancel(rebalance_timeout_key(gid, mid))
+            self.session_deadlines.pop((gid, mid), None)
+            self.cancel_classic_timers(gid, mid)
+        log.info("[GroupId %s] Converting the consumer group to a classic group.", gid)
+        return records
+
+    def downgrade_replacing_records(self, group: ConsumerGroup, replaced_id: str,
+                                    joining: ConsumerGroupMember) -> list[Record]:
+        return self._downgrade_records(group, replaced_id, joining)
+
+    def cancel_classic_timers(self, group_id: str, member_id: str) -> None:
+        self.timer.cancel(classic_join_timeout_key(group_id, member_id))
+        self.timer.cancel(classic_sync_timeout_key(group_id, member_id))
+
     def fence_member_records(self, group: ConsumerGroup, member_id: str) -> list[Record]:
-        """Remove a member and bump the group epoch (Kafka's ``consumerGroupFenceMember``).
-        TODO(issue 31 item 7): downgrade to a classic group when the last consumer-protocol
-        member leaves a group of classic members."""
-        records = self._remove_member_records(group.group_id, member_id)
-        members = {m: v for m, v in group.members.items() if m != member_id}
+        """Remove a member and bump the group epoch."""
+        return self.remove_members_records(group, {member_id})
+
+    def remove_members_records(self, group: ConsumerGroup, member_ids: set[str]) -> list[Record]:
+        """Remove members, tombstone the regexes only they used, bump the group epoch (with the
+        metadata hash of what the others subscribe to) and cancel the members' timers."""
+        records: list[Record] = []
+        for member_id in member_ids:
+            records += self._remove_member_records(group.group_id, member_id)
+        members = {m: v for m, v in group.members.items() if m not in member_ids}
         regexes = self._regex_records(group, members, self.clock.now_ms(), records)
         metadata_hash = topics_hash(self._subscribed_names(members, regexes), self.topics)
         self.hash_checked_at[group.group_id] = self.topics.version
         records.append((ConsumerGroupMetadataKey(group.group_id),
                         ConsumerGroupMetadataValue(group.group_epoch + 1, metadata_hash, group.creation_time_ms)))
-        self.timer.cancel(session_timeout_key(group.group_id, member_id))
-        self.session_deadlines.pop((group.group_id, member_id), None)
-        self.timer.cancel(rebalance_timeout_key(group.group_id, member_id))
+        for member_id in member_ids:
+            self.timer.cancel(session_timeout_key(group.group_id, member_id))
+            self.session_deadlines.pop((group.group_id, member_id), None)
+            self.timer.cancel(rebalance_timeout_key(group.group_id, member_id))
+            self.cancel_classic_timers(group.group_id, member_id)
         return records
 
     # --- timers --------------------------------------------------------------------------------
 
-    def _schedule_session_timeout(self, group_id: str, member_id: str) -> None:
-        """Move the member's session deadline. A heartbeat only stores the new deadline; the
+    def _schedule_session_timeout(self, group_id: str, member_id: str, timeout_ms: int | None = None) -> None:
+        """Move the member's session deadline (``timeout_ms``: a classic member's own; None: the
+        group's). A heartbeat only stores the new deadline; the
         timer is armed when none is, and when it fires early it re-arms itself for what is left
         (no timer churn per heartbeat, as the classic sessions of ``rebalance.py``)."""
-        timeout = self.session_timeout_ms(group_id)
+        timeout = self.session_timeout_ms(group_id) if timeout_ms is None else timeout_ms
         self.session_deadlines[(group_id, member_id)] = self.clock.now_ms() + timeout
         key = session_timeout_key(group_id, member_id)
         if not self.timer.is_scheduled(key):
@@ -623,7 +813,7 @@ class ConsumerGroupManager:
                 self._arm_session_timer(group_id, member_id, left)
                 return CoordinatorResult()
             log.info("[GroupId %s] Member %s fenced from the group because its session expired.", group_id, member_id)
-            return CoordinatorResult(self.fence_member_records(group, member_id))
+            return self.fence_member(group, member_id)
 
         self.timer.schedule(session_timeout_key(group_id, member_id), delay_ms, expire,
                             name="consumer-group-session-timeout")
@@ -636,7 +826,7 @@ class ConsumerGroupManager:
                 return CoordinatorResult()
             log.info("[GroupId %s] Member %s fenced from the group because it failed to transition from epoch %d "
                      "within %dms.", group_id, member_id, member_epoch, timeout_ms)
-            return CoordinatorResult(self.fence_member_records(group, member_id))
+            return self.fence_member(group, member_id)
 
         self.timer.schedule(rebalance_timeout_key(group_id, member_id), max(timeout_ms, 0), expire,
                             name="consumer-group-rebalance-timeout")
@@ -646,7 +836,8 @@ class ConsumerGroupManager:
         self.loaded = True
         for group in self.groups.values():
             for member in group.members.values():
-                self._schedule_session_timeout(group.group_id, member.member_id)
+                self._schedule_session_timeout(group.group_id, member.member_id,
+                                               self.member_session_timeout_ms(group.group_id, member))
                 if member.state is MemberState.UNREVOKED_PARTITIONS:
                     self._schedule_rebalance_timeout(group.group_id, member.member_id, member.member_epoch,
                                                      member.rebalance_timeout_ms)
@@ -660,13 +851,16 @@ class ConsumerGroupManager:
 
     # --- admin ---------------------------------------------------------------------------------
 
-    def group_tombstones(self, group: ConsumerGroup) -> list[Record]:
-        """Every record of the group, as tombstones, in Kafka's order (``createGroupTombstoneRecords``)."""
+    def group_tombstones(self, group: ConsumerGroup, replaced: tuple[str, str] | None = None) -> list[Record]:
+        """Every record of the group, as tombstones, in Kafka's order (``createGroupTombstoneRecords``);
+        ``replaced`` (old id, new id): a static member replaced earlier in the same batch goes
+        under its new id (``createGroupTombstoneRecordsWithReplacedMember``)."""
         gid = group.group_id
-        records: list[Record] = [(ConsumerGroupCurrentMemberAssignmentKey(gid, m), None) for m in group.members]
-        records += [(ConsumerGroupTargetAssignmentMemberKey(gid, m), None) for m in group.members]
+        ids = [replaced[1] if replaced is not None and m == replaced[0] else m for m in group.members]
+        records: list[Record] = [(ConsumerGroupCurrentMemberAssignmentKey(gid, m), None) for m in ids]
+        records += [(ConsumerGroupTargetAssignmentMemberKey(gid, m), None) for m in ids]
         records.append((ConsumerGroupTargetAssignmentMetadataKey(gid), None))
-        records += [(ConsumerGroupMemberMetadataKey(gid, m), None) for m in group.members]
+        records += [(ConsumerGroupMemberMetadataKey(gid, m), None) for m in ids]
         records += [(ConsumerGroupRegularExpressionKey(gid, r), None) for r in group.regexes]
         records.append((ConsumerGroupPartitionMetadataKey(gid), None))
         records.append((ConsumerGroupMetadataKey(gid), None))
@@ -692,7 +886,7 @@ class ConsumerGroupManager:
                     subscribed_topic_regex=m.subscribed_topic_regex,
                     assignment=self._described_assignment(m.assigned_partitions),
                     target_assignment=self._described_assignment(group.target.get(m.member_id, {})),
-                    member_type=1))
+                    member_type=0 if m.uses_classic_protocol else 1))  # KIP-1099: 0 classic, 1 consumer
             out.append(DescribedGroup(
                 error_code=0, error_message=None, group_id=group_id, group_state=group.state.value,
                 group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
@@ -719,6 +913,10 @@ class ConsumerGroupManager:
         member = group.members.get(member_id)
         if member is None:
             return E.UNKNOWN_MEMBER_ID
+        if member.uses_classic_protocol:
+            # A classic member commits with its generation, which is its member epoch, in any
+            # version (Kafka ``ConsumerGroup.validateOffsetCommit``).
+            return E.NONE if member_epoch == member.member_epoch else E.ILLEGAL_GENERATION
         if api_version < 9:
             return E.UNSUPPORTED_VERSION
         if member_epoch == member.member_epoch:
@@ -774,7 +972,7 @@ class ConsumerGroupManager:
                 old, instance_id=value.instance_id, rack_id=value.rack_id, client_id=value.client_id,
                 client_host=value.client_host, subscribed_topic_names=value.subscribed_topic_names,
                 subscribed_topic_regex=value.subscribed_topic_regex, rebalance_timeout_ms=value.rebalance_timeout_ms,
-                server_assignor=value.server_assignor))
+                server_assignor=value.server_assignor, classic_member_metadata=value.classic_member_metadata))
         elif isinstance(value, ConsumerGroupTargetAssignmentMetadataValue):
             group.assignment_epoch = value.assignment_epoch
             group.has_assignment_record = True

@@ -12,6 +12,8 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from protocol.consumer_group_records import ClassicMemberMetadata
+
 __all__ = ["Assignment", "MemberState", "ConsumerGroupMember", "EMPTY_ASSIGNMENT", "normalize",
            "LEAVE_GROUP_MEMBER_EPOCH", "LEAVE_GROUP_STATIC_MEMBER_EPOCH"]
 
@@ -57,6 +59,14 @@ class ConsumerGroupMember:
     partitions_pending_revocation: Assignment = field(default_factory=dict)
     #: KIP-1251: the member epoch at which each assigned partition was assigned.
     assignment_epochs: Mapping[tuple[uuid.UUID, int], int] = field(default_factory=dict)
+    #: A member that speaks the classic protocol inside a consumer group (online migration,
+    #: KIP-848): its session timeout and the protocols of its last JoinGroup; None for a
+    #: consumer-protocol member.
+    classic_member_metadata: ClassicMemberMetadata | None = None
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic_member_metadata is not None
 
     def is_reconciled_to(self, assignment_epoch: int) -> bool:
         return self.state is MemberState.STABLE and self.member_epoch == assignment_epoch

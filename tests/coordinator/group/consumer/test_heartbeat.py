@@ -140,8 +140,11 @@ def test_group_max_size(ctx: ConsumerGroupTestContext) -> None:
 
 def test_classic_group_id(ctx: ConsumerGroupTestContext) -> None:
     ids, _ = ctx.stable_group("classic", 1)
+    # A join would upgrade the group (test_migration.py), but this group's assignments are not
+    # ConsumerProtocol assignments.
     r = ctx.cg_heartbeat(group_id="classic")
-    assert (r.error_code, r.error_message) == (E.GROUP_ID_NOT_FOUND, "Group classic is not a consumer group.")
+    assert (r.error_code, r.error_message) == (E.GROUP_ID_NOT_FOUND, "Cannot upgrade classic group classic to "
+                                               "consumer group because the embedded consumer protocol is malformed.")
     r = ctx.cg_heartbeat(group_id="classic", member_epoch=3)
     assert (r.error_code, r.error_message) == (E.GROUP_ID_NOT_FOUND, "Group classic is not a consumer group.")
     assert ctx.last_records == []
@@ -165,7 +168,9 @@ def test_an_empty_classic_group_becomes_a_consumer_group_and_keeps_its_offsets(c
 
 def test_join_group_on_a_consumer_group(ctx: ConsumerGroupTestContext) -> None:
     ctx.cg_heartbeat()
-    r = ctx.join_group("g").result()
+    # A classic member joins the non-empty consumer group (test_migration.py); the protocol type
+    # must be "consumer".
+    r = ctx.join_group("g", protocol_type="connect").result()
     assert r.error_code == E.INCONSISTENT_GROUP_PROTOCOL and ctx.last_records == []
     ctx.cg_heartbeat(member_epoch=-1)
     assert ctx.cgroups["g"].state is ConsumerGroupState.EMPTY
