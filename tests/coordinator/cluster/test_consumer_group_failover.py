@@ -3,7 +3,8 @@ group's ``__consumer_offsets`` partition is SIGKILLed and the hot standby on ano
 the group over as it was — every member keeps its epoch and its assignment (no epoch bump, no
 revocation, so no reassignment storm), every committed offset is there, and ConsumerGroupDescribe
 answers the same group. Also: a follower's hot standby holds the same consumer-group records as
-the leader (both write them out as their snapshot when stopped gracefully).
+the leader (both write them out as their snapshot when stopped gracefully), and the new
+coordinator fences a member that stays silent one session after the takeover.
 
 The members here are a small raw client (ConsumerGroupHeartbeat v1 and OffsetCommit v9 through
 tests/wire_client.py), so the test sees exactly the epochs and assignments the coordinators
@@ -302,3 +303,64 @@ def _compare_standbys_with_the_leader(cluster: LocalCluster) -> None:
             f"node {node}'s standby differs from the leader's state: " \
             f"only the standby's {set(records) - set(leader_records)}, only the leader's " \
             f"{set(leader_records) - set(records)}"
+
+
+def test_the_new_coordinator_fences_a_silent_member_one_session_after_the_takeover(tmp_path: Path) -> None:
+    """Session timers come back with the group: a member that never heartbeats the new
+    coordinator is fenced one session (6 s here) after the takeover — not at once, as a session
+    counted from its last heartbeat to the dead node would be, and not never — and its
+    partitions go to the members that kept heartbeating, at a new epoch."""
+    from tests.clients.group_consumer_protocol import CONSUMER_PROTOCOL_SERVER
+    from tests.clients.group_consumer_protocol import SESSION_MS as MEMBER_SESSION_MS
+
+    settings = [f"{k}={v}" for k, v in CONSUMER_PROTOCOL_SERVER.items()]
+    with running_cluster(tmp_path / "cluster", f"offsets.topic.num.partitions={OFFSETS_PARTITIONS}",
+                         *settings) as cluster:
+        members, old, _before, _committed = _stable_group_with_commits(cluster)
+        silent, *alive = members
+        epochs = {m.member_id: m.epoch for m in members}
+        for m in members:
+            m.conn.close()  # type: ignore[union-attr]
+            m.conn = None
+        cluster.procs[old].kill()
+        live = [b for b in (1, 2, 3) if b != old]
+
+        def moved() -> int | None:
+            try:
+                code, node = _find_coordinator(cluster, live[0])
+            except OSError:
+                return None
+            return node if code == 0 and node != old else None
+
+        new = wait_for(moved, SESSION_MS / 1000 + 20, "FindCoordinator naming another node")
+        for m in alive:
+            m.conn = WireClient(cluster.host, cluster.ports[new - 1], timeout=30)
+        taken_over = None
+        fenced = None
+        deadline = time.monotonic() + SESSION_MS / 1000 + MEMBER_SESSION_MS / 1000 + 20
+        while time.monotonic() < deadline:
+            answers = [m.heartbeat() for m in alive]
+            if any(a.error_code in RETRY for a in answers):
+                time.sleep(0.05)
+                continue
+            assert all(a.error_code == 0 for a in answers), answers
+            taken_over = taken_over or time.monotonic()
+            described = _describe(alive[0].conn)  # type: ignore[arg-type]
+            ids = [d["member_id"] for d in described["members"]]
+            if fenced is None and silent.member_id not in ids:
+                fenced = time.monotonic()
+            held = sorted(p for m in alive for ps in m.assignment.values() for p in ps)
+            if fenced is not None and held == list(range(PARTITIONS)) and described["group_state"] == "Stable":
+                break
+            time.sleep(0.3)
+        assert taken_over is not None, "the new coordinator never answered the members"
+        assert fenced is not None, f"the silent member was never fenced: {_describe(alive[0].conn)}"  # type: ignore[arg-type]
+        after = fenced - taken_over
+        print(f"silent member fenced {after:.2f} s after the new coordinator first answered (session "
+              f"{MEMBER_SESSION_MS} ms)")
+        # Heartbeats answered every 0.3 s or so: the fencing is seen within that of the expiry.
+        assert MEMBER_SESSION_MS / 1000 - 1.5 <= after <= MEMBER_SESSION_MS / 1000 + 3, after
+        assert held == list(range(PARTITIONS)), [m.assignment for m in alive]
+        assert all(m.epoch > epochs[m.member_id] for m in alive), (epochs, [m.epoch for m in alive])
+        for m in alive:
+            m.conn.close()  # type: ignore[union-attr]
