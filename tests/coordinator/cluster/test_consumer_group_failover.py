@@ -2,7 +2,8 @@
 group's ``__consumer_offsets`` partition is SIGKILLed and the hot standby on another node takes
 the group over as it was — every member keeps its epoch and its assignment (no epoch bump, no
 revocation, so no reassignment storm), every committed offset is there, and ConsumerGroupDescribe
-answers the same group. Also: a follower's hot standby holds the same consumer-group records as
+answers the same group; a reconciliation under way (members told to revoke) carries on at the new
+coordinator at the same group epoch. Also: a follower's hot standby holds the same consumer-group records as
 the leader (both write them out as their snapshot when stopped gracefully), and the new
 coordinator fences a member that stays silent one session after the takeover.
 
@@ -29,6 +30,7 @@ from protocol.errors import ErrorCode
 from protocol.hashing import partition_for
 from protocol.records import decode_records, iter_batch_positions
 from tests.coordinator.cluster.conftest import SESSION_MS, running_cluster, wait_for
+from tests.coordinator.cluster.fault_tools import bad_log_lines
 from tests.coordinator.cluster.test_replication import _create, _leader, _state, _zk
 from tests.wire_client import WireClient
 
@@ -111,10 +113,21 @@ def _describe(conn: WireClient) -> dict[str, Any]:
     return dict(group)
 
 
+def _coordinator(cluster: LocalCluster) -> int | None:
+    """The group's coordinator as a running node answers FindCoordinator, or None (not yet)."""
+    for node, proc in sorted(cluster.procs.items()):
+        if proc.poll() is None:
+            try:
+                code, found = _find_coordinator(cluster, node)
+            except OSError:
+                continue
+            return found if code == 0 and cluster.procs[found].poll() is None else None
+    return None
+
+
 def _connect(cluster: LocalCluster, members: list[RawMember]) -> int:
-    """Connect every member to the group's coordinator (asked of node 1); returns its node."""
-    node = wait_for(lambda: (lambda a: a[1] if a[0] == 0 else None)(_find_coordinator(cluster, 1)), 30,
-                    "a coordinator for the group")
+    """Connect every member to the group's coordinator; returns its node."""
+    node = wait_for(lambda: _coordinator(cluster), SESSION_MS / 1000 + 30, "a coordinator for the group")
     for m in members:
         if m.conn is not None:
             m.conn.close()
@@ -250,6 +263,55 @@ def test_members_keep_their_epochs_and_assignments_when_the_coordinator_is_sigki
     loaded = [line for line in cluster.log_path(new).read_text().splitlines()
               if "coordinator partition loaded" in line and f"partition=__consumer_offsets-{partition} " in line]
     assert loaded and "from_standby=True" in loaded[-1], loaded
+    assert not bad_log_lines(cluster, live)
+    for m in members:
+        m.conn.close()  # type: ignore[union-attr]
+
+
+def test_a_reconciliation_in_progress_carries_on_at_the_new_coordinator(cluster: LocalCluster) -> None:
+    """The coordinator dies while a third member joins and the two others have been told to
+    revoke partitions they have not yet given up: the new coordinator describes the group exactly
+    as it was (members mid-revocation, the target assignment), and the reconciliation finishes
+    there at the same group epoch (no new target assignment)."""
+    _create(cluster, TOPIC, PARTITIONS, 3, {"min.insync.replicas": "2"})
+    first = [RawMember(), RawMember()]
+    old, _ = _settle(cluster, first)
+    joining = RawMember(conn=WireClient(cluster.host, cluster.ports[old - 1], timeout=30))
+    assert joining.heartbeat().error_code == 0
+    conn = first[0].conn
+    assert conn is not None
+
+    def target_computed() -> bool:
+        assert joining.heartbeat().error_code == 0
+        d = _describe(conn)
+        return bool(d["assignment_epoch"] == d["group_epoch"])
+
+    wait_for(target_computed, 30, "the target assignment with the joining member")
+    for m in first:  # told to revoke; they do not answer again before the kill
+        assert m.heartbeat().error_code == 0
+    before = _describe(conn)
+    assert any(d["assignment"] != d["target_assignment"] for d in before["members"]), \
+        f"no reconciliation in progress to carry over: {before}"
+    members = [*first, joining]
+    for m in members:
+        m.conn.close()  # type: ignore[union-attr]
+        m.conn = None
+    cluster.procs[old].kill()
+    cluster.procs[old].wait()
+    new = _connect(cluster, members)
+    assert new != old
+
+    def described() -> dict[str, Any] | None:
+        d = _describe(members[0].conn)  # type: ignore[arg-type]
+        return None if d["error_code"] in RETRY else d
+
+    after = wait_for(described, 30, "the new coordinator describing the group")
+    assert after == before, f"described before the kill:\n{before}\nafter:\n{after}"
+    _node, settled = _settle(cluster, members)
+    assert (settled["group_epoch"], settled["assignment_epoch"]) == (before["group_epoch"], before["group_epoch"]), \
+        (before, settled)
+    assert {d["member_id"]: d["assignment"] for d in settled["members"]} == \
+        {d["member_id"]: d["target_assignment"] for d in before["members"]}, (before, settled)
     for m in members:
         m.conn.close()  # type: ignore[union-attr]
 
