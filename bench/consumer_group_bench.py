@@ -5,6 +5,8 @@ moved on a scale-up. One command per part::
     .venv/bin/python bench/consumer_group_bench.py socket     # the same over a socket, server CPU/request
     .venv/bin/python bench/consumer_group_bench.py converge   # 1,000 members, one joins: intervals to Stable
     .venv/bin/python bench/consumer_group_bench.py moved      # 100 members, one joins: partitions moved
+    .venv/bin/python bench/consumer_group_bench.py clients --members 100   # Java 3.9.1 consumers, scaled by one
+    .venv/bin/python bench/consumer_group_bench.py profile    # cProfile of steady heartbeats at the shard
 
 ``shard`` drives ``GroupCoordinatorShard`` through the test context (``tests/coordinator/group/``):
 the handler plus the records path the runtime runs (each record serialized and replayed), no
@@ -17,6 +19,11 @@ member whose assignment changed acknowledges at once with its owned partitions, 
 client does when it finishes reconciling (``ack=next``: only at its next tick instead). Converged
 means the group is Stable and every member's epoch is the group epoch. Time in the coordinator is
 the CPU and wall time of the heartbeats it handled, from the join until converged.
+
+``clients`` runs ``bench/java/GroupScaleBench.java`` (one JVM, one thread per consumer, a producer
+thread) once per strategy: classic ``range`` (eager), ``cooperative-sticky``, and
+``group.protocol=consumer``. ``socket --profile FILE`` runs the server under cProfile.
+Results: bench/RESULTS.md, "KIP-848 consumer groups".
 """
 
 from __future__ import annotations
