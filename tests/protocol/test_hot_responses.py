@@ -9,9 +9,13 @@ from hypothesis import strategies as st
 from kafka.protocol.consumer import HeartbeatResponse, OffsetCommitResponse, OffsetFetchResponse
 
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey
+from protocol.consumer_group_messages import ConsumerGroupHeartbeatResponse
 from protocol.hot_responses import (
+    AssignedTopicPartitions,
     CommitPartition,
     CommitTopic,
+    ConsumerGroupAssignment,
+    ConsumerGroupHeartbeatAnswer,
     FetchGroup,
     FetchPartition,
     FetchTopic,
@@ -90,3 +94,24 @@ def test_heartbeat_answer(version: int, error: int) -> None:
     assert decoded.error_code == error
     if version >= 1:
         assert decoded.throttle_time_ms == 7
+
+
+_R = ConsumerGroupHeartbeatResponse
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+@pytest.mark.parametrize("version", _versions(ApiKey.CONSUMER_GROUP_HEARTBEAT))
+def test_consumer_group_heartbeat_answer(version: int, data: st.DataObject) -> None:
+    """Byte for byte what the generic message class (our JSON definition) encodes."""
+    topics = data.draw(st.none() | st.lists(st.builds(
+        AssignedTopicPartitions, st.uuids(), st.lists(i32, max_size=6)), max_size=4))
+    answer = ConsumerGroupHeartbeatAnswer(
+        data.draw(i16), data.draw(st.none() | names), data.draw(st.none() | names), data.draw(i32), data.draw(i32),
+        None if topics is None else ConsumerGroupAssignment(topics), data.draw(i32))
+    generic = _R(version=version, throttle_time_ms=answer.throttle_time_ms, error_code=answer.error_code,
+                 error_message=answer.error_message, member_id=answer.member_id, member_epoch=answer.member_epoch,
+                 heartbeat_interval_ms=answer.heartbeat_interval_ms,
+                 assignment=None if topics is None else _R.Assignment(topic_partitions=[
+                     _R.Assignment.TopicPartitions(topic_id=t.topic_id, partitions=t.partitions) for t in topics]))
+    assert answer.encode(version=version) == generic.encode(version=version)
