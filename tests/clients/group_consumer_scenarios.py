@@ -225,10 +225,10 @@ def _consumed(members: list[Member], total: int, server: object, when: str) -> N
 
 
 def run_scale_to_four_scenario(server, tmp: Path, kind: str,  # type: ignore[no-untyped-def]
-                               restart: Callable[[], None] | None = None, batch: int = 1200) -> None:
+                               restart: Callable[[str], None] | None = None, batch: int = 1200) -> None:
     """One member, then four (each partition moves only after its owner revoked it, committing
     first), described and listed by both admin clients, then one again; every record consumed;
-    then, the group empty, ``restart`` (the server, when given), and the committed offsets read
+    then, the group empty, ``restart(group)`` (the server, or the group's coordinator, when given), and the committed offsets read
     back by both admin clients and by a new member, which starts where the group left off."""
     bs = server.bootstrap
     topic, group = uid("kip848-s4-t"), uid("kip848-s4-g")
@@ -273,7 +273,7 @@ def run_scale_to_four_scenario(server, tmp: Path, kind: str,  # type: ignore[no-
 
         # -------- commit/fetch across a restart: the admin APIs and a new member read them back
         if restart is not None:
-            restart()
+            restart(group)
         got_java, got_confluent = offsets_java(bs, group), offsets_confluent(bs, group)
         assert got_java == want and got_confluent == want, \
             f"after the restart: listConsumerGroupOffsets {got_java} / list_consumer_group_offsets " \
