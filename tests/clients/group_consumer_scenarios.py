@@ -39,6 +39,7 @@ from tests.clients.group_scenario import (
 )
 from tests.clients.records_io import Rec, create_topic
 from tests.clients.tools import run_java
+from tests.clients.wire_tap import WireTap
 
 __all__ = ["run_scale_to_four_scenario", "run_regex_scenario", "ownership_violations", "Stint"]
 
@@ -349,13 +350,24 @@ def described_subscriptions(bs: str, group: str) -> list[tuple[str | None, list[
     return [(m.subscribed_topic_regex, sorted(m.subscribed_topic_names)) for m in g.members]
 
 
-def run_regex_scenario(server, tmp: Path, kind: str, partitions: int = 3, count: int = 60) -> float:  # type: ignore[no-untyped-def]
+def _sent_subscriptions(tap: WireTap) -> list[tuple[str | None, list[str] | None]]:
+    """(SubscribedTopicRegex, SubscribedTopicNames) of each ConsumerGroupHeartbeat through the tap
+    that carried either (null: unchanged since the previous heartbeat)."""
+    return [(r.request.subscribed_topic_regex, None if r.request.subscribed_topic_names is None
+             else sorted(r.request.subscribed_topic_names)) for r in list(tap.requests)
+            if r.request.subscribed_topic_regex is not None or r.request.subscribed_topic_names is not None]
+
+
+def run_regex_scenario(server, tmp: Path, kind: str, partitions: int = 3, count: int = 60,  # type: ignore[no-untyped-def]
+                       tap: WireTap | None = None) -> float:
     """A member subscribes to ``^<prefix>-.*`` while one matching topic exists (and one that does
     not match); a second matching topic is created afterwards: the member is assigned its
     partitions and consumes its records, and never the other topic's. Returns the seconds from
     the new topic's creation to its first assignment. Checks what the coordinator was sent: the
     regex (confluent-kafka: librdkafka sends SubscribedTopicRegex) or the names it resolved to
-    (kafka-clients 3.9.1, which matches a Pattern against its own metadata)."""
+    (kafka-clients 3.9.1, which matches a Pattern against its own metadata), as the coordinator
+    holds it (ConsumerGroupDescribe) and, with a ``tap`` the clients connect through, as the
+    heartbeats carried it on the wire."""
     bs = server.bootstrap
     prefix = uid("kip848rx")
     first, later, other = f"{prefix}-a", f"{prefix}-b", f"x{prefix}-c"
@@ -394,6 +406,19 @@ def run_regex_scenario(server, tmp: Path, kind: str, partitions: int = 3, count:
             assert subs == [(sent, [])], f"the coordinator holds {subs}"
         else:
             assert subs == [(None, sorted([first, later]))], f"the coordinator holds {subs}"
+        if tap is not None:
+            sent_subs = _sent_subscriptions(tap)
+            if kind == "confluent":
+                # The regex (on the join; librdkafka 2.16 sends it with an empty list of names), and
+                # never a topic name.
+                assert sent_subs and all(x == (sent, []) for x in sent_subs), \
+                    f"ConsumerGroupHeartbeat subscriptions on the wire: {sent_subs}"
+            else:
+                # Names only, growing when the client's own metadata shows the new topic.
+                assert all(r is None for r, _ in sent_subs), f"a regex on the wire: {sent_subs}"
+                assert [n for _, n in sent_subs if n is not None][:1] == [[first]] \
+                    and sent_subs[-1] == (None, sorted([first, later])), \
+                    f"ConsumerGroupHeartbeat subscriptions on the wire: {sent_subs}"
         m.request_stop()
         assert m.bg.wait(30) is not None, f"{m.name} did not stop\n{ctx(members, server)}"
         return took
