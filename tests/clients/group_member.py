@@ -4,7 +4,8 @@
         stopFile pollDelayMs maxPollRecords
 
 CLIENT: confluent | kafka-python | aiokafka. strategy: range | roundrobin | cooperative-sticky, or (confluent
-only) consumer | consumer-uniform | consumer-range: group.protocol=consumer (KIP-848).
+only) consumer | consumer-uniform | consumer-range: group.protocol=consumer (KIP-848). confluent only: a
+topic starting with "^" is a regex subscription, and the lines name the topic (TA/TR/TC/TREV/TLOST).
 Prints the line protocol of ``java/GroupConsumer.java`` (A/REV/LOST/R/C/CF/STARTED/CLOSED), commits
 synchronously after every non-empty poll, and runs until stopFile exists (then closes) or is killed.
 Standalone on purpose (no imports from the repo), so it can be started and SIGKILLed as a process.
@@ -44,41 +45,50 @@ def run_confluent(bootstrap, topic, group, strategy, instance, session, stop, de
                      "heartbeat.interval.ms": 500})
     if instance != "-":
         conf["group.instance.id"] = instance
+    # A topic starting with "^" is a regular expression (librdkafka's convention); with
+    # group.protocol=consumer librdkafka sends it to the broker (SubscribedTopicRegex), which
+    # resolves it. Lines then name the topic: TA/TREV/TLOST "t:p,...", TR/TC "t p o".
+    by_pattern = topic.startswith("^")
     c = Consumer(conf)
-    owned: set[int] = set()
+    owned: set[tuple[str, int]] = set()
     cooperative = strategy == "cooperative-sticky" or strategy.startswith("consumer")
+
+    def show(tag: str, tps: set[tuple[str, int]]) -> str:
+        if by_pattern:
+            return f"T{tag} " + ",".join(f"{t}:{p}" for t, p in sorted(tps))
+        return f"{tag} " + parts(p for _, p in tps)
 
     def on_assign(consumer, tps) -> None:  # type: ignore[no-untyped-def]
         nonlocal owned
-        ps = {tp.partition for tp in tps}
+        ps = {(tp.topic, tp.partition) for tp in tps}
         owned = owned | ps if cooperative else ps
-        out("A " + parts(owned))
+        out(show("A", owned))
 
-    pending: dict[int, int] = {}  # processed, not yet committed: retried, and committed before a revoke
+    pending: dict[tuple[str, int], int] = {}  # processed, not yet committed: retried, and committed before a revoke
 
-    def commit(offsets: dict[int, int]) -> bool:
+    def commit(offsets: dict[tuple[str, int], int]) -> bool:
         if not offsets:
             return True
         try:
-            c.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
-            for p, o in offsets.items():
-                out(f"C {p} {o}")
+            c.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
+            for (t, p), o in offsets.items():
+                out(f"TC {t} {p} {o}" if by_pattern else f"C {p} {o}")
             return True
         except KafkaException as e:
             out(f"CF {e}")
             return False
 
     def on_revoke(consumer, tps) -> None:  # type: ignore[no-untyped-def]
-        ps = {tp.partition for tp in tps}
-        commit({p: pending.pop(p) for p in ps if p in pending})
+        ps = {(tp.topic, tp.partition) for tp in tps}
+        commit({k: pending.pop(k) for k in ps if k in pending})
         if ps:
-            out("REV " + parts(ps))
+            out(show("REV", ps))
         owned.difference_update(ps)
 
     def on_lost(consumer, tps) -> None:  # type: ignore[no-untyped-def]
-        ps = {tp.partition for tp in tps}
+        ps = {(tp.topic, tp.partition) for tp in tps}
         if ps:
-            out("LOST " + parts(ps))
+            out(show("LOST", ps))
         owned.difference_update(ps)
 
     c.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
@@ -92,10 +102,10 @@ def run_confluent(bootstrap, topic, group, strategy, instance, session, stop, de
                 if m.error() is not None:
                     out(f"E {m.error()}")
                     continue
-                out(f"R {m.partition()} {m.offset()}")
-                pending[m.partition()] = m.offset() + 1
-            for p in [p for p in pending if p not in owned]:
-                del pending[p]
+                out(f"TR {m.topic()} {m.partition()} {m.offset()}" if by_pattern else f"R {m.partition()} {m.offset()}")
+                pending[(m.topic(), m.partition())] = m.offset() + 1
+            for k in [k for k in pending if k not in owned]:
+                del pending[k]
             if commit(dict(pending)):
                 pending.clear()
             if delay:

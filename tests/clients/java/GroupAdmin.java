@@ -20,6 +20,7 @@ import org.apache.kafka.clients.admin.DescribeConsumerGroupsOptions;
 import org.apache.kafka.common.acl.AclOperation;
 import org.apache.kafka.clients.admin.ListConsumerGroupsOptions;
 import org.apache.kafka.common.ConsumerGroupState;
+import org.apache.kafka.common.GroupType;
 import org.apache.kafka.clients.admin.MemberDescription;
 import org.apache.kafka.clients.admin.MemberToRemove;
 import org.apache.kafka.clients.admin.RemoveMembersFromConsumerGroupOptions;
@@ -33,6 +34,9 @@ import org.apache.kafka.common.TopicPartition;
  *   list-state STATE              the same, only groups in STATE (e.g. Stable, Empty)
  *   describe GROUP                D state=.. assignor=.. coordinator=.. members=N
  *                                 M <memberId> <instanceId|-> <clientId> <host> <p,p,..>
+ *   list-type TYPE                G <groupId> <state> <type>, only groups of TYPE (consumer, classic)
+ *   describe-full GROUP           D type=.. state=.. assignor=.. members=N, then
+ *                                 M <memberId> <instanceId|-> <p,p,..> target=<p,p,..|->
  *   describe-ops GROUP            OPS <op,op,..|null>  (includeAuthorizedOperations)
  *   offsets GROUP                 O <topic> <p> <offset> epoch=<e|-> metadata=<m>  (listConsumerGroupOffsets)
  *   alter GROUP TOPIC p:o[:epoch[:metadata]],..  (alterConsumerGroupOffsets)
@@ -95,6 +99,25 @@ public class GroupAdmin {
                 for (MemberDescription m : d.members())
                     System.out.println("M " + m.consumerId() + " " + m.groupInstanceId().orElse("-") + " "
                             + m.clientId() + " " + m.host() + " " + parts(m.assignment().topicPartitions()));
+                break;
+            }
+            case "list-type": {  // listConsumerGroups(withTypes(TYPE)): ListGroups v5 TypesFilter
+                ListConsumerGroupsOptions o = new ListConsumerGroupsOptions()
+                        .withTypes(Collections.singleton(GroupType.parse(a[2])));
+                for (ConsumerGroupListing g : admin.listConsumerGroups(o).all().get(30, TimeUnit.SECONDS))
+                    System.out.println("G " + g.groupId() + " " + g.state().map(Object::toString).orElse("?")
+                            + " " + g.type().map(Object::toString).orElse("?"));
+                break;
+            }
+            case "describe-full": {  // a consumer group: ConsumerGroupDescribe (the client falls back to DescribeGroups)
+                ConsumerGroupDescription d = admin.describeConsumerGroups(Collections.singletonList(a[2]))
+                        .all().get(30, TimeUnit.SECONDS).get(a[2]);
+                System.out.println("D type=" + d.type() + " state=" + d.state() + " assignor=" + d.partitionAssignor()
+                        + " members=" + d.members().size());
+                for (MemberDescription m : d.members())
+                    System.out.println("M " + m.consumerId() + " " + m.groupInstanceId().orElse("-") + " "
+                            + parts(m.assignment().topicPartitions()) + " target="
+                            + m.targetAssignment().map(t -> parts(t.topicPartitions())).orElse("-"));
                 break;
             }
             case "describe-ops": {  // DescribeGroups with include_authorized_operations

@@ -6,6 +6,7 @@ import java.util.HashMap;
 import java.util.Map;
 import java.util.Properties;
 import java.util.TreeSet;
+import java.util.regex.Pattern;
 
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
@@ -33,6 +34,11 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  * consumer-uniform | consumer-range (group.protocol=consumer, KIP-848: sessionTimeoutMs is unused,
  * the server's group.consumer.session.timeout.ms applies)
  * Runs until stopFile exists (then close(): LeaveGroup for a dynamic member) or until killed.
+ *
+ * A topic starting with "^" is a regular expression: subscribe(Pattern). kafka-clients 3.9.1 has
+ * no SubscriptionPattern (KIP-848's broker-side regex, 4.0+): with group.protocol=consumer too it
+ * matches the pattern against its own metadata (refreshed every 2 s here, metadata.max.age.ms)
+ * and sends the topic names. Lines then name the topic: "TA t:p,t:p", "TR t p o", "TC t p o".
  */
 public class GroupConsumer {
     static synchronized void out(String s) {
@@ -51,11 +57,20 @@ public class GroupConsumer {
         return b.toString();
     }
 
+    static boolean byPattern = false;
+
+    static String topicParts(Collection<TopicPartition> tps) {
+        TreeSet<String> s = new TreeSet<>();
+        for (TopicPartition tp : tps) s.add(tp.topic() + ":" + tp.partition());
+        return String.join(",", s);
+    }
+
     static boolean commitAndPrint(KafkaConsumer<byte[], byte[]> c, Map<TopicPartition, OffsetAndMetadata> commit) {
         try {
             c.commitSync(commit);
             for (Map.Entry<TopicPartition, OffsetAndMetadata> e : commit.entrySet())
-                out("C " + e.getKey().partition() + " " + e.getValue().offset());
+                out((byPattern ? "TC " + e.getKey().topic() + " " : "C ") + e.getKey().partition() + " "
+                        + e.getValue().offset());
             return true;
         } catch (Exception e) {
             out("CF " + e.getClass().getSimpleName() + ": " + e.getMessage());
@@ -101,37 +116,41 @@ public class GroupConsumer {
         p.put(ConsumerConfig.RETRY_BACKOFF_MAX_MS_CONFIG, "500");
         p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
         p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        byPattern = topic.startsWith("^");
+        if (byPattern) p.put(ConsumerConfig.METADATA_MAX_AGE_CONFIG, "2000");
 
         KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p);
         // Processed but not yet committed (a commit can fail while a rebalance is in progress):
         // committed again with the next batch, and before the partitions are revoked.
         Map<TopicPartition, OffsetAndMetadata> pending = new HashMap<>();
-        c.subscribe(Collections.singletonList(topic), new ConsumerRebalanceListener() {
+        ConsumerRebalanceListener listener = new ConsumerRebalanceListener() {
             @Override
             public void onPartitionsRevoked(Collection<TopicPartition> tps) {
                 Map<TopicPartition, OffsetAndMetadata> commit = new HashMap<>();
                 for (TopicPartition tp : tps) if (pending.containsKey(tp)) commit.put(tp, pending.remove(tp));
                 if (!commit.isEmpty()) commitAndPrint(c, commit);
-                if (!tps.isEmpty()) out("REV " + parts(tps));
+                if (!tps.isEmpty()) out(byPattern ? "TREV " + topicParts(tps) : "REV " + parts(tps));
             }
 
             @Override
             public void onPartitionsAssigned(Collection<TopicPartition> tps) {
-                out("A " + parts(c.assignment()));
+                out(byPattern ? "TA " + topicParts(c.assignment()) : "A " + parts(c.assignment()));
             }
 
             @Override
             public void onPartitionsLost(Collection<TopicPartition> tps) {
-                if (!tps.isEmpty()) out("LOST " + parts(tps));
+                if (!tps.isEmpty()) out(byPattern ? "TLOST " + topicParts(tps) : "LOST " + parts(tps));
             }
-        });
+        };
+        if (byPattern) c.subscribe(Pattern.compile(topic), listener);
+        else c.subscribe(Collections.singletonList(topic), listener);
         out("STARTED");
         try {
             while (!stop.exists()) {
                 ConsumerRecords<byte[], byte[]> recs = c.poll(Duration.ofMillis(200));
                 if (recs.isEmpty()) continue;
                 for (ConsumerRecord<byte[], byte[]> r : recs) {
-                    out("R " + r.partition() + " " + r.offset());
+                    out((byPattern ? "TR " + r.topic() + " " : "R ") + r.partition() + " " + r.offset());
                     pending.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
                 }
                 pending.keySet().retainAll(c.assignment());
