@@ -163,6 +163,52 @@ def client(setup: Setup) -> Iterator[WireClient]:
 # ---------------------------------------------------------------------------------------------
 
 
+#: Kafka's ``throwIfConsumerGroupHeartbeatRequestIsInvalid`` rules, in its order, each broken by
+#: one field of an otherwise valid join of a new member (``tests/coordinator/group/consumer/
+#: test_heartbeat.py`` checks them in the shard; here they cross the wire).
+INVALID = [
+    (dict(member_id=""), E.INVALID_REQUEST, "MemberId can't be empty."),
+    (dict(member_id="   "), E.INVALID_REQUEST, "MemberId can't be empty."),
+    (dict(group_id=" "), E.INVALID_REQUEST, "GroupId can't be empty."),
+    (dict(instance_id=""), E.INVALID_REQUEST, "InstanceId can't be empty."),
+    (dict(rack_id=" "), E.INVALID_REQUEST, "RackId can't be empty."),
+    (dict(rebalance_timeout_ms=-1), E.INVALID_REQUEST, "RebalanceTimeoutMs must be provided in first request."),
+    (dict(topic_partitions=None), E.INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining."),
+    (dict(topic_partitions="owned"), E.INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining."),
+    (dict(subscribed_topic_names=None), E.INVALID_REQUEST,
+     "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining."),
+    (dict(member_epoch=-2), E.INVALID_REQUEST, "InstanceId can't be null."),
+    (dict(member_epoch=-3), E.INVALID_REQUEST, "MemberEpoch is invalid."),
+    (dict(member_epoch=-2_147_483_648), E.INVALID_REQUEST, "MemberEpoch is invalid."),
+    (dict(server_assignor="sticky"), E.UNSUPPORTED_ASSIGNOR,
+     "ServerAssignor sticky is not supported. Supported assignors: uniform, range."),
+]
+
+
+@pytest.mark.parametrize(("fields", "code", "message"), INVALID, ids=[m for _, _, m in INVALID])
+def test_each_validation_rule(setup: Setup, client: WireClient, fields: dict[str, Any], code: int,
+                              message: str) -> None:
+    request: dict[str, Any] = dict(member_id=str(uuid.uuid4()), rebalance_timeout_ms=30_000,
+                                   subscribed_topic_names=[TOPIC], topic_partitions=[])
+    request.update(fields)
+    if request["topic_partitions"] == "owned":
+        request["topic_partitions"] = owned(setup, client, setup.dynamic)
+    r = heartbeat(client, **request)
+    assert (r.error_code, r.error_message) == (code, message), r
+    assert (r.member_epoch, r.assignment) == (0, None), r
+
+
+def test_an_unknown_member_and_an_unknown_group(setup: Setup, client: WireClient) -> None:
+    stranger = str(uuid.uuid4())
+    r = heartbeat(client, member_id=stranger, member_epoch=3)
+    assert (r.error_code, r.error_message) == (E.UNKNOWN_MEMBER_ID, f"Member {stranger} is not a member of group "
+                                               f"{GROUP}."), r
+    r = heartbeat(client, group_id="no-such-group", member_id=stranger, member_epoch=3)
+    assert (r.error_code, r.error_message) == (E.GROUP_ID_NOT_FOUND, "Consumer group no-such-group not found."), r
+    (g,) = describe(client, ["no-such-group"]).groups
+    assert g.error_code == E.GROUP_ID_NOT_FOUND, g
+
+
 def test_an_epoch_from_the_future_is_fenced(setup: Setup, client: WireClient) -> None:
     m = setup.dynamic
     r = heartbeat(client, member_id=m.member_id, member_epoch=m.epoch + 1000, topic_partitions=owned(setup, client, m))
