@@ -18,7 +18,12 @@ Properties asserted on any bytes:
    before values, a group id that is both a classic and a consumer group.
 4. After a whole replay and ``on_loaded``, the shard's ``snapshot_records()`` replay into another
    fresh shard without error and give the same state: the consumer groups (every field their
-   records determine), the classic groups' records and the committed offsets.
+   records determine), the classic groups' records and the committed offsets. Two departures
+   only logs no coordinator writes can cause are tolerated, each described where it is
+   (:func:`_claimed_twice`, :func:`_unrecorded`): the indexes of a group in which two members
+   claimed one instance id or partition, and a group left with no record at all (created by a
+   value, then every record tombstoned without the ConsumerGroupMetadata tombstone that ends a
+   group in Kafka's order).
 
 The first input byte picks the mode:
 
