@@ -625,7 +625,11 @@ def decode_value(
     version = r.int16()
     if version != _VALUE_VERSION:
         raise UnknownRecordVersion(type(key).__name__.replace("Key", "Value"), version)
-    return _decode_value_struct(key, r)
+    try:
+        return _decode_value_struct(key, r)
+    except MalformedRecordError as exc:
+        # Name the record: a load that fails on it says which group's which record it was.
+        raise MalformedRecordError(f"{type(key).__name__.replace('Key', 'Value')} of {key}: {exc}") from None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -28,6 +28,12 @@ position:
    in 4.4"), an array of more than ``MAX_ARRAY_ELEMENTS`` (1,000,000) elements or a tagged-field
    section of more than ``MAX_TAGGED_FIELDS`` (10,000) fields is malformed, whatever the bytes
    left: the count is refused as soon as it is read, before any element is.
+6. A compact string (flexible versions) may declare any length; Kafka's generated readers refuse
+   one longer than ``MAX_STRING_BYTES`` (32,767, ``Short.MAX_VALUE``: "string field ... had
+   invalid length"), the most a non-flexible string or a ``__consumer_offsets`` record key can
+   hold. So do we: a group id, member id or SubscribedTopicRegex read from a request always fits
+   the int16-length strings of the record keys written for it (a 40,000-byte regex once reached
+   the ConsumerGroupRegularExpression key's encoder and failed the heartbeat's handler).
 
 A decoder fails on garbage with whatever its reads raise: ``struct.error`` and ``IndexError`` past
 the end, ``ValueError`` (a bad UUID, ``UnicodeDecodeError``, a ``VarintError``). Those are its "malformed" signals
@@ -43,7 +49,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from kafka.protocol.schemas.fields.array import ArrayField
-from kafka.protocol.schemas.fields.codecs.types import UnsignedVarInt32
+from kafka.protocol.schemas.fields.codecs.types import String, UnsignedVarInt32
 from kafka.protocol.schemas.fields.codegen import CodegenContext
 from kafka.protocol.schemas.fields.struct import StructField
 from kafka.protocol.schemas.fields.struct_array import StructArrayField
@@ -51,8 +57,8 @@ from kafka.protocol.schemas.fields.struct_array import StructArrayField
 from .kafka_types import KafkaCodegen, KafkaMessageClass, KafkaRequest, KafkaSchemaField
 from .varints import read_uvarint
 
-__all__ = ["MalformedRequest", "body_decoder", "CODEC_ERRORS", "MAX_ARRAY_ELEMENTS", "MAX_TAGGED_FIELDS",
-           "too_many_tagged_fields"]
+__all__ = ["MalformedRequest", "body_decoder", "CODEC_ERRORS", "MAX_ARRAY_ELEMENTS", "MAX_STRING_BYTES",
+           "MAX_TAGGED_FIELDS", "too_many_tagged_fields"]
 
 #: What the generated decoders raise for malformed input (see the module docstring).
 CODEC_ERRORS = (struct.error, IndexError, ValueError)
@@ -61,6 +67,8 @@ CODEC_ERRORS = (struct.error, IndexError, ValueError)
 #: may hold: Kafka 4.4's limits (rule 5 of the module docstring).
 MAX_ARRAY_ELEMENTS = 1_000_000
 MAX_TAGGED_FIELDS = 10_000
+#: The longest string a request may hold (rule 6 of the module docstring).
+MAX_STRING_BYTES = 0x7FFF
 
 
 class MalformedRequest(ValueError):
@@ -125,6 +133,28 @@ def _emit_array_decode(self: KafkaSchemaField, ctx: KafkaCodegen, var_name: str,
     ctx.emit(inner, f"    {var_name}.append({item})")
 
 
+def _emit_string_decode(self: object, ctx: KafkaCodegen, var_name: str, indent: str, compact: bool = False) -> None:
+    """A string: as kafka-python reads it, but a compact one longer than ``MAX_STRING_BYTES``
+    is malformed (rule 6; a non-flexible one has an int16 length and cannot be). One comparison,
+    on the non-null branch only."""
+    ln = ctx.next_var("ln")
+    if compact:
+        _emit_uvarint(None, ctx, ln, indent)
+        ctx.emit(indent, f"{ln} -= 1")
+    else:
+        ctx.emit(indent, f'{ln} = unpack_from(">h", data, pos)[0]')
+        ctx.emit(indent, "pos += 2")
+    ctx.emit(indent, f"if {ln} < 0:")
+    ctx.emit(indent, f"    {var_name} = None")
+    if compact:
+        ctx.emit(indent, f"elif {ln} > {MAX_STRING_BYTES}:")
+        ctx.emit(indent, f"    raise _MalformedRequest(f'string of {{{ln}}} bytes, more than the {MAX_STRING_BYTES}"
+                         " a request may hold')")
+    ctx.emit(indent, "else:")
+    ctx.emit(indent, f'    {var_name} = str(data[pos:pos+{ln}], "utf-8")')
+    ctx.emit(indent, f"    pos += {ln}")
+
+
 def _array_count_error(count: int, left: int) -> str:
     """Why an array count is refused: Kafka 4.4's limit first, so that a count past it is refused
     for that reason whether or not the body holds its elements."""
@@ -174,6 +204,7 @@ _THEIR_VARINT = UnsignedVarInt32.__dict__["emit_decode_from"]
 _THEIR_TAGGED = StructField.__dict__["_emit_tagged_decode"]
 _THEIR_ARRAY = ArrayField.__dict__["emit_decode_from"]
 _THEIR_STRUCT_ARRAY = StructArrayField.__dict__["emit_decode_from"]
+_THEIR_STRING = String.__dict__["emit_decode_from"]
 
 
 @contextmanager
@@ -184,6 +215,7 @@ def _our_emitters() -> Iterator[None]:
     StructField._emit_tagged_decode = _emit_tagged_decode
     # StructArrayField overrides emit_decode_from too: both are swapped, and both put back.
     ArrayField.emit_decode_from = StructArrayField.emit_decode_from = _emit_array_decode
+    String.emit_decode_from = _emit_string_decode
     try:
         yield
     finally:
@@ -191,6 +223,7 @@ def _our_emitters() -> Iterator[None]:
         StructField._emit_tagged_decode = _THEIR_TAGGED
         ArrayField.emit_decode_from = _THEIR_ARRAY
         StructArrayField.emit_decode_from = _THEIR_STRUCT_ARRAY
+        String.emit_decode_from = _THEIR_STRING
 
 
 def _compile(cls: KafkaMessageClass, version: int) -> Callable[[bytes | memoryview, int], tuple[KafkaRequest, int]]:

@@ -403,6 +403,14 @@ def test_impossible_counts_are_malformed(data: bytes) -> None:
             decode_value(key, data)
 
 
+def test_a_malformed_value_names_its_record() -> None:
+    key = ConsumerGroupTargetAssignmentMemberKey("g", "m")
+    with pytest.raises(MalformedRecordError) as raised:
+        decode_value(key, h("0000", "05", "0102"))
+    assert str(raised.value) == ("ConsumerGroupTargetAssignmentMemberValue of ConsumerGroupTargetAssignmentMemberKey("
+                                 "group_id='g', member_id='m'): array of 4 cannot fit in 2 bytes")
+
+
 def test_non_utf8_key_string_is_malformed() -> None:
     with pytest.raises(MalformedRecordError):
         decode_key(h("0003", "0002", "c328"))

@@ -154,3 +154,24 @@ def test_exactly_ten_thousand_tagged_fields_are_read() -> None:
     message = body_decoder(request_class(ApiKey.API_VERSIONS), 3)(api_versions_v3_body(10_000))
     assert message.client_software_name == "name"
     assert len(message.unknown_tags) == 10_000
+
+
+def test_a_compact_string_over_32767_bytes_is_refused() -> None:
+    # FindCoordinator v4 (flexible): key type int8, then the coordinator keys, a compact array of
+    # compact strings. Kafka's readers refuse a string over Short.MAX_VALUE bytes.
+    decode = body_decoder(FindCoordinatorRequest, 4)
+
+    def body(key: bytes) -> bytes:
+        return b"\x00" + _uvarint(2) + _uvarint(len(key) + 1) + key + b"\x00"
+
+    assert decode(body(b"g" * 32_767)).coordinator_keys == ["g" * 32_767]
+    with pytest.raises(MalformedRequest, match="string of 32768 bytes, more than the 32767"):
+        decode(body(b"g" * 32_768))
+    # The length alone is refused, bytes left or not; a null string is still null.
+    with pytest.raises(MalformedRequest, match="string of 1000000 bytes"):
+        decode(b"\x00" + _uvarint(2) + _uvarint(1_000_001))
+    heartbeat = request_class(ApiKey.CONSUMER_GROUP_HEARTBEAT)
+    request = heartbeat[1](group_id="g", member_id="m", member_epoch=0, instance_id=None, rack_id=None,
+                           rebalance_timeout_ms=1, subscribed_topic_names=None, subscribed_topic_regex=None,
+                           server_assignor=None, topic_partitions=[])
+    assert body_decoder(heartbeat, 1)(request.encode(version=1)).subscribed_topic_regex is None

@@ -1,0 +1,121 @@
+"""A KIP-848 consumer-group record that does not decode, in a CRC-valid batch of a
+``__consumer_offsets`` partition's log: the load fails with a clear error, and nothing crashes.
+
+The batch's CRC is right (a buggy writer, not a disk, wrote the record), so the loader does not
+skip the batch as corrupt; ``GroupCoordinatorShard.replay`` raises MalformedRecordError and the
+partition is FAILED, as Kafka fails a coordinator load on a record it cannot read (issue 31, "Bad
+input"; the fuzz harness ``tests/fuzz/fuzz_consumer_group_records.py`` checks that replay raises
+nothing else).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coordinator.group.config import GroupConfig
+from coordinator.group.coordinator_type import group_coordinator_type
+from coordinator.runtime.runtime import CoordinatorRuntime, CoordinatorState
+from coordinator.runtime.snapshot import SNAPSHOT_FILE, encode_snapshot
+from coordinator.runtime.timers import SystemClock
+from protocol import consumer_group_records as cgr
+from protocol.consumer_offsets import OffsetCommitKey, OffsetCommitValue, serialize
+from protocol.records import build_batch, read_batch_header
+from tests.coordinator.runtime.test_runtime import _open_logs
+
+
+@pytest.mark.asyncio
+async def test_a_malformed_consumer_group_record_fails_the_load_clearly(tmp_path: Path, caplog: Any) -> None:
+    groups = group_coordinator_type(GroupConfig())
+    logs, _ = await _open_logs(tmp_path)
+    runtime = CoordinatorRuntime(logs, groups)
+    await runtime.load(0)
+    plog = runtime._partitions[0].plog
+    good_key, good_value = serialize(OffsetCommitKey("g", "t", 0), OffsetCommitValue(42))
+    # A ConsumerGroupMetadata value cut after its version: no group epoch.
+    bad = (cgr.encode_key(cgr.ConsumerGroupMetadataKey("g")), b"\x00\x00\x00")
+    batch = bytearray(build_batch([(good_key, good_value), bad], timestamp_ms=0))
+    _base, durable = plog.append_batch(batch, read_batch_header(batch, 0))
+    await durable
+    await logs.close_all()
+
+    logs, _ = await _open_logs(tmp_path)
+    runtime = CoordinatorRuntime(logs, groups)
+    with caplog.at_level(logging.ERROR):
+        await runtime.load(0)
+        await asyncio.sleep(0)
+    await logs.close_all()
+    assert runtime.state(0) is CoordinatorState.FAILED
+    failures = [r for r in caplog.records if r.getMessage() == "loading failed"]
+    assert len(failures) == 1, caplog.text
+    record = failures[0]
+    assert getattr(record, "partition", None) == "__consumer_offsets-0"
+    assert record.exc_info is not None and type(record.exc_info[1]).__name__ == "MalformedRecordError"
+    # The error names the record that failed: its value type and key (group id).
+    assert str(record.exc_info[1]) == "ConsumerGroupMetadataValue of ConsumerGroupMetadataKey(group_id='g'): " \
+        "truncated at byte 2"
+
+
+# --- KNOWN GAPS (failing on purpose; the fix belongs in coordinator/runtime/loader.py) ----------
+
+
+@pytest.mark.asyncio
+async def test_known_gap_the_load_error_names_the_offset(tmp_path: Path, caplog: Any) -> None:
+    """The house rule: a corrupt record at load is a clear error naming where it is. The line
+    names the partition but not the record's offset (Kafka: "Replaying record ... from
+    __consumer_offsets-N at offset X failed"). Proposed fix: ``replay_steps`` catches the
+    shard's MalformedRecordError and logs (or re-raises) it with ``offset`` in the extra."""
+    groups = group_coordinator_type(GroupConfig())
+    logs, _ = await _open_logs(tmp_path)
+    runtime = CoordinatorRuntime(logs, groups)
+    await runtime.load(0)
+    plog = runtime._partitions[0].plog
+    good = serialize(OffsetCommitKey("g", "t", 0), OffsetCommitValue(42))
+    bad = (cgr.encode_key(cgr.ConsumerGroupMetadataKey("g")), b"\x00\x00\x00")
+    batch = bytearray(build_batch([good, bad], timestamp_ms=0))  # type: ignore[list-item]
+    _base, durable = plog.append_batch(batch, read_batch_header(batch, 0))
+    await durable
+    await logs.close_all()
+    logs, _ = await _open_logs(tmp_path)
+    runtime = CoordinatorRuntime(logs, groups)
+    with caplog.at_level(logging.ERROR):
+        await runtime.load(0)
+    await logs.close_all()
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert any(getattr(r, "partition", None) == "__consumer_offsets-0" and getattr(r, "offset", None) == 1
+               for r in errors), [r.__dict__ for r in errors]
+
+
+@pytest.mark.asyncio
+async def test_known_gap_a_snapshot_record_that_does_not_decode_drops_the_snapshot(tmp_path: Path, caplog: Any) -> None:
+    """A snapshot is a cache of the log: one that cannot be read is dropped and the log replayed
+    (``Loader.replay_snapshot``, "ignoring the snapshot"). One that reads (CRCs right) but holds a
+    record that does not decode fails the partition instead, and the error does not say the
+    snapshot file held it. Proposed fix: ``replay_snapshot`` treats the shard's
+    MalformedRecordError like a SnapshotError (distrust, remove the file, replay the log), on a
+    fresh shard, since the failed one holds part of the snapshot."""
+    groups = group_coordinator_type(GroupConfig())
+    logs, _ = await _open_logs(tmp_path)
+    runtime = CoordinatorRuntime(logs, groups)
+    await runtime.load(0)
+    plog = runtime._partitions[0].plog
+    good = serialize(OffsetCommitKey("g", "t", 0), OffsetCommitValue(42))
+    batch = bytearray(build_batch([good], timestamp_ms=0))  # type: ignore[list-item]
+    _base, durable = plog.append_batch(batch, read_batch_header(batch, 0))
+    await durable
+    end = plog.log_end_offset
+    await logs.close_all()
+    bad = (cgr.encode_key(cgr.ConsumerGroupMetadataKey("g")), b"\x00\x00\x00")
+    snapshot = encode_snapshot(end, SystemClock().now_ms(), [bad])
+    (tmp_path / "__consumer_offsets-0" / SNAPSHOT_FILE).write_bytes(snapshot)
+    logs, _ = await _open_logs(tmp_path)
+    runtime = CoordinatorRuntime(logs, groups)
+    await runtime.load(0)
+    await logs.close_all()
+    assert runtime.state(0) is CoordinatorState.ACTIVE
+    assert runtime.shard(0).offset_manager.committed("g")[("t", 0)].offset == 42
+    assert "ignoring the snapshot" in caplog.text
