@@ -983,7 +983,7 @@ class ConsumerGroupManager:
             assert isinstance(key, ConsumerGroupCurrentMemberAssignmentKey)
             old = group.members.get(key.member_id) or ConsumerGroupMember(key.member_id)
             epochs = {(tp.topic_id, p): e for tp in value.assigned_partitions if tp.assignment_epochs is not None
-                      for p, e in zip(tp.partitions, tp.assignment_epochs, strict=False)}
+                      for p, e in zip(tp.partitions, tp.assignment_epochs, strict=False) if e != -1}
             try:
                 state = MemberState(value.state)
             except ValueError:

@@ -1,15 +1,10 @@
-"""KNOWN BUG (found by tests/fuzz/fuzz_consumer_group_records.py, regression input
+"""Found by tests/fuzz/fuzz_consumer_group_records.py (regression input
 tests/fuzz/regressions/consumer_group_records/11ceb0f43c64842d9d52fc658bc87fa176f8d816, one operation): a
 ConsumerGroupCurrentMemberAssignment record without the KIP-1251 ``AssignmentEpochs`` tag (as
 written before KIP-1251, or with fewer epochs than partitions) loads as "assignment epoch
-unknown", but a snapshot of that state writes -1 for each unknown epoch, which loads as "assigned
-at epoch -1". The two loads then answer an OffsetCommit from an older member epoch differently:
-refused from the log, accepted from the snapshot.
-
-Where: ``ConsumerGroupManager.replay`` keeps every epoch of the tag, -1 included, and
-``_current_value`` (``_tps`` with the member's epochs mapping) writes -1 for a partition without
-one. Proposed fix (coordinator/group/consumer/manager.py): replay skips -1 epochs
-(``... for p, e in zip(...) if e != -1``), so "unknown" reads back as unknown.
+unknown", and a snapshot of that state writes -1 for each unknown epoch. Replay reads -1 back as
+unknown (``ConsumerGroupManager.replay``), so a load from the log and a load from a snapshot
+answer an OffsetCommit from an older member epoch alike.
 """
 
 from __future__ import annotations
