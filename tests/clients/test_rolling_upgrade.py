@@ -284,7 +284,13 @@ def test_java_rolling_upgrade_and_downgrade(server_factory, tmp_path, classic) -
 
 
 def test_confluent_rolling_upgrade_and_downgrade(server_factory, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    run_rolling_upgrade(server_factory(CONSUMER_PROTOCOL_SERVER), tmp_path, "confluent", "cooperative-sticky")
+    """librdkafka with the range assignor. Not cooperative-sticky: a librdkafka leader copies each
+    member's subscription user data into its assignment (rd_kafka_group_MemberState_consumer_write
+    writes rkgm_userdata), and the sticky assignors' subscriptions carry user data, which Kafka's
+    ConsumerGroup.fromClassicGroup refuses to convert ("userData from a custom assignor would be
+    lost": the heartbeat gets GROUP_ID_NOT_FOUND, which librdkafka treats as fatal); see
+    test_confluent_cooperative_sticky_group_is_not_upgraded."""
+    run_rolling_upgrade(server_factory(CONSUMER_PROTOCOL_SERVER), tmp_path, "confluent", "range")
 
 
 class _ClusterServer:
