@@ -293,6 +293,43 @@ def test_confluent_rolling_upgrade_and_downgrade(server_factory, tmp_path) -> No
     run_rolling_upgrade(server_factory(CONSUMER_PROTOCOL_SERVER), tmp_path, "confluent", "range")
 
 
+def test_confluent_cooperative_sticky_group_is_not_upgraded(server_factory, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A librdkafka cooperative-sticky classic group past its first generation carries the sticky
+    user data in its assignments: a consumer-protocol member is refused (GROUP_ID_NOT_FOUND, fatal for librdkafka)
+    and the classic group goes on untouched."""
+    server = server_factory(CONSUMER_PROTOCOL_SERVER)
+    bs = server.bootstrap
+    topic, group = uid("roll-cs-t"), uid("roll-cs-g")
+    create_topic(bs, topic, P)
+    produce(bs, topic, 0, BATCH)
+    members: list[Member] = []
+    try:
+        # Two generations: in the second the members' subscriptions carry their previous
+        # assignment as sticky user data (in the first they may carry none, and the group upgrades).
+        for i in range(2):
+            members.append(start_member("confluent", f"classic{i}-confluent", bs, topic, group, "cooperative-sticky",
+                                        tmp_path))
+            assert wait_stable(members, 45), ctx(members, server)
+        before = [m.assignment() for m in members]
+        marks = [m.mark() for m in members]
+        modern = start_member("confluent", "modern-confluent", bs, topic, group, "consumer", tmp_path)
+        members.append(modern)
+        assert wait_until(lambda: any(tag == "E" and "group id does not exist" in rest
+                                      for tag, rest in modern.events()), 30), \
+            f"the consumer-protocol member was not refused\n{ctx(members, server)}"
+        assert "unsupported custom assignor is in use" in server.log_text(), ctx(members, server)
+        assert list_group_type(bs, group) == "classic", ctx(members, server)
+        assert modern.assignment() is None, ctx(members, server)
+        produce(bs, topic, BATCH, BATCH)
+        assert wait_until(lambda: all_consumed(members, 2 * BATCH), 30), ctx(members, server)
+        for m, was, mark in zip(members, before, marks, strict=False):
+            revoked = [e for e in m.events()[mark:] if e[0] in ("REV", "LOST")]
+            assert not revoked and m.assignment() == was, f"{m.name}: {revoked} / {m.assignment()}\n{ctx(members, server)}"
+    finally:
+        for m in members:
+            m.bg.stop()
+
+
 class _ClusterServer:
     """What the scenario reads of a server, for a three-node cluster."""
 
