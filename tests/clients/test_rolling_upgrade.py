@@ -342,10 +342,11 @@ class _ClusterServer:
                          for line in self.cluster.log_path(b).read_text(errors="replace").splitlines()[-20:])
 
 
-def test_java_rolling_upgrade_and_downgrade_on_a_cluster(tmp_path) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(("kind", "classic"), [("java", "cooperative-sticky"), ("confluent", "range")])
+def test_rolling_upgrade_and_downgrade_on_a_cluster(tmp_path, kind, classic) -> None:  # type: ignore[no-untyped-def]
     """On three nodes the group's coordinator is the leader of its offsets partition, any node."""
     from tests.coordinator.cluster.conftest import running_cluster
 
     settings = [f"{k}={v}" for k, v in CONSUMER_PROTOCOL_SERVER.items()]
     with running_cluster(tmp_path / "cluster", "offsets.topic.num.partitions=3", *settings) as cluster:
-        run_rolling_upgrade(_ClusterServer(cluster), tmp_path, "java", "cooperative-sticky")
+        run_rolling_upgrade(_ClusterServer(cluster), tmp_path, kind, classic)
