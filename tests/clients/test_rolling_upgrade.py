@@ -13,7 +13,10 @@ by at most one of its consumers (a re-delivery of what was not committed, never 
 consuming a partition at once); the group type ListGroups v5 reports is classic, then consumer
 from the first consumer-protocol member on, then classic again after the last one left; and once
 the producer stopped the committed offsets reach the end offsets.
-Same with confluent-kafka (librdkafka 2.16).
+Java with cooperative-sticky and with range (eager), confluent-kafka (librdkafka 2.16) with range
+(a librdkafka cooperative-sticky group is refused the upgrade, as by Kafka), on one node and on a
+three-node cluster. Client behaviour the test works around or pins: tests/clients/FINDINGS.md,
+"Rolling upgrade".
 """
 
 from __future__ import annotations
