@@ -492,19 +492,24 @@ class ConsumerGroupManager:
         classic = self.classic_group(group_id)
         assert classic is not None
         prefix = f"Cannot upgrade classic group {group_id} to consumer group because"
+
+        def refused(message: str) -> HeartbeatError:
+            # Logged as Kafka's validateOnlineUpgrade/convertToConsumerGroup do: the member only
+            # sees GROUP_ID_NOT_FOUND (fatal for librdkafka), the operator needs the reason.
+            log.info("%s", message)
+            return HeartbeatError(E.GROUP_ID_NOT_FOUND, message)
+
         if not upgrade_enabled(self.config.consumer_migration_policy):
-            raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"{prefix} online upgrade is disabled.")
+            raise refused(f"{prefix} online upgrade is disabled.")
         if classic.protocol_type != CONSUMER_GROUP_TYPE:
-            raise HeartbeatError(E.GROUP_ID_NOT_FOUND,
-                                 f"{prefix} the group does not use the consumer embedded protocol.")
+            raise refused(f"{prefix} the group does not use the consumer embedded protocol.")
         if len(classic.members) > self.config.consumer_max_size:
-            raise HeartbeatError(E.GROUP_ID_NOT_FOUND,
-                                 f"{prefix} the group size exceeds the consumer group maximum size.")
+            raise refused(f"{prefix} the group size exceeds the consumer group maximum size.")
         subscribed: set[str] = set()
         try:
             group = consumer_group_from_classic(classic, self.topics, 0, now)
-        except UpgradeRefused as refused:
-            raise HeartbeatError(E.GROUP_ID_NOT_FOUND, str(refused)) from None
+        except UpgradeRefused as refusal:
+            raise refused(str(refusal)) from None
         for member in group.members.values():
             subscribed.update(member.subscribed_topic_names)
         group.metadata_hash = topics_hash(subscribed, self.topics)

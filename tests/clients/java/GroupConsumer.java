@@ -3,6 +3,7 @@ import java.time.Duration;
 import java.util.Collection;
 import java.util.Collections;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.Map;
 import java.util.Properties;
 import java.util.TreeSet;
@@ -29,7 +30,7 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  *   CF msg      a commit failed
  *   CLOSED      after close()
  *
- * Args: bootstrap topic group strategy instanceId|- sessionTimeoutMs stopFile pollDelayMs maxPollRecords
+ * Args: bootstrap topic group strategy instanceId|- sessionTimeoutMs stopFile pollDelayMs maxPollRecords [seek-committed]
  * strategy: range | roundrobin | cooperative-sticky | sticky (the classic protocol), or consumer |
  * consumer-uniform | consumer-range (group.protocol=consumer, KIP-848: sessionTimeoutMs is unused,
  * the server's group.consumer.session.timeout.ms applies)
@@ -84,6 +85,16 @@ public class GroupConsumer {
         File stop = new File(args[6]);
         long delay = Long.parseLong(args[7]);
         String maxPoll = args[8];
+        // Optional 10th argument "seek-committed" (consumer protocol only): onPartitionsAssigned
+        // seeks the newly assigned partitions to their committed offsets. kafka-clients 3.9.1's
+        // consumer-protocol consumer (AsyncKafkaConsumer) updates fetch positions partly on the
+        // application thread and partly on the background thread; a partition assigned while a
+        // committed-offsets fetch is in flight can be reset with auto.offset.reset instead of
+        // starting at its committed offset (fixed in Kafka 4.0 by KAFKA-17066,
+        // https://issues.apache.org/jira/browse/KAFKA-17066). The seek is the application-side
+        // workaround; without it such a member re-consumes from the earliest offset and commits
+        // offsets lower than the group's.
+        boolean seekCommitted = args.length > 9 && args[9].equals("seek-committed");
 
         Properties p = new Properties();
         p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
@@ -134,6 +145,10 @@ public class GroupConsumer {
 
             @Override
             public void onPartitionsAssigned(Collection<TopicPartition> tps) {
+                if (seekCommitted && !tps.isEmpty()) {
+                    for (Map.Entry<TopicPartition, OffsetAndMetadata> e : c.committed(new HashSet<>(tps)).entrySet())
+                        if (e.getValue() != null) c.seek(e.getKey(), e.getValue().offset());
+                }
                 out(byPattern ? "TA " + topicParts(c.assignment()) : "A " + parts(c.assignment()));
             }
 

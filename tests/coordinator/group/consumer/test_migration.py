@@ -284,9 +284,13 @@ def test_policy_refuses_the_upgrade(policy: str) -> None:
     assert ctx.last_records == [] and ctx.groups["g"].state.value == "Stable" and "g" not in ctx.cgroups
 
 
-def test_custom_assignor_user_data_refuses_the_upgrade(ctx: ConsumerGroupTestContext) -> None:
+def test_custom_assignor_user_data_refuses_the_upgrade(ctx: ConsumerGroupTestContext,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
     classic_group(ctx, user_data=b"x")
-    r = ctx.cg_heartbeat(member_id="m1")
+    with caplog.at_level("INFO", logger="groupcoord.group"):
+        r = ctx.cg_heartbeat(member_id="m1")
+    # logged too: a librdkafka member only sees a fatal GROUP_ID_NOT_FOUND
+    assert "unsupported custom assignor is in use" in caplog.text
     assert (r.error_code, r.error_message) == (
         E.GROUP_ID_NOT_FOUND, "Cannot upgrade classic group g to consumer group because an unsupported custom "
         "assignor is in use. Please refer to the documentation or switch to a default assignor before "
