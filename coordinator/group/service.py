@@ -157,8 +157,12 @@ def _described_error(group_id: str, error: int) -> KafkaStruct:
 def _refusal(exc: NotActiveError) -> ErrorCode:
     """What a KIP-848 request answers when the runtime refuses its operation: Kafka's
     ``handleOperationException`` turns NOT_ENOUGH_REPLICAS and REQUEST_TIMED_OUT into
-    COORDINATOR_NOT_AVAILABLE, a partition that is not (or no longer) ours into NOT_COORDINATOR."""
-    return E.COORDINATOR_NOT_AVAILABLE if getattr(exc, "error_code", None) is not None else E.NOT_COORDINATOR
+    COORDINATOR_NOT_AVAILABLE, records over max.message.bytes (MESSAGE_TOO_LARGE) into
+    UNKNOWN_SERVER_ERROR, a partition that is not (or no longer) ours into NOT_COORDINATOR."""
+    code = getattr(exc, "error_code", None)
+    if code is None:
+        return E.NOT_COORDINATOR
+    return E.UNKNOWN_SERVER_ERROR if code == E.UNKNOWN_SERVER_ERROR else E.COORDINATOR_NOT_AVAILABLE
 
 
 class GroupService:

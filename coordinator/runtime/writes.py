@@ -15,7 +15,7 @@ from typing import Generic, TypeVar
 from protocol.records import build_batch, read_batch_header
 
 from .contract import CoordinatorResult, Record
-from .errors import CommitTimedOut, CoordinatorState, NotActiveError, NotEnoughReplicas
+from .errors import CommitTimedOut, CoordinatorState, NotActiveError, NotEnoughReplicas, RecordTooLarge
 from .partition import Partition, PartitionTable, ShardT
 from .snapshot_schedule import SnapshotSchedule
 
@@ -26,6 +26,12 @@ log = logging.getLogger("groupcoord.runtime")
 #: A partition's open batch is flushed before it grows past this (rule 7); Kafka caps it at the
 #: partition's ``max.message.bytes`` (1 MiB by default).
 APPEND_BATCH_MAX_BYTES = 512 << 10
+
+#: What a RecordBatch v2 adds to the keys and values of its records: the 61-byte batch header,
+#: and per record at most 23 bytes (length, attributes, timestamp delta 0, offset delta, key and
+#: value lengths, header count). An upper bound, so a write accepted always fits its batch.
+BATCH_OVERHEAD = 61
+RECORD_OVERHEAD = 23
 
 R = TypeVar("R")
 
@@ -99,10 +105,20 @@ class WritePath(Generic[ShardT]):
         loop = asyncio.get_running_loop()
         state = part.writes
         state.in_op = True
+        parked = len(state.completions)
         try:
             result = op(part.shard)
             if result.records:
                 self._append(part, name, result.records)
+        except RecordTooLarge as exc:
+            # The responses the operation parked assumed its records: they fail with it.
+            refused, state.completions = state.completions[parked:], state.completions[:parked]
+            for waiting, _value in refused:
+                if not waiting.done():
+                    waiting.set_exception(exc)
+            log.warning("coordinator write refused: its records exceed max.message.bytes",
+                        extra={**part.where, "operation": name, "bytes": exc.size, "limit": exc.limit})
+            raise
         finally:
             state.in_op = False
         fut: asyncio.Future[R | None] = loop.create_future()
@@ -132,6 +148,11 @@ class WritePath(Generic[ShardT]):
         serialize = self._serialize
         items = [serialize(key, value) for key, value in records]
         size = sum(len(k) + (0 if v is None else len(v)) for k, v in items)
+        if size + RECORD_OVERHEAD * len(items) + BATCH_OVERHEAD > part.plog.config.max_message_bytes:
+            # Refused before the replay, as Kafka's runtime does (records first: the shard is
+            # unchanged), and before the open batch is touched: the writes already in it go on.
+            raise RecordTooLarge(part.id, part.state, name, size + RECORD_OVERHEAD * len(items) + BATCH_OVERHEAD,
+                                 part.plog.config.max_message_bytes)
         if state.pending is not None and state.pending_bytes + size > APPEND_BATCH_MAX_BYTES:
             self.flush(part, state.pending)
         if state.pending is None:
