@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["CoordinatorState", "NotActiveError", "NotEnoughReplicas", "CommitTimedOut", "RecordTooLarge"]
+__all__ = ["CoordinatorState", "NotActiveError", "NotEnoughReplicas", "CommitTimedOut", "RecordTooLarge", "RecordReplayError"]
 
 
 class CoordinatorState(enum.Enum):
@@ -63,3 +63,16 @@ class RecordTooLarge(NotActiveError):
         self.size = size
         self.limit = limit
 
+
+class RecordReplayError(Exception):
+    """A record of a coordinator partition's log (or snapshot) that the shard could not replay:
+    the message names the partition, the record's offset and the file it was read from, the
+    shard's own error is the ``__cause__`` (Kafka's loader: "Replaying record ... from <tp> at
+    offset <n> ... failed due to: ...")."""
+
+    def __init__(self, partition: str, offset: int, source: str | None, cause: BaseException) -> None:
+        where = f"{partition} at offset {offset}" + (f" ({source})" if source else "")
+        super().__init__(f"replaying the record of {where} failed: {cause}")
+        self.partition = partition
+        self.offset = offset
+        self.source = source

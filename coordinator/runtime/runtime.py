@@ -82,7 +82,7 @@ from typing import Generic
 from ..topics.log_manager import LogManager, PartitionLog
 from .contract import Clock, CoordinatorResult, ResponseHandle
 from .coordinator_types import CoordinatorType
-from .errors import CommitTimedOut, CoordinatorState, NotActiveError, NotEnoughReplicas
+from .errors import CommitTimedOut, CoordinatorState, NotActiveError, NotEnoughReplicas, RecordReplayError
 from .loader import Loader
 from .partition import Partition, PartitionTable, ShardT
 from .snapshot_schedule import SnapshotSchedule
@@ -230,8 +230,11 @@ class CoordinatorRuntime(Generic[ShardT]):
                 part.shard.on_loaded()
             finally:
                 part.writes.in_op = False
-        except Exception:
-            log.exception("loading failed", extra=part.where)
+        except Exception as exc:
+            where = part.where
+            if isinstance(exc, RecordReplayError):  # say which record, and in which file
+                where = {**where, "offset": exc.offset, "file": exc.source}
+            log.exception("loading failed", extra=where)
             part.state = CoordinatorState.FAILED
             return
         if not self._table.is_current(part):
