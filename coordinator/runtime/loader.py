@@ -107,8 +107,10 @@ def replay_steps(part: Partition[ShardT], unknown_version: type[Exception], data
 class Loader(Generic[ShardT]):
     """Replays a partition's snapshot and log into its shard."""
 
-    def __init__(self, table: PartitionTable[ShardT]) -> None:
+    def __init__(self, table: PartitionTable[ShardT], renew_shard: Callable[[Partition[ShardT]], None]) -> None:
         self._table = table
+        #: Gives the partition a new, empty shard (and timers).
+        self._renew_shard = renew_shard
 
     async def replay_snapshot(self, part: Partition[ShardT], *, off_loop: bool = False) -> int | None:
         """Replay the partition's snapshot if the trust rule of ``snapshot.py`` allows it; the
@@ -127,7 +129,16 @@ class Loader(Generic[ShardT]):
             return None
         data = bytes(snap.batches) if off_loop else snap.batches
         path = str(directory / SNAPSHOT_FILE)
-        await self.replay_batches(part, data, 0, sliced=off_loop, source=lambda _at: path)
+        try:
+            await self.replay_batches(part, data, 0, sliced=off_loop, source=lambda _at: path)
+        except RecordReplayError as exc:
+            # The CRCs hold but a record does not replay (a writer's bug, not the disk): the
+            # snapshot is only a cache of the log, which stays the source of truth. The shard
+            # holds part of the snapshot, so the log is replayed into a new one.
+            self._distrust(part, str(exc))
+            part.timer.cancel_all()
+            self._renew_shard(part)
+            return None
         part.snapshots.snapshot_records = snap.records
         part.snapshots.snapshot_ms = snap.captured_ms
         log.info("snapshot loaded", extra={**part.where, "offset": snap.offset, "records": snap.records})

@@ -112,7 +112,7 @@ class CoordinatorRuntime(Generic[ShardT]):
         self._table: PartitionTable[ShardT] = PartitionTable(coordinator.topic, coordinator.serde, self.clock,
                                                              timers)
         self._partitions = self._table.by_id
-        self._loader = Loader(self._table)
+        self._loader = Loader(self._table, self._renew_shard)
         self._snapshots = SnapshotSchedule(self._table, snapshot_min_records=snapshot_min_records)
         self._writes = WritePath(self._table, self._snapshots, commit_timeout_ms=commit_timeout_ms)
         self.write = self._writes.write
