@@ -68,7 +68,7 @@ async def test_a_malformed_consumer_group_record_fails_the_load_clearly(tmp_path
     assert (getattr(record, "offset", None), getattr(record, "file", None)) == (1, str(segment))
 
 
-# --- Formerly known gaps, fixed in coordinator/runtime/loader.py ----------------------------------
+# --- Formerly known gaps, fixed in coordinator/runtime/loader.py -------------------------------
 
 
 @pytest.mark.asyncio
