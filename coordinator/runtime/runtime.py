@@ -80,7 +80,7 @@ from collections.abc import Callable, Iterable
 from typing import Generic
 
 from ..topics.log_manager import LogManager, PartitionLog
-from .contract import Clock, CoordinatorResult, ResponseHandle
+from .contract import Clock, CoordinatorResult, ResponseHandle, non_atomic
 from .coordinator_types import CoordinatorType
 from .errors import CommitTimedOut, CoordinatorState, NotActiveError, NotEnoughReplicas, RecordReplayError
 from .loader import Loader
@@ -181,7 +181,10 @@ class CoordinatorRuntime(Generic[ShardT]):
 
     def _timer(self, partition: int) -> CoordinatorTimer:
         def run(name: str, operation: Callable[[], CoordinatorResult[None]]) -> None:
-            unanswered(self._writes.write(partition, name, lambda _shard: operation()))
+            # A timer answers nobody, and refusing its records for their size would leave what it
+            # expires in place for good: its records may span batches. (Kafka marks only its
+            # cleanups non-atomic, cleanupGroupMetadata, and logs a refused timer write.)
+            unanswered(self._writes.write(partition, name, lambda _shard: non_atomic(operation())))
         return CoordinatorTimer(f"{self.topic}-{partition}", self._table.timers, run)
 
     def _renew_shard(self, part: Partition[ShardT]) -> None:

@@ -109,7 +109,7 @@ class WritePath(Generic[ShardT]):
         try:
             result = op(part.shard)
             if result.records:
-                self._append(part, name, result.records)
+                self._append(part, name, result.records, result.atomic)
         except RecordTooLarge as exc:
             # The responses the operation parked assumed its records: they fail with it.
             refused, state.completions = state.completions[parked:], state.completions[:parked]
@@ -143,16 +143,45 @@ class WritePath(Generic[ShardT]):
         fut: asyncio.Future[object] = asyncio.get_running_loop().create_future()
         return _Handle(self, part, fut), fut
 
-    def _append(self, part: Partition[ShardT], name: str, records: list[Record]) -> None:
-        state = part.writes
+    def _append(self, part: Partition[ShardT], name: str, records: list[Record], atomic: bool) -> None:
         serialize = self._serialize
         items = [serialize(key, value) for key, value in records]
         size = sum(len(k) + (0 if v is None else len(v)) for k, v in items)
         if size + RECORD_OVERHEAD * len(items) + BATCH_OVERHEAD > part.plog.config.max_message_bytes:
+            self._oversized(part, name, records, items, size, atomic)
+            return
+        self._add(part, name, records, items, size)
+
+    def _oversized(self, part: Partition[ShardT], name: str, records: list[Record],
+                   items: list[tuple[bytes, bytes | None]], size: int, atomic: bool) -> None:
+        limit = part.plog.config.max_message_bytes
+        if atomic:
             # Refused before the replay, as Kafka's runtime does (records first: the shard is
             # unchanged), and before the open batch is touched: the writes already in it go on.
             raise RecordTooLarge(part.id, part.state, name, size + RECORD_OVERHEAD * len(items) + BATCH_OVERHEAD,
-                                 part.plog.config.max_message_bytes)
+                                 limit)
+        # Non-atomic (Kafka's cleanups): as many batches as needed, each within the limit but for
+        # a record too large alone, which goes alone (Kafka's builder always takes a first record).
+        state = part.writes
+        start, chunk = 0, 0
+        for i in range(len(items) + 1):
+            grown = 0
+            if i < len(items):
+                key, value = items[i]
+                grown = len(key) + (0 if value is None else len(value))
+                if i == start or BATCH_OVERHEAD + RECORD_OVERHEAD * (i - start + 1) + chunk + grown <= limit:
+                    chunk += grown
+                    continue
+            if state.pending is not None:  # each part in a batch of its own
+                self.flush(part, state.pending)
+            self._add(part, name, records[start:i], items[start:i], chunk)
+            if state.pending is not None:
+                self.flush(part, state.pending)
+            start, chunk = i, grown
+
+    def _add(self, part: Partition[ShardT], name: str, records: list[Record],
+             items: list[tuple[bytes, bytes | None]], size: int) -> None:
+        state = part.writes
         if state.pending is not None and state.pending_bytes + size > APPEND_BATCH_MAX_BYTES:
             self.flush(part, state.pending)
         if state.pending is None:

@@ -16,14 +16,14 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from kafka.protocol.consumer import OffsetCommitRequest
+from kafka.protocol.consumer import HeartbeatRequest, LeaveGroupRequest, OffsetCommitRequest
 
 from coordinator.group.config import GroupConfig
 from coordinator.group.coordinator_type import group_coordinator_type
 from coordinator.group.service import GroupService, heartbeat_request_problem
 from coordinator.group.shard import GroupCoordinatorShard
 from coordinator.runtime.contract import CoordinatorResult
-from coordinator.runtime.errors import CoordinatorState, NotActiveError, NotEnoughReplicas
+from coordinator.runtime.errors import CoordinatorState, NotActiveError, NotEnoughReplicas, RecordTooLarge
 from coordinator.runtime.runtime import CoordinatorRuntime
 from protocol.apis import ApiKey
 from protocol.consumer_group_messages import (
@@ -298,3 +298,19 @@ async def test_records_over_max_message_bytes_are_unknown_server_error_and_chang
     accepted = await settled(service.offset_commit(ctx(8), commit(2)))
     assert {p.error_code for t in accepted.topics for p in t.partitions} == {NONE}
     assert runtime.state(0) is CoordinatorState.ACTIVE
+
+
+@pytest.mark.asyncio
+async def test_a_write_refused_for_its_size_is_unknown_server_error_for_every_api() -> None:
+    """Kafka's handleOperationException answers MESSAGE_TOO_LARGE as UNKNOWN_SERVER_ERROR: the
+    KIP-848 heartbeat, OffsetCommit, and the classic APIs alike (not NOT_COORDINATOR: no other
+    coordinator would take the records either)."""
+    service, runtime = service_with(ALL_ACTIVE)
+    p = partition_for("g", PARTITIONS)
+    runtime.refuse[p] = RecordTooLarge(p, CoordinatorState.ACTIVE, "op", 2_000_000, 1_048_588)
+    assert (await answer(service.consumer_group_heartbeat(ctx(), joining()))).error_code == -1
+    leave = LeaveGroupRequest[3](group_id="g", members=[LeaveGroupRequest[3].MemberIdentity(
+        member_id="m", group_instance_id=None)])
+    assert (await service.leave_group(ctx(3), leave)).error_code == -1
+    beat = HeartbeatRequest[3](group_id="g", generation_id=1, member_id="m", group_instance_id=None)
+    assert (await answer(service.heartbeat(ctx(3), beat))).error_code == -1

@@ -10,12 +10,14 @@ from typing import Any
 
 import pytest
 
+from coordinator.runtime.contract import non_atomic
 from coordinator.runtime.errors import RecordTooLarge
 from coordinator.runtime.runtime import CoordinatorState
 from coordinator.runtime.writes import BATCH_OVERHEAD, RECORD_OVERHEAD
 from protocol.consumer_offsets import OffsetCommitKey, OffsetCommitValue, serialize
 from protocol.records import build_batch
-from tests.coordinator.runtime.test_runtime import ManualLog, Result, _active_runtime
+from tests.coordinator.runtime.test_runtime import ManualLog, Result, _active_runtime, _rounds
+from tests.coordinator.stepping_clock import SteppingClock
 
 
 def _many(shard: Any, count: int, handle: Any = None) -> Any:
@@ -73,3 +75,55 @@ def test_the_size_estimate_bounds_the_batch(count: int, value_bytes: int) -> Non
     items = [(f"key-{i}".encode(), b"v" * value_bytes) for i in range(count)]
     estimate = sum(len(k) + len(v) for k, v in items) + RECORD_OVERHEAD * count + BATCH_OVERHEAD
     assert len(build_batch(items, timestamp_ms=1_700_000_000_000)) <= estimate
+
+
+def _sized(plog: ManualLog) -> list[int]:
+    """The byte size of every batch the runtime gives ``plog``, in order."""
+    sizes: list[int] = []
+    append = plog.append_batch
+
+    def counting(batch: bytearray, header: Any) -> Any:
+        sizes.append(len(batch))
+        return append(batch, header)
+
+    plog.append_batch = counting  # type: ignore[method-assign]
+    return sizes
+
+
+@pytest.mark.asyncio
+async def test_a_non_atomic_write_over_max_message_bytes_spans_batches_within_it() -> None:
+    """Kafka's non-atomic results (its cleanups) are split over as many batches as they need,
+    each within max.message.bytes, instead of being refused; a write already open goes first,
+    in a batch of its own."""
+    plog = ManualLog()
+    plog.config.max_message_bytes = 2_000
+    sizes = _sized(plog)
+    runtime = await _active_runtime(plog)
+    shard = runtime.shard(0)
+    first = runtime.write(0, "commit-offset", lambda s: s.commit("a", 1))
+    many = runtime.write(0, "cleanup", lambda s: non_atomic(_many(s, 200)))
+    await asyncio.sleep(0)
+    assert [count for _base, count in plog.batches][0] == 1 and sum(c for _b, c in plog.batches) == 201
+    assert len(plog.batches) > 3 and max(sizes) <= 2_000, (plog.batches, sizes)
+    assert len(shard.offsets) == 201
+    plog.make_durable()
+    await asyncio.sleep(0)
+    assert (first.result(), many.result()) == (("ok", None), "ok")
+
+
+@pytest.mark.asyncio
+async def test_a_timer_write_over_max_message_bytes_is_written_not_refused() -> None:
+    """A timer answers nobody; refusing its records would leave what it expires in place for
+    good, so the runtime writes them over several batches."""
+    plog = ManualLog()
+    plog.config.max_message_bytes = 2_000
+    sizes = _sized(plog)
+    clock = SteppingClock()
+    runtime = await _active_runtime(plog, clock)
+    shard = runtime.shard(0)
+    shard.timer.schedule("expire", 10, lambda: _many(shard, 200), name="cleanup-group-metadata")
+    clock.advance(10)
+    await _rounds()
+    assert len(shard.offsets) == 200 and sum(c for _b, c in plog.batches) == 200
+    assert max(sizes) <= 2_000, sizes
+    assert runtime.state(0) is CoordinatorState.ACTIVE
