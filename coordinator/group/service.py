@@ -51,7 +51,8 @@ from protocol.kafka_types import KafkaRequest, KafkaResponse, KafkaStruct
 
 from .. import gc_policy
 from ..context import Handler, RequestContext
-from ..runtime.contract import CoordinatorResult
+from ..runtime.contract import CoordinatorResult, non_atomic
+from ..runtime.errors import RecordTooLarge
 from ..runtime.runtime import CoordinatorRuntime, CoordinatorState, NotActiveError, unanswered
 from .responses import heartbeat_response, join_error, leave_response, sync_response
 from .shard import GroupCoordinatorShard
@@ -157,8 +158,20 @@ def _described_error(group_id: str, error: int) -> KafkaStruct:
 def _refusal(exc: NotActiveError) -> ErrorCode:
     """What a KIP-848 request answers when the runtime refuses its operation: Kafka's
     ``handleOperationException`` turns NOT_ENOUGH_REPLICAS and REQUEST_TIMED_OUT into
-    COORDINATOR_NOT_AVAILABLE, a partition that is not (or no longer) ours into NOT_COORDINATOR."""
-    return E.COORDINATOR_NOT_AVAILABLE if getattr(exc, "error_code", None) is not None else E.NOT_COORDINATOR
+    COORDINATOR_NOT_AVAILABLE, records over max.message.bytes (MESSAGE_TOO_LARGE) into
+    UNKNOWN_SERVER_ERROR, a partition that is not (or no longer) ours into NOT_COORDINATOR."""
+    code = getattr(exc, "error_code", None)
+    if code is None:
+        return E.NOT_COORDINATOR
+    return E.UNKNOWN_SERVER_ERROR if code == E.UNKNOWN_SERVER_ERROR else E.COORDINATOR_NOT_AVAILABLE
+
+
+def _unserved(exc: NotActiveError) -> ErrorCode:
+    """What a classic group API answers when the runtime refuses its operation: NOT_COORDINATOR
+    (the client looks the coordinator up again), but UNKNOWN_SERVER_ERROR for records over
+    max.message.bytes, which no other coordinator would take either (Kafka's
+    handleOperationException answers MESSAGE_TOO_LARGE so)."""
+    return E.UNKNOWN_SERVER_ERROR if isinstance(exc, RecordTooLarge) else E.NOT_COORDINATOR
 
 
 class GroupService:
@@ -236,7 +249,10 @@ class GroupService:
     def topic_deleted(self, info: NamedTopic) -> None:
         # The committed offsets of a deleted topic go at once, in every group of every partition.
         for p in self.runtime.active_partitions():
-            unanswered(self.runtime.write(p, "on-partitions-deleted", lambda s: s.on_topics_deleted({info.name})))
+            # Non-atomic as in Kafka (GroupCoordinatorShard.onPartitionsDeleted): tombstones that
+            # may span batches rather than be refused for their size.
+            unanswered(self.runtime.write(p, "on-partitions-deleted",
+                                          lambda s: non_atomic(s.on_topics_deleted({info.name}))))
 
     def partitions_added(self, info: NamedTopic, old_count: int) -> None:
         pass
@@ -323,8 +339,8 @@ class GroupService:
             await self._write(p, "classic-group-join",
                               lambda s: s.join_group(request, v, ctx.client_id or "", _client_host(ctx.peer), handle))
             return await parked
-        except NotActiveError:
-            return join_error(v, E.NOT_COORDINATOR, request.member_id or "")
+        except NotActiveError as exc:
+            return join_error(v, _unserved(exc), request.member_id or "")
         finally:
             _discard(parked)
 
@@ -341,8 +357,8 @@ class GroupService:
         try:
             await self._write(p, "classic-group-sync", lambda s: s.sync_group(request, v, handle))
             return await parked
-        except NotActiveError:
-            return sync_response(v, E.NOT_COORDINATOR)
+        except NotActiveError as exc:
+            return sync_response(v, _unserved(exc))
         finally:
             _discard(parked)
 
@@ -358,8 +374,8 @@ class GroupService:
         try:
             answer = self.runtime.write(p, "classic-group-heartbeat",  # type: ignore[arg-type]  # p: no error
                                         lambda s: s.heartbeat(request, v))
-        except NotActiveError:
-            return heartbeat_response(v, E.NOT_COORDINATOR)
+        except NotActiveError as exc:
+            return heartbeat_response(v, _unserved(exc))
         return self._or_not_coordinator(answer, lambda: heartbeat_response(v, E.NOT_COORDINATOR))
 
     async def leave_group(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
@@ -371,8 +387,8 @@ class GroupService:
         assert p is not None
         try:
             return await self._write(p, "classic-group-leave", lambda s: s.leave_group(request, v))
-        except NotActiveError:
-            return leave_response(v, E.NOT_COORDINATOR, [])
+        except NotActiveError as exc:
+            return leave_response(v, _unserved(exc), [])
 
     # --- offsets ------------------------------------------------------------------------------
 
@@ -454,8 +470,8 @@ class GroupService:
         if p is not None and not error:
             try:
                 return await self._write(p, "delete-offsets", lambda s: s.delete_offsets(request, v))
-            except NotActiveError:
-                error = E.NOT_COORDINATOR
+            except NotActiveError as exc:
+                error = _unserved(exc)
         return OffsetDeleteResponse(version=v, error_code=int(error), throttle_time_ms=0, topics=[])
 
     # --- admin --------------------------------------------------------------------------------
@@ -496,8 +512,8 @@ class GroupService:
                 try:
                     answers.update(unpack(await run(p, subset)))
                     continue
-                except NotActiveError:
-                    error = E.NOT_COORDINATOR
+                except NotActiveError as exc:
+                    error = _unserved(exc)
             for item in subset:
                 answers[item] = failed(item, error)
         return answers

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
 __all__ = ["Clock", "Timer", "ResponseHandle", "ResponseFuture", "CoordinatorResult", "Record", "EMPTY_RESULT",
-           "CoordinatorShard", "RecordSerde", "ResponseT"]
+           "CoordinatorShard", "RecordSerde", "ResponseT", "non_atomic"]
 
 #: A record as an operation returns it: (key, value), typed by the coordinator's own record
 #: classes (``protocol.consumer_offsets`` for groups); value None is a tombstone. The runtime does
@@ -50,15 +50,29 @@ class CoordinatorResult(Generic[ResponseT]):
     ``records`` are appended to the partition log as one batch and replayed into the shard;
     ``response`` is sent once they are durable; ``on_appended`` runs after that append is durable
     and replayed (before the response is released), and may complete parked responses.
+
+    ``atomic`` (Kafka's ``CoordinatorResult.isAtomic``): the records go in one batch, and an
+    operation whose records exceed the partition's ``max.message.bytes`` is refused
+    (``writes.py``). A non-atomic result (a cleanup: tombstones that are each right alone) is
+    split over as many batches as it needs instead.
     """
 
     records: list[Record] = field(default_factory=list)
     response: ResponseT | None = None
     on_appended: Callable[[], None] | None = None
+    atomic: bool = True
 
 
 #: A result with no records and no response (a timer that found nothing to do).
 EMPTY_RESULT: CoordinatorResult[None] = CoordinatorResult()
+
+
+def non_atomic(result: CoordinatorResult[ResponseT]) -> CoordinatorResult[ResponseT]:
+    """``result``, its records allowed to span batches (a result with none is left alone: it
+    may be the shared EMPTY_RESULT)."""
+    if result.records:
+        result.atomic = False
+    return result
 
 
 class Timer(Protocol):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["CoordinatorState", "NotActiveError", "NotEnoughReplicas", "CommitTimedOut"]
+__all__ = ["CoordinatorState", "NotActiveError", "NotEnoughReplicas", "CommitTimedOut", "RecordTooLarge", "RecordReplayError"]
 
 
 class CoordinatorState(enum.Enum):
@@ -41,3 +41,38 @@ class CommitTimedOut(NotActiveError):
     may still become committed: the outcome is unknown, never a success (REQUEST_TIMED_OUT)."""
 
     error_code = 7  # REQUEST_TIMED_OUT
+
+
+class RecordTooLarge(NotActiveError):
+    """An operation's records would make a batch larger than the partition's
+    ``max.message.bytes``: the operation is refused whole, before its records are replayed, so
+    nothing is written and the shard is unchanged; the partition keeps serving. Kafka's runtime
+    throws RecordTooLargeException (MESSAGE_TOO_LARGE) before replaying, and
+    ``CoordinatorOperationExceptionHelper.handleOperationException`` answers it
+    UNKNOWN_SERVER_ERROR to every group API (heartbeat and OffsetCommit alike):
+    https://github.com/apache/kafka/blob/trunk/coordinator-common/src/main/java/org/apache/kafka/coordinator/common/runtime/CoordinatorOperationExceptionHelper.java
+    """
+
+    error_code = -1  # UNKNOWN_SERVER_ERROR
+
+    def __init__(self, partition: int, state: CoordinatorState | None, operation: str, size: int,
+                 limit: int) -> None:
+        super().__init__(partition, state)
+        self.args = (f"{operation}: records of about {size} bytes in a batch exceed max.message.bytes {limit} "
+                     f"of partition {partition}",)
+        self.size = size
+        self.limit = limit
+
+
+class RecordReplayError(Exception):
+    """A record of a coordinator partition's log (or snapshot) that the shard could not replay:
+    the message names the partition, the record's offset and the file it was read from, the
+    shard's own error is the ``__cause__`` (Kafka's loader: "Replaying record ... from <tp> at
+    offset <n> ... failed due to: ...")."""
+
+    def __init__(self, partition: str, offset: int, source: str | None, cause: BaseException) -> None:
+        where = f"{partition} at offset {offset}" + (f" ({source})" if source else "")
+        super().__init__(f"replaying the record of {where} failed: {cause}")
+        self.partition = partition
+        self.offset = offset
+        self.source = source

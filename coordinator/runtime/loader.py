@@ -14,12 +14,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Generic
 
 from protocol.records import CorruptBatchError, decode_records, iter_batch_positions
 
+from .errors import RecordReplayError
 from .partition import Partition, PartitionTable, ShardT
-from .snapshot import Snapshot, SnapshotError, read_snapshot, remove_snapshot
+from .snapshot import SNAPSHOT_FILE, Snapshot, SnapshotError, read_snapshot, remove_snapshot
 
 __all__ = ["Loader", "LOAD_READ_BYTES", "STANDBY_SLICE_RECORDS", "replay_steps"]
 
@@ -36,12 +38,33 @@ STANDBY_SLICE_RECORDS = 500
 #: Told (records replayed so far, last offset done) before each yield of a sliced replay.
 Progress = Callable[[int, int], None]
 
+#: The file a record at an offset was read from (a segment of the log, the snapshot), for the
+#: error of a record that does not replay; asked only then.
+Source = Callable[[int], "str | None"]
+
+
+def segment_of(part: Partition[ShardT], offset: int) -> str | None:
+    """The path of the log segment holding ``offset``, None if the log does not say."""
+    found = None
+    for segment in getattr(part.plog.log, "segments", ()):
+        if segment.base_offset > offset:
+            break
+        found = segment.path
+    return None if found is None else str(found)
+
 
 def replay_steps(part: Partition[ShardT], unknown_version: type[Exception], data: bytes, offset: int,
-                 end: int | None = None, step: int = 0) -> Iterator[tuple[int, int]]:
+                 end: int | None = None, step: int = 0, source: Source | None = None) -> Iterator[tuple[int, int]]:
     """Replay the records at or after ``offset`` of the batches in ``data`` (those before ``end``,
     when given: a standby stops at the high watermark). Yields (records replayed, last offset
-    done) after every ``step`` records (never, for 0) and once at the end."""
+    done) after every ``step`` records (never, for 0) and once at the end.
+
+    A record the shard cannot replay (bytes that do not decode, or a replay bug) raises
+    RecordReplayError naming the partition, the record's offset and ``source(offset)``, with the
+    shard's error as its cause, as Kafka's loader does ("Replaying record ... from <partition> at
+    offset <n> ... failed due to: ...", ``CoordinatorLoaderImpl``):
+    https://github.com/apache/kafka/blob/trunk/core/src/main/scala/kafka/coordinator/group/CoordinatorLoaderImpl.scala
+    """
     replay = part.shard.replay
     replayed = 0
     last = offset - 1
@@ -70,6 +93,10 @@ def replay_steps(part: Partition[ShardT], unknown_version: type[Exception], data
                 log.warning("skipping a record of unknown version",
                             extra={**part.where, "offset": base + record.offset_delta, "reason": str(exc)})
                 continue
+            except Exception as exc:
+                at = base + record.offset_delta
+                raise RecordReplayError(str(part.where["partition"]), at, source(at) if source else None,
+                                        exc) from exc
             replayed += 1
             if step and replayed % step == 0:
                 yield replayed, base + record.offset_delta
@@ -80,8 +107,10 @@ def replay_steps(part: Partition[ShardT], unknown_version: type[Exception], data
 class Loader(Generic[ShardT]):
     """Replays a partition's snapshot and log into its shard."""
 
-    def __init__(self, table: PartitionTable[ShardT]) -> None:
+    def __init__(self, table: PartitionTable[ShardT], renew_shard: Callable[[Partition[ShardT]], None]) -> None:
         self._table = table
+        #: Gives the partition a new, empty shard (and timers).
+        self._renew_shard = renew_shard
 
     async def replay_snapshot(self, part: Partition[ShardT], *, off_loop: bool = False) -> int | None:
         """Replay the partition's snapshot if the trust rule of ``snapshot.py`` allows it; the
@@ -99,7 +128,17 @@ class Loader(Generic[ShardT]):
         if snap is None or self._trust(part, snap) is None:
             return None
         data = bytes(snap.batches) if off_loop else snap.batches
-        await self.replay_batches(part, data, 0, sliced=off_loop)
+        path = str(directory / SNAPSHOT_FILE)
+        try:
+            await self.replay_batches(part, data, 0, sliced=off_loop, source=lambda _at: path)
+        except RecordReplayError as exc:
+            # The CRCs hold but a record does not replay (a writer's bug, not the disk): the
+            # snapshot is only a cache of the log, which stays the source of truth. The shard
+            # holds part of the snapshot, so the log is replayed into a new one.
+            self._distrust(part, str(exc))
+            part.timer.cancel_all()
+            self._renew_shard(part)
+            return None
         part.snapshots.snapshot_records = snap.records
         part.snapshots.snapshot_ms = snap.captured_ms
         log.info("snapshot loaded", extra={**part.where, "offset": snap.offset, "records": snap.records})
@@ -125,14 +164,18 @@ class Loader(Generic[ShardT]):
         remove_snapshot(part.plog.log.directory)
 
     async def replay_batches(self, part: Partition[ShardT], data: bytes, offset: int, end: int | None = None, *,
-                             sliced: bool = False, progress: Progress | None = None) -> tuple[int, int]:
+                             sliced: bool = False, progress: Progress | None = None,
+                             source: Source | None = None) -> tuple[int, int]:
         """Replay the records at or after ``offset`` of the batches in ``data`` (those before
         ``end``, when given): (records replayed, last offset seen). ``sliced``: yield to the event
         loop every ``STANDBY_SLICE_RECORDS`` records, telling ``progress`` before each yield;
-        otherwise run in one step. Shared by the log and the snapshot."""
+        otherwise run in one step. Shared by the log and the snapshot; ``source`` names the file
+        of a record that does not replay (the log's segment by default)."""
         result = (0, offset - 1)
         step = STANDBY_SLICE_RECORDS if sliced else 0
-        for result in replay_steps(part, self._table.serde.unknown_version, data, offset, end, step):
+        if source is None:
+            source = partial(segment_of, part)
+        for result in replay_steps(part, self._table.serde.unknown_version, data, offset, end, step, source):
             if sliced:
                 if progress is not None:
                     progress(*result)

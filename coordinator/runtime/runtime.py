@@ -80,9 +80,9 @@ from collections.abc import Callable, Iterable
 from typing import Generic
 
 from ..topics.log_manager import LogManager, PartitionLog
-from .contract import Clock, CoordinatorResult, ResponseHandle
+from .contract import Clock, CoordinatorResult, ResponseHandle, non_atomic
 from .coordinator_types import CoordinatorType
-from .errors import CommitTimedOut, CoordinatorState, NotActiveError, NotEnoughReplicas
+from .errors import CommitTimedOut, CoordinatorState, NotActiveError, NotEnoughReplicas, RecordReplayError
 from .loader import Loader
 from .partition import Partition, PartitionTable, ShardT
 from .snapshot_schedule import SnapshotSchedule
@@ -112,7 +112,7 @@ class CoordinatorRuntime(Generic[ShardT]):
         self._table: PartitionTable[ShardT] = PartitionTable(coordinator.topic, coordinator.serde, self.clock,
                                                              timers)
         self._partitions = self._table.by_id
-        self._loader = Loader(self._table)
+        self._loader = Loader(self._table, self._renew_shard)
         self._snapshots = SnapshotSchedule(self._table, snapshot_min_records=snapshot_min_records)
         self._writes = WritePath(self._table, self._snapshots, commit_timeout_ms=commit_timeout_ms)
         self.write = self._writes.write
@@ -181,7 +181,10 @@ class CoordinatorRuntime(Generic[ShardT]):
 
     def _timer(self, partition: int) -> CoordinatorTimer:
         def run(name: str, operation: Callable[[], CoordinatorResult[None]]) -> None:
-            unanswered(self._writes.write(partition, name, lambda _shard: operation()))
+            # A timer answers nobody, and refusing its records for their size would leave what it
+            # expires in place for good: its records may span batches. (Kafka marks only its
+            # cleanups non-atomic, cleanupGroupMetadata, and logs a refused timer write.)
+            unanswered(self._writes.write(partition, name, lambda _shard: non_atomic(operation())))
         return CoordinatorTimer(f"{self.topic}-{partition}", self._table.timers, run)
 
     def _renew_shard(self, part: Partition[ShardT]) -> None:
@@ -230,8 +233,11 @@ class CoordinatorRuntime(Generic[ShardT]):
                 part.shard.on_loaded()
             finally:
                 part.writes.in_op = False
-        except Exception:
-            log.exception("loading failed", extra=part.where)
+        except Exception as exc:
+            where = part.where
+            if isinstance(exc, RecordReplayError):  # say which record, and in which file
+                where = {**where, "offset": exc.offset, "file": exc.source}
+            log.exception("loading failed", extra=where)
             part.state = CoordinatorState.FAILED
             return
         if not self._table.is_current(part):

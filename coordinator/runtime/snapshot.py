@@ -14,7 +14,9 @@ File ``coordinator.snapshot`` in the partition's log directory::
 Trust rule. A snapshot at ``O`` captured at wall time ``T`` is used only if all of these hold,
 otherwise it is deleted and the whole log is replayed:
 
-1. the file is whole: magic, header CRC, every batch CRC and the record count check out;
+1. the file is whole: magic, header CRC, every batch CRC and the record count check out, and
+   every record replays (``loader.py`` drops a snapshot whose record raises, and replays the log
+   into a new shard: a writer's bug must not fail a partition whose log is sound);
 2. ``log_start_offset <= O <= log_end_offset`` after the log's crash recovery. A snapshot is
    written to disk only once the log is durable up to ``O`` and recovery only cuts bytes that
    were never fsynced, so ``O`` past the end means the disk lost acknowledged data or the

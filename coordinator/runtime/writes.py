@@ -15,7 +15,7 @@ from typing import Generic, TypeVar
 from protocol.records import build_batch, read_batch_header
 
 from .contract import CoordinatorResult, Record
-from .errors import CommitTimedOut, CoordinatorState, NotActiveError, NotEnoughReplicas
+from .errors import CommitTimedOut, CoordinatorState, NotActiveError, NotEnoughReplicas, RecordTooLarge
 from .partition import Partition, PartitionTable, ShardT
 from .snapshot_schedule import SnapshotSchedule
 
@@ -26,6 +26,12 @@ log = logging.getLogger("groupcoord.runtime")
 #: A partition's open batch is flushed before it grows past this (rule 7); Kafka caps it at the
 #: partition's ``max.message.bytes`` (1 MiB by default).
 APPEND_BATCH_MAX_BYTES = 512 << 10
+
+#: What a RecordBatch v2 adds to the keys and values of its records: the 61-byte batch header,
+#: and per record at most 23 bytes (length, attributes, timestamp delta 0, offset delta, key and
+#: value lengths, header count). An upper bound, so a write accepted always fits its batch.
+BATCH_OVERHEAD = 61
+RECORD_OVERHEAD = 23
 
 R = TypeVar("R")
 
@@ -99,10 +105,20 @@ class WritePath(Generic[ShardT]):
         loop = asyncio.get_running_loop()
         state = part.writes
         state.in_op = True
+        parked = len(state.completions)
         try:
             result = op(part.shard)
             if result.records:
-                self._append(part, name, result.records)
+                self._append(part, name, result.records, result.atomic)
+        except RecordTooLarge as exc:
+            # The responses the operation parked assumed its records: they fail with it.
+            refused, state.completions = state.completions[parked:], state.completions[:parked]
+            for waiting, _value in refused:
+                if not waiting.done():
+                    waiting.set_exception(exc)
+            log.warning("coordinator write refused: its records exceed max.message.bytes",
+                        extra={**part.where, "operation": name, "bytes": exc.size, "limit": exc.limit})
+            raise
         finally:
             state.in_op = False
         fut: asyncio.Future[R | None] = loop.create_future()
@@ -127,11 +143,45 @@ class WritePath(Generic[ShardT]):
         fut: asyncio.Future[object] = asyncio.get_running_loop().create_future()
         return _Handle(self, part, fut), fut
 
-    def _append(self, part: Partition[ShardT], name: str, records: list[Record]) -> None:
-        state = part.writes
+    def _append(self, part: Partition[ShardT], name: str, records: list[Record], atomic: bool) -> None:
         serialize = self._serialize
         items = [serialize(key, value) for key, value in records]
         size = sum(len(k) + (0 if v is None else len(v)) for k, v in items)
+        if size + RECORD_OVERHEAD * len(items) + BATCH_OVERHEAD > part.plog.config.max_message_bytes:
+            self._oversized(part, name, records, items, size, atomic)
+            return
+        self._add(part, name, records, items, size)
+
+    def _oversized(self, part: Partition[ShardT], name: str, records: list[Record],
+                   items: list[tuple[bytes, bytes | None]], size: int, atomic: bool) -> None:
+        limit = part.plog.config.max_message_bytes
+        if atomic:
+            # Refused before the replay, as Kafka's runtime does (records first: the shard is
+            # unchanged), and before the open batch is touched: the writes already in it go on.
+            raise RecordTooLarge(part.id, part.state, name, size + RECORD_OVERHEAD * len(items) + BATCH_OVERHEAD,
+                                 limit)
+        # Non-atomic (Kafka's cleanups): as many batches as needed, each within the limit but for
+        # a record too large alone, which goes alone (Kafka's builder always takes a first record).
+        state = part.writes
+        start, chunk = 0, 0
+        for i in range(len(items) + 1):
+            grown = 0
+            if i < len(items):
+                key, value = items[i]
+                grown = len(key) + (0 if value is None else len(value))
+                if i == start or BATCH_OVERHEAD + RECORD_OVERHEAD * (i - start + 1) + chunk + grown <= limit:
+                    chunk += grown
+                    continue
+            if state.pending is not None:  # each part in a batch of its own
+                self.flush(part, state.pending)
+            self._add(part, name, records[start:i], items[start:i], chunk)
+            if state.pending is not None:
+                self.flush(part, state.pending)
+            start, chunk = i, grown
+
+    def _add(self, part: Partition[ShardT], name: str, records: list[Record],
+             items: list[tuple[bytes, bytes | None]], size: int) -> None:
+        state = part.writes
         if state.pending is not None and state.pending_bytes + size > APPEND_BATCH_MAX_BYTES:
             self.flush(part, state.pending)
         if state.pending is None:

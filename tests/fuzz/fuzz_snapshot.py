@@ -34,6 +34,7 @@ import crc32c
 
 from coordinator.group.config import GroupConfig
 from coordinator.group.shard import GroupCoordinatorShard
+from coordinator.runtime.errors import RecordReplayError
 from coordinator.runtime.loader import replay_steps
 from coordinator.runtime.snapshot import (
     SNAPSHOT_FILE,
@@ -97,8 +98,14 @@ def _new_shard() -> GroupCoordinatorShard:
 def _load(batches: bytes) -> GroupCoordinatorShard:
     shard = _new_shard()
     part = SimpleNamespace(shard=shard, where={"partition": "__consumer_offsets-0"})
-    for _progress in replay_steps(part, UnknownRecordVersion, batches, 0):  # type: ignore[arg-type]
-        pass
+    try:
+        for _progress in replay_steps(part, UnknownRecordVersion, batches, 0):  # type: ignore[arg-type]
+            pass
+    except RecordReplayError as exc:
+        # The loader names where the record is and keeps the shard's own error as the cause:
+        # property 2 is about the cause.
+        assert exc.__cause__ is not None
+        raise exc.__cause__ from None
     shard.on_loaded()
     return shard
 

@@ -16,13 +16,14 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from kafka.protocol.consumer import HeartbeatRequest, LeaveGroupRequest, OffsetCommitRequest
 
 from coordinator.group.config import GroupConfig
 from coordinator.group.coordinator_type import group_coordinator_type
 from coordinator.group.service import GroupService, heartbeat_request_problem
 from coordinator.group.shard import GroupCoordinatorShard
 from coordinator.runtime.contract import CoordinatorResult
-from coordinator.runtime.errors import CoordinatorState, NotActiveError, NotEnoughReplicas
+from coordinator.runtime.errors import CoordinatorState, NotActiveError, NotEnoughReplicas, RecordTooLarge
 from coordinator.runtime.runtime import CoordinatorRuntime
 from protocol.apis import ApiKey
 from protocol.consumer_group_messages import (
@@ -254,3 +255,62 @@ async def test_through_the_real_runtime_and_shard_class(monkeypatch: pytest.Monk
     assert [(g.group_id, g.error_code) for g in described.groups] == [("g", NONE)]
     runtime.unload(0)
     assert (await answer(service.consumer_group_heartbeat(ctx(0), joining(version=0)))).error_code == NOT_COORDINATOR
+
+
+@pytest.mark.asyncio
+async def test_records_over_max_message_bytes_are_unknown_server_error_and_change_nothing() -> None:
+    """Kafka's runtime refuses a write whose records exceed the partition's max.message.bytes
+    (RecordTooLargeException) and GroupCoordinatorService answers it UNKNOWN_SERVER_ERROR, to a
+    ConsumerGroupHeartbeat and to an OffsetCommit alike (``handleOperationException``); nothing
+    is written, and the writes around it are answered as usual."""
+    plog = ManualLog()
+    plog.config.max_message_bytes = 4_000
+    clock = SteppingClock()
+    runtime = CoordinatorRuntime(OneLog(plog), group_coordinator_type(GroupConfig()),  # type: ignore[arg-type]
+                                 clock=clock, timers=clock.timers)
+    await runtime.load(0)
+    service = GroupService(runtime, lambda: 1)
+
+    async def settled(result: Any) -> Any:
+        await asyncio.sleep(0)  # the round's batch is flushed
+        plog.make_durable()
+        return await answer(result)
+
+    big = joining("big", subscribed_topic_names=[f"topic-{i:04d}" for i in range(1_000)])
+    assert (await settled(service.consumer_group_heartbeat(ctx(), big))).error_code == -1  # UNKNOWN_SERVER_ERROR
+    small = service.consumer_group_heartbeat(ctx(), joining("small"))
+    assert (await settled(small)).error_code == NONE
+    described = await service.consumer_group_describe(ctx(0), ConsumerGroupDescribeRequest[0](
+        group_ids=["big", "small"], include_authorized_operations=False))
+    assert [(g.group_id, g.error_code) for g in described.groups] == [("big", 69), ("small", NONE)]  # 69: GROUP_ID_NOT_FOUND
+
+    def commit(partitions: int) -> Any:
+        return OffsetCommitRequest[8](group_id="simple", generation_id_or_member_epoch=-1, member_id="",
+                                      group_instance_id=None, topics=[OffsetCommitRequest[8].OffsetCommitRequestTopic(
+                                          name="t", partitions=[
+                                              OffsetCommitRequest[8].OffsetCommitRequestTopic.OffsetCommitRequestPartition(
+                                                  partition_index=i, committed_offset=i, committed_leader_epoch=-1,
+                                                  committed_metadata="") for i in range(partitions)])])
+
+    refused = await settled(service.offset_commit(ctx(8), commit(200)))
+    assert {p.error_code for t in refused.topics for p in t.partitions} == {-1}
+    assert runtime.shard(0).offset_manager.committed("simple") == {}
+    accepted = await settled(service.offset_commit(ctx(8), commit(2)))
+    assert {p.error_code for t in accepted.topics for p in t.partitions} == {NONE}
+    assert runtime.state(0) is CoordinatorState.ACTIVE
+
+
+@pytest.mark.asyncio
+async def test_a_write_refused_for_its_size_is_unknown_server_error_for_every_api() -> None:
+    """Kafka's handleOperationException answers MESSAGE_TOO_LARGE as UNKNOWN_SERVER_ERROR: the
+    KIP-848 heartbeat, OffsetCommit, and the classic APIs alike (not NOT_COORDINATOR: no other
+    coordinator would take the records either)."""
+    service, runtime = service_with(ALL_ACTIVE)
+    p = partition_for("g", PARTITIONS)
+    runtime.refuse[p] = RecordTooLarge(p, CoordinatorState.ACTIVE, "op", 2_000_000, 1_048_588)
+    assert (await answer(service.consumer_group_heartbeat(ctx(), joining()))).error_code == -1
+    leave = LeaveGroupRequest[3](group_id="g", members=[LeaveGroupRequest[3].MemberIdentity(
+        member_id="m", group_instance_id=None)])
+    assert (await service.leave_group(ctx(3), leave)).error_code == -1
+    beat = HeartbeatRequest[3](group_id="g", generation_id=1, member_id="m", group_instance_id=None)
+    assert (await answer(service.heartbeat(ctx(3), beat))).error_code == -1

@@ -54,21 +54,29 @@ async def test_a_malformed_consumer_group_record_fails_the_load_clearly(tmp_path
     assert len(failures) == 1, caplog.text
     record = failures[0]
     assert getattr(record, "partition", None) == "__consumer_offsets-0"
-    assert record.exc_info is not None and type(record.exc_info[1]).__name__ == "MalformedRecordError"
-    # The error names the record that failed: its value type and key (group id).
-    assert str(record.exc_info[1]) == "ConsumerGroupMetadataValue of ConsumerGroupMetadataKey(group_id='g'): " \
+    assert record.exc_info is not None
+    error = record.exc_info[1]
+    # The error names where the record is (partition, offset, segment file: Kafka's loader wraps
+    # the shard's error the same way) and, through the shard's own error, what it is: its value
+    # type and key (group id).
+    assert type(error).__name__ == "RecordReplayError" and type(error.__cause__).__name__ == "MalformedRecordError"
+    assert str(error.__cause__) == "ConsumerGroupMetadataValue of ConsumerGroupMetadataKey(group_id='g'): " \
         "truncated at byte 2"
+    segment = tmp_path / "__consumer_offsets-0" / "00000000000000000000.log"
+    assert str(error) == f"replaying the record of __consumer_offsets-0 at offset 1 ({segment}) failed: " \
+        f"{error.__cause__}"
+    assert (getattr(record, "offset", None), getattr(record, "file", None)) == (1, str(segment))
 
 
-# --- KNOWN GAPS (failing on purpose; the fix belongs in coordinator/runtime/loader.py) ----------
+# --- Formerly known gaps, fixed in coordinator/runtime/loader.py -------------------------------
 
 
 @pytest.mark.asyncio
 async def test_known_gap_the_load_error_names_the_offset(tmp_path: Path, caplog: Any) -> None:
-    """The house rule: a corrupt record at load is a clear error naming where it is. The line
-    names the partition but not the record's offset (Kafka: "Replaying record ... from
-    __consumer_offsets-N at offset X failed"). Proposed fix: ``replay_steps`` catches the
-    shard's MalformedRecordError and logs (or re-raises) it with ``offset`` in the extra."""
+    """The house rule: a corrupt record at load is a clear error naming where it is: the
+    partition and the record's offset (Kafka: "Replaying record ... from __consumer_offsets-N at
+    offset X ... failed"). ``replay_steps`` raises RecordReplayError with them, and the load's
+    error line carries ``offset`` in its extra."""
     groups = group_coordinator_type(GroupConfig())
     logs, _ = await _open_logs(tmp_path)
     runtime = CoordinatorRuntime(logs, groups)
@@ -94,10 +102,8 @@ async def test_known_gap_the_load_error_names_the_offset(tmp_path: Path, caplog:
 async def test_known_gap_a_snapshot_record_that_does_not_decode_drops_the_snapshot(tmp_path: Path, caplog: Any) -> None:
     """A snapshot is a cache of the log: one that cannot be read is dropped and the log replayed
     (``Loader.replay_snapshot``, "ignoring the snapshot"). One that reads (CRCs right) but holds a
-    record that does not decode fails the partition instead, and the error does not say the
-    snapshot file held it. Proposed fix: ``replay_snapshot`` treats the shard's
-    MalformedRecordError like a SnapshotError (distrust, remove the file, replay the log), on a
-    fresh shard, since the failed one holds part of the snapshot."""
+    record that does not replay is dropped the same way, and the log replayed into a fresh
+    shard, since the failed one holds part of the snapshot."""
     groups = group_coordinator_type(GroupConfig())
     logs, _ = await _open_logs(tmp_path)
     runtime = CoordinatorRuntime(logs, groups)
@@ -119,3 +125,37 @@ async def test_known_gap_a_snapshot_record_that_does_not_decode_drops_the_snapsh
     assert runtime.state(0) is CoordinatorState.ACTIVE
     assert runtime.shard(0).offset_manager.committed("g")[("t", 0)].offset == 42
     assert "ignoring the snapshot" in caplog.text
+
+
+@pytest.mark.asyncio
+async def test_a_dropped_snapshot_is_named_removed_and_leaves_nothing_in_the_shard(tmp_path: Path, caplog: Any) -> None:
+    """The snapshot's good records replayed before the bad one are not kept: the log is
+    replayed into a new shard. The warning names the snapshot file and the record's error."""
+    groups = group_coordinator_type(GroupConfig())
+    logs, _ = await _open_logs(tmp_path)
+    runtime = CoordinatorRuntime(logs, groups)
+    await runtime.load(0)
+    plog = runtime._partitions[0].plog
+    batch = bytearray(build_batch([serialize(OffsetCommitKey("g", "t", 0), OffsetCommitValue(42))], timestamp_ms=0))
+    _base, durable = plog.append_batch(batch, read_batch_header(batch, 0))
+    await durable
+    end = plog.log_end_offset
+    await logs.close_all()
+    stale = serialize(OffsetCommitKey("only-in-snapshot", "t", 0), OffsetCommitValue(7))
+    bad = (cgr.encode_key(cgr.ConsumerGroupMetadataKey("g")), b"\x00\x00\x00")
+    path = tmp_path / "__consumer_offsets-0" / SNAPSHOT_FILE
+    path.write_bytes(encode_snapshot(end, SystemClock().now_ms(), [stale, bad]))  # type: ignore[list-item]
+    logs, _ = await _open_logs(tmp_path)
+    runtime = CoordinatorRuntime(logs, groups)
+    with caplog.at_level(logging.WARNING):
+        await runtime.load(0)
+    await logs.close_all()
+    assert runtime.state(0) is CoordinatorState.ACTIVE
+    offsets = runtime.shard(0).offset_manager
+    assert offsets.committed("only-in-snapshot") == {}
+    assert offsets.committed("g")[("t", 0)].offset == 42
+    assert not path.exists()
+    (warning,) = [r for r in caplog.records if r.getMessage().startswith("ignoring the snapshot")]
+    reason = getattr(warning, "reason", "")
+    assert str(path) in reason and "at offset 1" in reason and "truncated at byte 2" in reason, reason
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text

@@ -94,6 +94,8 @@ class ManualLog:
         self.batches: list[tuple[int, int]] = []
         # Never read (the log stays empty until the test appends); a directory with no snapshot.
         self.log = SimpleNamespace(directory=Path(tempfile.mkdtemp(prefix="manual-log-")), options=LogOptions())
+        #: The partition's topic configs the runtime reads (``PartitionLog.config``).
+        self.config = SimpleNamespace(max_message_bytes=1048588)
 
     def append_batch(self, batch: bytearray, header: Any) -> tuple[int, asyncio.Future[None]]:
         base = self._next

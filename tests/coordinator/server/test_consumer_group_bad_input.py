@@ -328,17 +328,16 @@ def test_describe_with_a_hundred_thousand_group_ids(setup: Setup, client: WireCl
             assert (g.error_code, g.error_message) == (E.GROUP_ID_NOT_FOUND, f"Group nope-{i} not found."), g
 
 
-# --- KNOWN GAP (failing on purpose; the fix belongs in coordinator/runtime/writes.py) -----------
+# --- Formerly a known gap, fixed in coordinator/runtime/writes.py ------------------------------
 
 
 def test_known_gap_records_over_max_message_bytes_are_refused(setup: Setup, client: WireClient) -> None:
     """A join subscribing to 200,000 topic names makes a ConsumerGroupMemberMetadata record of
     about 2.6 MB, beyond the offsets topic's ``max.message.bytes`` (1 MiB). Kafka's runtime
     refuses the write (RecordTooLargeException) and the heartbeat is answered
-    UNKNOWN_SERVER_ERROR (``GroupCoordinatorService.consumerGroupHeartbeat``), nothing written;
-    here the record is written (a 1,000,000-name subscription put 13 MB into the log). Proposed
-    fix: ``WritePath._append`` refuses an operation whose records exceed the partition's
-    ``max.message.bytes`` before replaying them, and the service answers UNKNOWN_SERVER_ERROR."""
+    UNKNOWN_SERVER_ERROR (``GroupCoordinatorService.consumerGroupHeartbeat``), nothing written.
+    ``WritePath._append`` refuses such an operation before replaying its records (RecordTooLarge)
+    and the service answers UNKNOWN_SERVER_ERROR."""
     r = heartbeat(client, group_id="huge-subscription", member_id=str(uuid.uuid4()), rebalance_timeout_ms=30_000,
                   subscribed_topic_names=[f"topic-{i:06d}" for i in range(200_000)], topic_partitions=[])
     assert r.error_code == E.UNKNOWN_SERVER_ERROR, (r.error_code, r.error_message)
