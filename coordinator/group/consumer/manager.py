@@ -111,6 +111,10 @@ def rebalance_timeout_key(group_id: str, member_id: str) -> str:
     return f"rebalance-timeout-{group_id}-{member_id}"
 
 
+def regex_resolution_key(group_id: str) -> str:
+    return f"regex-resolution-{group_id}"
+
+
 def classic_join_timeout_key(group_id: str, member_id: str) -> str:
     """A classic member told to rejoin must do so within its rebalance timeout."""
     return f"join-timeout-{group_id}-{member_id}"
@@ -567,15 +571,27 @@ class ConsumerGroupManager:
 
     def _regex_records(self, group: ConsumerGroup, members: Mapping[str, ConsumerGroupMember], now: int,
                        records: list[Record], refresh: bool = False) -> dict[str, ResolvedRegex]:
-        """The group's regexes after this change: a new one (or, with ``refresh``, one resolved
-        at an older topics version) is resolved now and recorded when its topics changed; one no
-        member uses any more is tombstoned."""
+        """The group's regexes after this change: a regex new to the group is only compiled
+        here (a bad one refuses the heartbeat) and resolved just after, by its own operation
+        (:meth:`_schedule_regex_resolution`), as Kafka's ``maybeUpdateRegularExpressions`` hands
+        it to an executor: the heartbeat that brings it is answered with the other subscriptions'
+        partitions, and the regex's follow with the group epoch its resolution bumps (librdkafka's
+        0045 test expects that order). With ``refresh``, a regex resolved at an older topics
+        version is resolved again now and recorded when its topics changed (Kafka waits for its
+        periodic refresh, at least 10 s apart); one no member uses any more is tombstoned."""
         wanted = {m.subscribed_topic_regex for m in members.values() if m.subscribed_topic_regex}
         out: dict[str, ResolvedRegex] = {}
         version = self.topics.version
         for pattern in sorted(wanted):
             known = group.regexes.get(pattern)
-            if known is None or (refresh and known.version != version):
+            if known is None:
+                try:
+                    self.regex_resolver(pattern, ())  # compiles it
+                except ValueError as exc:
+                    raise HeartbeatError(INVALID_REGULAR_EXPRESSION, str(exc)) from None
+                self._schedule_regex_resolution(group.group_id)
+                continue
+            if refresh and known.version != version:
                 try:
                     topics = tuple(sorted(self.regex_resolver(pattern, [t.name for t in self.topics.all()])))
                 except ValueError as exc:
@@ -589,6 +605,38 @@ class ConsumerGroupManager:
             if pattern not in wanted:
                 records.append((ConsumerGroupRegularExpressionKey(group.group_id, pattern), None))
         return out
+
+    def _schedule_regex_resolution(self, group_id: str) -> None:
+        def resolve() -> CoordinatorResult[None]:
+            group = self.groups.get(group_id)
+            if group is None:
+                return CoordinatorResult()
+            wanted = {m.subscribed_topic_regex for m in group.members.values() if m.subscribed_topic_regex}
+            names = [t.name for t in self.topics.all()]
+            version, now = self.topics.version, self.clock.now_ms()
+            records: list[Record] = []
+            regexes = dict(group.regexes)
+            for pattern in sorted(wanted - group.regexes.keys()):
+                try:
+                    topics = tuple(sorted(self.regex_resolver(pattern, names)))
+                except ValueError as exc:  # compiled when it came; cannot fail unless the engine changed
+                    log.warning("[GroupId %s] Regular expression %r no longer compiles: %s", group_id, pattern, exc)
+                    topics = ()
+                records.append((ConsumerGroupRegularExpressionKey(group_id, pattern),
+                                ConsumerGroupRegularExpressionValue(topics, version, now)))
+                regexes[pattern] = ResolvedRegex(topics, version, now)
+            if not records:
+                return CoordinatorResult()
+            # The resolved topics join the group's subscription: a new epoch, and a new target
+            # assignment at the next heartbeat.
+            metadata_hash = topics_hash(self._subscribed_names(group.members, regexes), self.topics)
+            self.hash_checked_at[group_id] = version
+            records.append((ConsumerGroupMetadataKey(group_id),
+                            ConsumerGroupMetadataValue(group.group_epoch + 1, metadata_hash, group.creation_time_ms)))
+            return CoordinatorResult(records)
+
+        if not self.timer.is_scheduled(regex_resolution_key(group_id)):
+            self.timer.schedule(regex_resolution_key(group_id), 0, resolve, name="consumer-group-regex-resolution")
 
     @staticmethod
     def _subscribed_names(members: Mapping[str, ConsumerGroupMember], regexes: Mapping[str, ResolvedRegex]
@@ -837,9 +885,13 @@ class ConsumerGroupManager:
                             name="consumer-group-rebalance-timeout")
 
     def on_loaded(self) -> None:
-        """Every member gets a fresh session; a member still revoking gets a fresh rebalance timeout."""
+        """Every member gets a fresh session; a member still revoking gets a fresh rebalance timeout;
+        a regex a member brought before the previous coordinator could resolve it is resolved."""
         self.loaded = True
         for group in self.groups.values():
+            if any(m.subscribed_topic_regex and m.subscribed_topic_regex not in group.regexes
+                   for m in group.members.values()):
+                self._schedule_regex_resolution(group.group_id)
             for member in group.members.values():
                 self._schedule_session_timeout(group.group_id, member.member_id,
                                                self.member_session_timeout_ms(group.group_id, member))

@@ -16,6 +16,7 @@ from protocol.consumer_group_records import (
     ConsumerGroupMemberMetadataValue,
     ConsumerGroupMetadataKey,
     ConsumerGroupMetadataValue,
+    ConsumerGroupRegularExpressionKey,
     ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataKey,
@@ -393,10 +394,17 @@ def test_regex_subscription_uses_the_resolver() -> None:
     c.topics.create("foo", 2)
     c.topics.create("bar", 2)
     r = c.cg_heartbeat(regex="fo.*", topics=None)
-    assert assignment_of(r, c) == {"foo": [0, 1]}
-    assert c.cgroups["g"].regexes["fo.*"].topics == ("foo",)
-    c.topics.create("fox", 1)
+    # A regex new to the group is resolved by its own operation just after the heartbeat that
+    # brought it (Kafka's maybeUpdateRegularExpressions), which bumps the group epoch.
+    assert assignment_of(r, c) == {} and "fo.*" not in c.cgroups["g"].regexes
+    written = c.sleep(1)
+    assert (ConsumerGroupRegularExpressionKey("g", "fo.*") in [k for k, _ in written]
+            and c.cgroups["g"].regexes["fo.*"].topics == ("foo",) and c.cgroups["g"].group_epoch == 2)
     r = c.cg_heartbeat(member_epoch=1)
+    assert r.member_epoch == 2 and assignment_of(r, c) == {"foo": [0, 1]}
+    # A topic created later is picked up at the next heartbeat (the topics image moved).
+    c.topics.create("fox", 1)
+    r = c.cg_heartbeat(member_epoch=2)
     assert assignment_of(r, c) == {"foo": [0, 1], "fox": [0]}
     assert c.reload().state() == c.state()
     c.cg_heartbeat(member_epoch=-1)
