@@ -91,17 +91,10 @@ from .records import (
     to_tps,
 )
 from .replay import ConsumerGroupReplay
-from .timers import (
-    ConsumerGroupTimers,
-    classic_join_timeout_key,
-    classic_sync_timeout_key,
-    rebalance_timeout_key,
-    session_timeout_key,
-)
+from .timers import ConsumerGroupTimers, rebalance_timeout_key, session_timeout_key
 from .validation import HeartbeatError, OffsetChecks, check_member_epoch, validate_heartbeat
 
-__all__ = ["ConsumerGroupManager", "HeartbeatError", "RegexResolver", "session_timeout_key",
-           "rebalance_timeout_key", "classic_join_timeout_key", "classic_sync_timeout_key", "CONSUMER_GROUP_TYPE"]
+__all__ = ["ConsumerGroupManager", "RegexResolver", "CONSUMER_GROUP_TYPE"]
 
 log = logging.getLogger("groupcoord.group.consumer")
 
