@@ -8,8 +8,9 @@ https://github.com/apache/kafka/blob/trunk/group-coordinator/src/main/java/org/a
 The rest of the manager lives in its bases and helpers, one module each: ``validation.py`` (the
 heartbeat's request and member-epoch checks, the offset commit/fetch checks), ``timers.py``
 (timer keys; session, rebalance and regex-resolution timers), ``describe.py``
-(ConsumerGroupDescribe), ``replay.py`` (the replay of record types 3-8 and 16 and the snapshot),
-``records.py`` (the record builders).
+(ConsumerGroupDescribe), ``target_assignment.py`` (the server assignor's run and KIP-1263 batching),
+``replay.py`` (the replay of record types 3-8 and 16 and the snapshot), ``records.py`` (the record
+builders).
 
 Rules (as for classic groups, ``group_manager.py``):
 
@@ -33,7 +34,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
@@ -45,10 +45,6 @@ from protocol.consumer_group_records import (
     ConsumerGroupMetadataValue,
     ConsumerGroupRegularExpressionKey,
     ConsumerGroupRegularExpressionValue,
-    ConsumerGroupTargetAssignmentMemberKey,
-    ConsumerGroupTargetAssignmentMemberValue,
-    ConsumerGroupTargetAssignmentMetadataKey,
-    ConsumerGroupTargetAssignmentMetadataValue,
 )
 from protocol.consumer_offsets import GroupMetadataKey
 from protocol.errors import ErrorCode
@@ -56,7 +52,7 @@ from protocol.hot_responses import AssignedTopicPartitions, ConsumerGroupAssignm
 from protocol.kafka_types import KafkaRequest, KafkaResponse
 
 from ...runtime.contract import Clock, CoordinatorResult, Record, Timer
-from ..assignors.spec import GroupSpec, MemberSpec, PartitionAssignor
+from ..assignors.spec import PartitionAssignor
 from ..classic_group import ClassicGroup
 from ..config import GroupConfig
 from ..topic_regex import resolve as resolve_topic_regex
@@ -66,10 +62,8 @@ from .group import ConsumerGroup, ResolvedRegex
 from .member import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
-    Assignment,
     ConsumerGroupMember,
     MemberState,
-    normalize,
 )
 from .metadata_hash import topics_hash
 from .migration import (
@@ -88,9 +82,9 @@ from .records import (
     replacement_records,
     subscription,
     subscription_value,
-    to_tps,
 )
 from .replay import ConsumerGroupReplay
+from .target_assignment import TargetAssignment
 from .timers import ConsumerGroupTimers, rebalance_timeout_key, session_timeout_key
 from .validation import HeartbeatError, OffsetChecks, check_member_epoch, validate_heartbeat
 
@@ -112,21 +106,8 @@ INVALID_REGULAR_EXPRESSION = ErrorCode.INVALID_REGULAR_EXPRESSION
 ResponseT = TypeVar("ResponseT")
 
 
-class _Describer:
-    """The topics as an assignor sees them (``TopicDescriber``)."""
-
-    def __init__(self, image: TopicsImage) -> None:
-        self.image = image
-
-    def num_partitions(self, topic_id: uuid.UUID) -> int:
-        topic = self.image.by_id(topic_id)
-        return -1 if topic is None else topic.num_partitions
-
-    def racks(self, topic_id: uuid.UUID, partition: int) -> tuple[str, ...]:
-        return self.image.partition_racks(topic_id, partition)
-
-
-class ConsumerGroupManager(ConsumerGroupTimers, ConsumerGroupDescriber, ConsumerGroupReplay, OffsetChecks):
+class ConsumerGroupManager(TargetAssignment, ConsumerGroupTimers, ConsumerGroupDescriber, ConsumerGroupReplay,
+                           OffsetChecks):
     """Call only from the partition's serial executor."""
 
     # The record builders (``records.py``), as the shard and ``classic_members.py`` call them.
@@ -431,12 +412,6 @@ class ConsumerGroupManager(ConsumerGroupTimers, ConsumerGroupDescriber, Consumer
             return None
         return [(tp.topic_id, list(tp.partitions)) for tp in topic_partitions]
 
-    def _may_assign(self, group_id: str, now: int) -> bool:
-        """KIP-1263: at most one target assignment per ``consumer.assignment.interval.ms``."""
-        interval = self.assignment_interval_ms(group_id)
-        last = self.last_assignment_ms.get(group_id)
-        return interval <= 0 or last is None or now - last >= interval
-
     # --- regular expressions and subscribed topics --------------------------------------------
 
     def _regex_records(self, group: ConsumerGroup, members: Mapping[str, ConsumerGroupMember], now: int,
@@ -489,58 +464,6 @@ class ConsumerGroupManager(ConsumerGroupTimers, ConsumerGroupDescriber, Consumer
     def subscribed_topic_names(self, group: ConsumerGroup) -> set[str]:
         """The topics some member subscribes to, by name or through a regex."""
         return self._subscribed_names(group.members, group.regexes)
-
-    def _topic_ids(self, member: ConsumerGroupMember, regexes: Mapping[str, ResolvedRegex]) -> frozenset[uuid.UUID]:
-        names = set(member.subscribed_topic_names)
-        if member.subscribed_topic_regex and member.subscribed_topic_regex in regexes:
-            names.update(regexes[member.subscribed_topic_regex].topics)
-        ids = set()
-        for name in names:
-            topic = self.topics.get(name)
-            if topic is not None:
-                ids.add(topic.topic_id)
-        return frozenset(ids)
-
-    # --- target assignment ---------------------------------------------------------------------
-
-    def preferred_assignor(self, members: Iterable[ConsumerGroupMember]) -> str:
-        """The server assignor most members ask for (ties: by name); else the configured default."""
-        counts = Counter(m.server_assignor for m in members if m.server_assignor is not None)
-        if counts:
-            return max(counts.items(), key=lambda item: (item[1], item[0]))[0]
-        return self.config.consumer_assignors[0]
-
-    def _compute_target(self, group: ConsumerGroup, group_epoch: int, members: Mapping[str, ConsumerGroupMember],
-                        regexes: Mapping[str, ResolvedRegex], replaced: ConsumerGroupMember | None,
-                        records: list[Record]) -> dict[str, Assignment]:
-        """Run the assignor over every member (Kafka's ``TargetAssignmentBuilder``) and record the
-        members whose target changed, then the new assignment epoch."""
-        name = self.preferred_assignor(members.values())
-        assignor = self.assignors.get(name)
-        old: dict[str, Assignment] = dict(group.target)
-        if replaced is not None:
-            new_id = next(m for m, v in members.items() if v.instance_id == replaced.instance_id)
-            old[new_id] = old.pop(replaced.member_id, {})
-        if assignor is None:
-            raise HeartbeatError(E.UNKNOWN_SERVER_ERROR, f"Failed to compute a new target assignment for epoch "
-                                 f"{group_epoch}: the assignor {name} is not available.")
-        spec = GroupSpec({mid: MemberSpec(m.rack_id, self._topic_ids(m, regexes), dict(old.get(mid, {})), m.instance_id)
-                          for mid, m in members.items()})
-        try:
-            result = assignor.assign(spec, _Describer(self.topics))
-        except Exception as exc:  # PartitionAssignorError and bugs alike: the heartbeat fails
-            raise HeartbeatError(E.UNKNOWN_SERVER_ERROR, f"Failed to compute a new target assignment for epoch "
-                                 f"{group_epoch}: {exc}") from exc
-        new: dict[str, Assignment] = {}
-        for mid in sorted(members):
-            assignment = normalize(result.get(mid, {}))
-            new[mid] = assignment
-            if assignment != old.get(mid, {}):
-                records.append((ConsumerGroupTargetAssignmentMemberKey(group.group_id, mid),
-                                ConsumerGroupTargetAssignmentMemberValue(to_tps(assignment))))
-        records.append((ConsumerGroupTargetAssignmentMetadataKey(group.group_id),
-                        ConsumerGroupTargetAssignmentMetadataValue(group_epoch)))
-        return new
 
     # --- leaving and fencing -------------------------------------------------------------------
 
