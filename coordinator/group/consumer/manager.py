@@ -1,6 +1,6 @@
 """KIP-848 consumer groups of one ``__consumer_offsets`` partition: ConsumerGroupHeartbeat (its
-update, target assignment and reconciliation steps), regex resolution within a heartbeat, and a
-member's leave or fencing, with the online downgrade it may trigger.
+update, target assignment and reconciliation steps, the online upgrade of a classic group it may
+trigger) and the regexes a heartbeat brings.
 
 Kafka ``GroupMetadataManager`` (consumer part):
 https://github.com/apache/kafka/blob/trunk/group-coordinator/src/main/java/org/apache/kafka/coordinator/group/GroupMetadataManager.java
@@ -8,7 +8,8 @@ https://github.com/apache/kafka/blob/trunk/group-coordinator/src/main/java/org/a
 The rest of the manager lives in its bases and helpers, one module each: ``validation.py`` (the
 heartbeat's request and member-epoch checks, the offset commit/fetch checks), ``timers.py``
 (timer keys; session, rebalance and regex-resolution timers), ``describe.py``
-(ConsumerGroupDescribe), ``target_assignment.py`` (the server assignor's run and KIP-1263 batching),
+(ConsumerGroupDescribe), ``fencing.py`` (leaving, fencing and the online downgrade they may
+trigger), ``target_assignment.py`` (the server assignor's run and KIP-1263 batching),
 ``replay.py`` (the replay of record types 3-8 and 16 and the snapshot), ``records.py`` (the record
 builders).
 
@@ -35,7 +36,7 @@ import dataclasses
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from typing import Any
 
 from protocol.consumer_group_messages import ConsumerGroupHeartbeatResponse
 from protocol.consumer_group_records import (
@@ -58,6 +59,7 @@ from ..config import GroupConfig
 from ..topic_regex import resolve as resolve_topic_regex
 from ..topics_image import TopicsImage
 from .describe import ConsumerGroupDescriber
+from .fencing import Fencing
 from .group import ConsumerGroup, ResolvedRegex
 from .member import (
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -68,9 +70,7 @@ from .member import (
 from .metadata_hash import topics_hash
 from .migration import (
     UpgradeRefused,
-    classic_group_value,
     consumer_group_from_classic,
-    downgrade_enabled,
     upgrade_enabled,
 )
 from .reconciliation import FencedByUnknownState, OwnedPartitions, reconcile
@@ -78,14 +78,13 @@ from .records import (
     consumer_group_records,
     current_value,
     group_tombstones,
-    remove_member_records,
     replacement_records,
     subscription,
     subscription_value,
 )
 from .replay import ConsumerGroupReplay
 from .target_assignment import TargetAssignment
-from .timers import ConsumerGroupTimers, rebalance_timeout_key, session_timeout_key
+from .timers import ConsumerGroupTimers, rebalance_timeout_key
 from .validation import HeartbeatError, OffsetChecks, check_member_epoch, validate_heartbeat
 
 __all__ = ["ConsumerGroupManager", "RegexResolver", "CONSUMER_GROUP_TYPE"]
@@ -103,10 +102,7 @@ RegexResolver = Callable[[str, Iterable[str]], frozenset[str]]
 INVALID_REGULAR_EXPRESSION = ErrorCode.INVALID_REGULAR_EXPRESSION
 
 
-ResponseT = TypeVar("ResponseT")
-
-
-class ConsumerGroupManager(TargetAssignment, ConsumerGroupTimers, ConsumerGroupDescriber, ConsumerGroupReplay,
+class ConsumerGroupManager(Fencing, TargetAssignment, ConsumerGroupTimers, ConsumerGroupDescriber, ConsumerGroupReplay,
                            OffsetChecks):
     """Call only from the partition's serial executor."""
 
@@ -464,130 +460,3 @@ class ConsumerGroupManager(TargetAssignment, ConsumerGroupTimers, ConsumerGroupD
     def subscribed_topic_names(self, group: ConsumerGroup) -> set[str]:
         """The topics some member subscribes to, by name or through a regex."""
         return self._subscribed_names(group.members, group.regexes)
-
-    # --- leaving and fencing -------------------------------------------------------------------
-
-    def _leave(self, request: KafkaRequest, api_version: int) -> CoordinatorResult[KafkaResponse]:
-        group_id: str = request.group_id
-        member_id: str = request.member_id
-        epoch: int = request.member_epoch
-        group = self.groups.get(group_id)
-        if group is None:
-            raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
-        instance_id: str | None = request.instance_id
-        if instance_id is None:
-            member = group.members.get(member_id)
-            if member is None:
-                raise HeartbeatError(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
-        else:
-            static = group.static_member(instance_id)
-            if static is None:
-                raise HeartbeatError(E.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
-            if static.member_id != member_id:
-                raise HeartbeatError(E.FENCED_INSTANCE_ID, f"Static member {member_id} with instance id "
-                                     f"{instance_id} was fenced by member {static.member_id}.")
-            member = static
-            if epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-                # Kept until its session times out: the instance may come back under a new id.
-                leaving = dataclasses.replace(member, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
-                                              partitions_pending_revocation={})
-                return CoordinatorResult(
-                    [(ConsumerGroupCurrentMemberAssignmentKey(group_id, member_id), current_value(leaving))],
-                    R(version=api_version, throttle_time_ms=0, error_code=0, error_message=None,
-                      member_id=member_id, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, heartbeat_interval_ms=0,
-                      assignment=None))
-        log.info("[GroupId %s] Member %s left the consumer group.", group_id, member_id)
-        return self.fence_member(group, member.member_id, R(
-            version=api_version, throttle_time_ms=0, error_code=0, error_message=None, member_id=member_id,
-            member_epoch=epoch, heartbeat_interval_ms=0, assignment=None))
-
-    def fence_member(self, group: ConsumerGroup, member_id: str, response: ResponseT | None = None
-                     ) -> CoordinatorResult[ResponseT]:
-        """Remove a member (Kafka's ``consumerGroupFenceMember``): the group converts to a
-        classic group when the member was its last consumer-protocol member and the policy allows
-        it (``_may_downgrade``), else it loses the member and bumps its epoch."""
-        if self._may_downgrade(group, member_id):
-            return CoordinatorResult(self._downgrade_records(group, member_id), response,
-                                     on_appended=lambda: self.on_downgraded(group.group_id))
-        return CoordinatorResult(self.fence_member_records(group, member_id), response)
-
-    def _may_downgrade(self, group: ConsumerGroup, member_id: str) -> bool:
-        """Kafka ``validateOnlineDowngradeWithFencedMember``."""
-        leaving = group.members.get(member_id)
-        if leaving is None or leaving.uses_classic_protocol or len(group.members) <= 1:
-            return False
-        if any(not m.uses_classic_protocol for mid, m in group.members.items() if mid != member_id):
-            return False
-        if not downgrade_enabled(self.config.consumer_migration_policy):
-            log.info("Cannot downgrade consumer group %s to classic group because the online downgrade is "
-                     "disabled.", group.group_id)
-            return False
-        if len(group.members) - 1 > self.config.max_size:
-            log.info("Cannot downgrade consumer group %s to classic group because its group size is greater "
-                     "than classic group max size.", group.group_id)
-            return False
-        return True
-
-    def may_downgrade_replacing(self, group: ConsumerGroup, replaced_id: str) -> bool:
-        """Kafka ``validateOnlineDowngradeWithReplacedMemberId``: a classic static member
-        replaces the group's last consumer-protocol member."""
-        replaced = group.members.get(replaced_id)
-        if replaced is None or replaced.uses_classic_protocol:
-            return False
-        if any(not m.uses_classic_protocol for mid, m in group.members.items() if mid != replaced_id):
-            return False
-        if not downgrade_enabled(self.config.consumer_migration_policy):
-            log.info("Cannot downgrade consumer group %s to classic group because the online downgrade is "
-                     "disabled.", group.group_id)
-            return False
-        if len(group.members) > self.config.max_size:
-            log.info("Cannot downgrade consumer group %s to classic group because its group size is greater "
-                     "than classic group max size.", group.group_id)
-            return False
-        return True
-
-    def _downgrade_records(self, group: ConsumerGroup, member_id: str,
-                           joining: ConsumerGroupMember | None = None) -> list[Record]:
-        """The consumer group's tombstones, then the classic group's GroupMetadata (Kafka
-        ``convertToClassicGroup``); every consumer-group timer of the group goes. ``joining``:
-        the classic static member that replaced ``member_id`` earlier in the same batch."""
-        gid = group.group_id
-        records = self.group_tombstones(group, None if joining is None else (member_id, joining.member_id))
-        records.append((GroupMetadataKey(gid), classic_group_value(group, member_id, self.topics, self.clock.now_ms(),
-                                                                   joining)))
-        if joining is not None:
-            self.timer.cancel(rebalance_timeout_key(gid, joining.member_id))
-        for mid in group.members:
-            self.timer.cancel(session_timeout_key(gid, mid))
-            self.timer.cancel(rebalance_timeout_key(gid, mid))
-            self.session_deadlines.pop((gid, mid), None)
-            self.cancel_classic_timers(gid, mid)
-        log.info("[GroupId %s] Converting the consumer group to a classic group.", gid)
-        return records
-
-    def downgrade_replacing_records(self, group: ConsumerGroup, replaced_id: str,
-                                    joining: ConsumerGroupMember) -> list[Record]:
-        return self._downgrade_records(group, replaced_id, joining)
-
-    def fence_member_records(self, group: ConsumerGroup, member_id: str) -> list[Record]:
-        """Remove a member and bump the group epoch."""
-        return self.remove_members_records(group, {member_id})
-
-    def remove_members_records(self, group: ConsumerGroup, member_ids: set[str]) -> list[Record]:
-        """Remove members, tombstone the regexes only they used, bump the group epoch (with the
-        metadata hash of what the others subscribe to) and cancel the members' timers."""
-        records: list[Record] = []
-        for member_id in member_ids:
-            records += remove_member_records(group.group_id, member_id)
-        members = {m: v for m, v in group.members.items() if m not in member_ids}
-        regexes = self._regex_records(group, members, self.clock.now_ms(), records)
-        metadata_hash = topics_hash(self._subscribed_names(members, regexes), self.topics)
-        self.hash_checked_at[group.group_id] = self.topics.version
-        records.append((ConsumerGroupMetadataKey(group.group_id),
-                        ConsumerGroupMetadataValue(group.group_epoch + 1, metadata_hash, group.creation_time_ms)))
-        for member_id in member_ids:
-            self.timer.cancel(session_timeout_key(group.group_id, member_id))
-            self.session_deadlines.pop((group.group_id, member_id), None)
-            self.timer.cancel(rebalance_timeout_key(group.group_id, member_id))
-            self.cancel_classic_timers(group.group_id, member_id)
-        return records
