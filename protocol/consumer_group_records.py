@@ -29,7 +29,7 @@ ConsumerGroupMetadataValue; tag 0 ``AssignmentEpochs`` (nullable []int32) of Top
 is written only when it differs from its default. Other tags are skipped on read, as a reader of
 an older schema would.
 
-The group shard replays these records (``coordinator/group/consumer/manager.py``); the classic
+The group shard replays these records (``coordinator/group/consumer/replay.py``); the classic
 decoder ``consumer_offsets.decode_key`` still raises UnknownRecordVersion for them.
 :func:`decode_any_key` and :func:`deserialize_any` decode both families, for tools such as
 ``dump-log``.

@@ -19,7 +19,7 @@ log into it record by record with :meth:`GroupCoordinatorShard.replay` and then 
 Rules:
 
 1. Hard state (committed offsets, each classic group's last GroupMetadata record, each KIP-848
-   consumer group's records: ``consumer/manager.py``) changes only in ``replay``; replaying every
+   consumer group's records: ``consumer/replay.py``) changes only in ``replay``; replaying every
    record written so far into a fresh shard rebuilds it exactly. A group id names either a
    classic or a consumer group, never both: an Empty classic group becomes a consumer group on a
    ConsumerGroupHeartbeat (its offsets stay) and an Empty consumer group a classic one on a

@@ -1,5 +1,5 @@
 """KIP-848 consumer-group records (``protocol/consumer_group_records.py``) and their replay into a
-group shard (``coordinator/group/shard.py``, ``coordinator/group/consumer/manager.py``).
+group shard (``coordinator/group/shard.py``, ``coordinator/group/consumer/replay.py``).
 
 Edge: every consumer-group record (key versions 3-8 and 16) a ``__consumer_offsets`` partition's
 log, a replica's copy of it or a snapshot hands to ``GroupCoordinatorShard.replay``, alone and in

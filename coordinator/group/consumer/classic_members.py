@@ -40,15 +40,11 @@ from protocol.kafka_types import KafkaRequest, KafkaResponse
 from ...runtime.contract import CoordinatorResult, Record, ResponseHandle
 from ..responses import heartbeat_response, join_error, join_response, leave_response, sync_response
 from .group import ConsumerGroup
-from .manager import (
-    CONSUMER_GROUP_TYPE,
-    ConsumerGroupManager,
-    HeartbeatError,
-    classic_join_timeout_key,
-    classic_sync_timeout_key,
-)
+from .manager import CONSUMER_GROUP_TYPE, ConsumerGroupManager
 from .member import ConsumerGroupMember, MemberState
 from .migration import assignment_bytes, owned_partitions
+from .timers import classic_join_timeout_key, classic_sync_timeout_key
+from .validation import HeartbeatError
 
 __all__ = ["ClassicMembers"]
 

@@ -1,9 +1,17 @@
-"""KIP-848 consumer groups of one ``__consumer_offsets`` partition: ConsumerGroupHeartbeat, its
-timers, ConsumerGroupDescribe, and the replay of the consumer-group records (key versions 3-8
-and 16).
+"""KIP-848 consumer groups of one ``__consumer_offsets`` partition: ConsumerGroupHeartbeat (its
+update, target assignment and reconciliation steps, the online upgrade of a classic group it may
+trigger) and the regexes a heartbeat brings.
 
 Kafka ``GroupMetadataManager`` (consumer part):
 https://github.com/apache/kafka/blob/trunk/group-coordinator/src/main/java/org/apache/kafka/coordinator/group/GroupMetadataManager.java
+
+The rest of the manager lives in its bases and helpers, one module each: ``validation.py`` (the
+heartbeat's request and member-epoch checks, the offset commit/fetch checks), ``timers.py``
+(timer keys; session, rebalance and regex-resolution timers), ``describe.py``
+(ConsumerGroupDescribe), ``fencing.py`` (leaving, fencing and the online downgrade they may
+trigger), ``target_assignment.py`` (the server assignor's run and KIP-1263 batching),
+``replay.py`` (the replay of record types 3-8 and 16 and the snapshot), ``records.py`` (the record
+builders).
 
 Rules (as for classic groups, ``group_manager.py``):
 
@@ -27,29 +35,17 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
-from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
-from protocol.consumer_group_messages import ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse
+from protocol.consumer_group_messages import ConsumerGroupHeartbeatResponse
 from protocol.consumer_group_records import (
     ConsumerGroupCurrentMemberAssignmentKey,
-    ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataKey,
-    ConsumerGroupMemberMetadataValue,
     ConsumerGroupMetadataKey,
     ConsumerGroupMetadataValue,
-    ConsumerGroupPartitionMetadataKey,
-    ConsumerGroupPartitionMetadataValue,
-    ConsumerGroupRecordKey,
-    ConsumerGroupRecordValue,
     ConsumerGroupRegularExpressionKey,
     ConsumerGroupRegularExpressionValue,
-    ConsumerGroupTargetAssignmentMemberKey,
-    ConsumerGroupTargetAssignmentMemberValue,
-    ConsumerGroupTargetAssignmentMetadataKey,
-    ConsumerGroupTargetAssignmentMetadataValue,
-    TopicPartitions,
 )
 from protocol.consumer_offsets import GroupMetadataKey
 from protocol.errors import ErrorCode
@@ -57,45 +53,48 @@ from protocol.hot_responses import AssignedTopicPartitions, ConsumerGroupAssignm
 from protocol.kafka_types import KafkaRequest, KafkaResponse
 
 from ...runtime.contract import Clock, CoordinatorResult, Record, Timer
-from ..assignors.spec import GroupSpec, MemberSpec, PartitionAssignor
+from ..assignors.spec import PartitionAssignor
 from ..classic_group import ClassicGroup
 from ..config import GroupConfig
 from ..topic_regex import resolve as resolve_topic_regex
 from ..topics_image import TopicsImage
-from .group import ConsumerGroup, ConsumerGroupState, ResolvedRegex
+from .describe import ConsumerGroupDescriber
+from .fencing import Fencing
+from .group import ConsumerGroup, ResolvedRegex
 from .member import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
-    Assignment,
     ConsumerGroupMember,
     MemberState,
-    normalize,
 )
 from .metadata_hash import topics_hash
 from .migration import (
     UpgradeRefused,
-    classic_group_value,
     consumer_group_from_classic,
-    downgrade_enabled,
     upgrade_enabled,
 )
 from .reconciliation import FencedByUnknownState, OwnedPartitions, reconcile
+from .records import (
+    consumer_group_records,
+    current_value,
+    group_tombstones,
+    replacement_records,
+    subscription,
+    subscription_value,
+)
+from .replay import ConsumerGroupReplay
+from .target_assignment import TargetAssignment
+from .timers import ConsumerGroupTimers, rebalance_timeout_key
+from .validation import HeartbeatError, OffsetChecks, check_member_epoch, validate_heartbeat
 
-__all__ = ["ConsumerGroupManager", "HeartbeatError", "RegexResolver", "session_timeout_key",
-           "rebalance_timeout_key", "classic_join_timeout_key", "classic_sync_timeout_key", "CONSUMER_GROUP_TYPE"]
+__all__ = ["ConsumerGroupManager", "RegexResolver", "CONSUMER_GROUP_TYPE"]
 
 log = logging.getLogger("groupcoord.group.consumer")
 
 E = ErrorCode
 R = ConsumerGroupHeartbeatResponse
-DescribedGroup = ConsumerGroupDescribeResponse.DescribedGroup
-DescribedMember = DescribedGroup.Member
 
 CONSUMER_GROUP_TYPE = "consumer"
-#: ConsumerGroupHeartbeat v1 requires a client-generated member id (KIP-1082,
-#: https://cwiki.apache.org/confluence/display/KAFKA/KIP-1082%3A+Require+Client-Generated+IDs+over+the+ConsumerGroupHeartbeat+RPC).
-CONSUMER_GENERATED_MEMBER_ID_REQUIRED_VERSION = 1
-
 #: (pattern, topic names) -> the names the pattern fully matches (RE2 semantics); raises a
 #: ValueError for a pattern that does not compile (the heartbeat then answers
 #: INVALID_REGULAR_EXPRESSION with its message); by default ``topic_regex.resolve`` (RE2).
@@ -103,90 +102,14 @@ RegexResolver = Callable[[str, Iterable[str]], frozenset[str]]
 INVALID_REGULAR_EXPRESSION = ErrorCode.INVALID_REGULAR_EXPRESSION
 
 
-def session_timeout_key(group_id: str, member_id: str) -> str:
-    return f"session-timeout-{group_id}-{member_id}"
-
-
-def rebalance_timeout_key(group_id: str, member_id: str) -> str:
-    return f"rebalance-timeout-{group_id}-{member_id}"
-
-
-def regex_resolution_key(group_id: str) -> str:
-    return f"regex-resolution-{group_id}"
-
-
-def classic_join_timeout_key(group_id: str, member_id: str) -> str:
-    """A classic member told to rejoin must do so within its rebalance timeout."""
-    return f"join-timeout-{group_id}-{member_id}"
-
-
-def classic_sync_timeout_key(group_id: str, member_id: str) -> str:
-    """A classic member that joined must send SyncGroup within its rebalance timeout."""
-    return f"sync-timeout-{group_id}-{member_id}"
-
-
-ResponseT = TypeVar("ResponseT")
-
-
-class HeartbeatError(Exception):
-    """A refused heartbeat: answered with ``code`` and ``message``, no records written."""
-
-    def __init__(self, code: int, message: str | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-def _tps(assignment: Assignment, epochs: Mapping[tuple[uuid.UUID, int], int] | None = None
-         ) -> tuple[TopicPartitions, ...]:
-    out = []
-    for topic_id in sorted(assignment):
-        parts = tuple(sorted(assignment[topic_id]))
-        out.append(TopicPartitions(topic_id, parts, None if epochs is None else
-                                   tuple(epochs.get((topic_id, p), -1) for p in parts)))
-    return tuple(out)
-
-
-def _from_tps(tps: Iterable[TopicPartitions]) -> dict[uuid.UUID, frozenset[int]]:
-    return normalize({tp.topic_id: frozenset(tp.partitions) for tp in tps})
-
-
-def _subscription_value(m: ConsumerGroupMember) -> ConsumerGroupMemberMetadataValue:
-    return ConsumerGroupMemberMetadataValue(
-        instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
-        subscribed_topic_names=m.subscribed_topic_names, subscribed_topic_regex=m.subscribed_topic_regex,
-        rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor,
-        classic_member_metadata=m.classic_member_metadata)
-
-
-def _subscription(m: ConsumerGroupMember) -> tuple[object, ...]:
-    """What a ConsumerGroupMemberMetadata record holds (cheaper to compare than the record)."""
-    return (m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed_topic_names, m.subscribed_topic_regex,
-            m.rebalance_timeout_ms, m.server_assignor, m.classic_member_metadata)
-
-
-def _current_value(m: ConsumerGroupMember) -> ConsumerGroupCurrentMemberAssignmentValue:
-    return ConsumerGroupCurrentMemberAssignmentValue(
-        m.member_epoch, m.previous_member_epoch, int(m.state),
-        _tps(m.assigned_partitions, m.assignment_epochs), _tps(m.partitions_pending_revocation))
-
-
-class _Describer:
-    """The topics as an assignor sees them (``TopicDescriber``)."""
-
-    def __init__(self, image: TopicsImage) -> None:
-        self.image = image
-
-    def num_partitions(self, topic_id: uuid.UUID) -> int:
-        topic = self.image.by_id(topic_id)
-        return -1 if topic is None else topic.num_partitions
-
-    def racks(self, topic_id: uuid.UUID, partition: int) -> tuple[str, ...]:
-        return self.image.partition_racks(topic_id, partition)
-
-
-class ConsumerGroupManager:
+class ConsumerGroupManager(Fencing, TargetAssignment, ConsumerGroupTimers, ConsumerGroupDescriber, ConsumerGroupReplay,
+                           OffsetChecks):
     """Call only from the partition's serial executor."""
+
+    # The record builders (``records.py``), as the shard and ``classic_members.py`` call them.
+    group_tombstones = staticmethod(group_tombstones)
+    consumer_group_records = staticmethod(consumer_group_records)
+    replacement_records = staticmethod(replacement_records)
 
     def __init__(self, config: GroupConfig, clock: Clock, timer: Timer, topics: TopicsImage,
                  group_configs: Callable[[str], Mapping[str, int]],
@@ -244,38 +167,6 @@ class ConsumerGroupManager:
     # =========================================================================================
     # ConsumerGroupHeartbeat (v0-1)
 
-    def validate(self, request: KafkaRequest, api_version: int) -> None:
-        """Kafka's ``throwIfConsumerGroupHeartbeatRequestIsInvalid``, in its order."""
-        epoch = request.member_epoch
-        if api_version >= CONSUMER_GENERATED_MEMBER_ID_REQUIRED_VERSION or epoch > 0 \
-                or epoch == LEAVE_GROUP_MEMBER_EPOCH:
-            if not (request.member_id or "").strip():
-                raise HeartbeatError(E.INVALID_REQUEST, "MemberId can't be empty.")
-        if request.group_id is None or not request.group_id.strip():
-            raise HeartbeatError(E.INVALID_REQUEST, "GroupId can't be empty.")
-        if request.instance_id is not None and not request.instance_id.strip():
-            raise HeartbeatError(E.INVALID_REQUEST, "InstanceId can't be empty.")
-        if request.rack_id is not None and not request.rack_id.strip():
-            raise HeartbeatError(E.INVALID_REQUEST, "RackId can't be empty.")
-        regex = request.subscribed_topic_regex if api_version >= 1 else None
-        if epoch == 0:
-            if request.rebalance_timeout_ms == -1:
-                raise HeartbeatError(E.INVALID_REQUEST, "RebalanceTimeoutMs must be provided in first request.")
-            if request.topic_partitions is None or len(request.topic_partitions) > 0:
-                raise HeartbeatError(E.INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining.")
-            if request.subscribed_topic_names is None and regex is None:
-                raise HeartbeatError(E.INVALID_REQUEST, "Either SubscribedTopicNames or SubscribedTopicRegex must"
-                                     " be non-null when (re-)joining.")
-        elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-            if request.instance_id is None:
-                raise HeartbeatError(E.INVALID_REQUEST, "InstanceId can't be null.")
-        elif epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-            raise HeartbeatError(E.INVALID_REQUEST, "MemberEpoch is invalid.")
-        assignor = request.server_assignor
-        if assignor is not None and assignor not in self.config.consumer_assignors:
-            raise HeartbeatError(E.UNSUPPORTED_ASSIGNOR, f"ServerAssignor {assignor} is not supported. Supported "
-                                 f"assignors: {', '.join(self.config.consumer_assignors)}.")
-
     def heartbeat(self, request: KafkaRequest, api_version: int, client_id: str, client_host: str,
                   classic_group_state: Callable[[str], str | None],
                   classic_group_tombstones: Callable[[str], list[Record]]) -> CoordinatorResult[KafkaResponse]:
@@ -283,7 +174,7 @@ class ConsumerGroupManager:
         ...), or None when there is none; an Empty one is replaced by the consumer group, its
         offsets kept (``classic_group_tombstones`` gives the records that delete it)."""
         try:
-            self.validate(request, api_version)
+            validate_heartbeat(request, api_version, self.config.consumer_assignors)
             if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                 return self._leave(request, api_version)
             return self._heartbeat(request, api_version, client_id, client_host, classic_group_state,
@@ -339,7 +230,7 @@ class ConsumerGroupManager:
                     raise HeartbeatError(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
                 member = ConsumerGroupMember(member_id)
             else:
-                self._check_epoch(member, epoch, owned)
+                check_member_epoch(member, epoch, owned)
         else:
             existing = group.static_member(instance_id)
             if joining:
@@ -359,7 +250,7 @@ class ConsumerGroupManager:
                 if existing.member_id != member_id:
                     raise HeartbeatError(E.FENCED_INSTANCE_ID, f"Static member {member_id} with instance id "
                                          f"{instance_id} was fenced by member {existing.member_id}.")
-                self._check_epoch(existing, epoch, owned)
+                check_member_epoch(existing, epoch, owned)
                 member = existing
         if replaced is not None:
             records += self.replacement_records(group, replaced, member)
@@ -419,8 +310,8 @@ class ConsumerGroupManager:
         member_id = updated.member_id
         is_new = member_id not in group.members
         bump = False
-        if (updated is not member and _subscription(updated) != _subscription(member)) or (is_new and replaced is None):
-            records.append((ConsumerGroupMemberMetadataKey(group_id, member_id), _subscription_value(updated)))
+        if (updated is not member and subscription(updated) != subscription(member)) or (is_new and replaced is None):
+            records.append((ConsumerGroupMemberMetadataKey(group_id, member_id), subscription_value(updated)))
             bump = (is_new and replaced is None) \
                 or updated.subscribed_topic_names != member.subscribed_topic_names \
                 or updated.subscribed_topic_regex != member.subscribed_topic_regex
@@ -465,7 +356,7 @@ class ConsumerGroupManager:
                 raise HeartbeatError(E.FENCED_MEMBER_EPOCH, "The consumer group member is in a unknown state. "
                                      "The member must abandon all its partitions and rejoin.") from None
         if (reconciled is not updated and reconciled != updated) or (is_new and replaced is None):
-            records.append((ConsumerGroupCurrentMemberAssignmentKey(group_id, member_id), _current_value(reconciled)))
+            records.append((ConsumerGroupCurrentMemberAssignmentKey(group_id, member_id), current_value(reconciled)))
             if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
                 self._schedule_rebalance_timeout(group_id, member_id, reconciled.member_epoch,
                                                  reconciled.rebalance_timeout_ms)
@@ -477,17 +368,6 @@ class ConsumerGroupManager:
         if assigned_now:
             self.last_assignment_ms[group_id] = now
         return reconciled
-
-    def replacement_records(self, group: ConsumerGroup, replaced: ConsumerGroupMember,
-                            member: ConsumerGroupMember) -> list[Record]:
-        """A rejoining static member takes over the old member's state under its new id."""
-        group_id, member_id = group.group_id, member.member_id
-        records = self._remove_member_records(group_id, replaced.member_id)
-        records.append((ConsumerGroupMemberMetadataKey(group_id, member_id), _subscription_value(member)))
-        records.append((ConsumerGroupTargetAssignmentMemberKey(group_id, member_id),
-                        ConsumerGroupTargetAssignmentMemberValue(_tps(group.target.get(replaced.member_id, {})))))
-        records.append((ConsumerGroupCurrentMemberAssignmentKey(group_id, member_id), _current_value(member)))
-        return records
 
     def _upgrade(self, group_id: str, now: int, records: list[Record]) -> ConsumerGroup:
         """The consumer group a non-empty classic group becomes (Kafka ``validateOnlineUpgrade``
@@ -522,50 +402,11 @@ class ConsumerGroupManager:
         log.info("[GroupId %s] Converting the classic group to a consumer group.", group_id)
         return group
 
-    def consumer_group_records(self, group: ConsumerGroup) -> list[Record]:
-        """The records that create ``group`` as it is, in Kafka's order
-        (``ConsumerGroup.createConsumerGroupRecords``)."""
-        gid = group.group_id
-        records: list[Record] = [(ConsumerGroupMemberMetadataKey(gid, m), _subscription_value(v))
-                                 for m, v in group.members.items()]
-        records.append((ConsumerGroupMetadataKey(gid), ConsumerGroupMetadataValue(
-            group.group_epoch, group.metadata_hash, group.creation_time_ms)))
-        records += [(ConsumerGroupTargetAssignmentMemberKey(gid, m),
-                     ConsumerGroupTargetAssignmentMemberValue(_tps(group.target.get(m, {})))) for m in group.members]
-        records.append((ConsumerGroupTargetAssignmentMetadataKey(gid),
-                        ConsumerGroupTargetAssignmentMetadataValue(group.assignment_epoch)))
-        records += [(ConsumerGroupCurrentMemberAssignmentKey(gid, m), _current_value(v))
-                    for m, v in group.members.items()]
-        return records
-
     @staticmethod
     def _owned(topic_partitions: Any) -> OwnedPartitions:
         if topic_partitions is None:
             return None
         return [(tp.topic_id, list(tp.partitions)) for tp in topic_partitions]
-
-    @staticmethod
-    def _check_epoch(member: ConsumerGroupMember, received: int, owned: OwnedPartitions) -> None:
-        """Kafka's ``throwIfConsumerGroupMemberEpochIsInvalid``: a member one epoch behind whose
-        owned partitions are all still assigned to it only lost a response."""
-        if received > member.member_epoch:
-            raise HeartbeatError(E.FENCED_MEMBER_EPOCH, f"The consumer group member has a greater member epoch "
-                                 f"({received}) than the one known by the group coordinator ({member.member_epoch})."
-                                 " The member must abandon all its partitions and rejoin.")
-        if received < member.member_epoch:
-            subset = owned is not None and all(
-                set(parts) <= member.assigned_partitions.get(topic_id, frozenset()) for topic_id, parts in owned)
-            if received != member.previous_member_epoch or not subset:
-                raise HeartbeatError(E.FENCED_MEMBER_EPOCH, f"The consumer group member has a smaller member epoch "
-                                     f"({received}) than the one known by the group coordinator "
-                                     f"({member.member_epoch}). The member must abandon all its partitions and "
-                                     "rejoin.")
-
-    def _may_assign(self, group_id: str, now: int) -> bool:
-        """KIP-1263: at most one target assignment per ``consumer.assignment.interval.ms``."""
-        interval = self.assignment_interval_ms(group_id)
-        last = self.last_assignment_ms.get(group_id)
-        return interval <= 0 or last is None or now - last >= interval
 
     # --- regular expressions and subscribed topics --------------------------------------------
 
@@ -606,38 +447,6 @@ class ConsumerGroupManager:
                 records.append((ConsumerGroupRegularExpressionKey(group.group_id, pattern), None))
         return out
 
-    def _schedule_regex_resolution(self, group_id: str) -> None:
-        def resolve() -> CoordinatorResult[None]:
-            group = self.groups.get(group_id)
-            if group is None:
-                return CoordinatorResult()
-            wanted = {m.subscribed_topic_regex for m in group.members.values() if m.subscribed_topic_regex}
-            names = [t.name for t in self.topics.all()]
-            version, now = self.topics.version, self.clock.now_ms()
-            records: list[Record] = []
-            regexes = dict(group.regexes)
-            for pattern in sorted(wanted - group.regexes.keys()):
-                try:
-                    topics = tuple(sorted(self.regex_resolver(pattern, names)))
-                except ValueError as exc:  # compiled when it came; cannot fail unless the engine changed
-                    log.warning("[GroupId %s] Regular expression %r no longer compiles: %s", group_id, pattern, exc)
-                    topics = ()
-                records.append((ConsumerGroupRegularExpressionKey(group_id, pattern),
-                                ConsumerGroupRegularExpressionValue(topics, version, now)))
-                regexes[pattern] = ResolvedRegex(topics, version, now)
-            if not records:
-                return CoordinatorResult()
-            # The resolved topics join the group's subscription: a new epoch, and a new target
-            # assignment at the next heartbeat.
-            metadata_hash = topics_hash(self._subscribed_names(group.members, regexes), self.topics)
-            self.hash_checked_at[group_id] = version
-            records.append((ConsumerGroupMetadataKey(group_id),
-                            ConsumerGroupMetadataValue(group.group_epoch + 1, metadata_hash, group.creation_time_ms)))
-            return CoordinatorResult(records)
-
-        if not self.timer.is_scheduled(regex_resolution_key(group_id)):
-            self.timer.schedule(regex_resolution_key(group_id), 0, resolve, name="consumer-group-regex-resolution")
-
     @staticmethod
     def _subscribed_names(members: Mapping[str, ConsumerGroupMember], regexes: Mapping[str, ResolvedRegex]
                           ) -> set[str]:
@@ -651,454 +460,3 @@ class ConsumerGroupManager:
     def subscribed_topic_names(self, group: ConsumerGroup) -> set[str]:
         """The topics some member subscribes to, by name or through a regex."""
         return self._subscribed_names(group.members, group.regexes)
-
-    def _topic_ids(self, member: ConsumerGroupMember, regexes: Mapping[str, ResolvedRegex]) -> frozenset[uuid.UUID]:
-        names = set(member.subscribed_topic_names)
-        if member.subscribed_topic_regex and member.subscribed_topic_regex in regexes:
-            names.update(regexes[member.subscribed_topic_regex].topics)
-        ids = set()
-        for name in names:
-            topic = self.topics.get(name)
-            if topic is not None:
-                ids.add(topic.topic_id)
-        return frozenset(ids)
-
-    # --- target assignment ---------------------------------------------------------------------
-
-    def preferred_assignor(self, members: Iterable[ConsumerGroupMember]) -> str:
-        """The server assignor most members ask for (ties: by name); else the configured default."""
-        counts = Counter(m.server_assignor for m in members if m.server_assignor is not None)
-        if counts:
-            return max(counts.items(), key=lambda item: (item[1], item[0]))[0]
-        return self.config.consumer_assignors[0]
-
-    def _compute_target(self, group: ConsumerGroup, group_epoch: int, members: Mapping[str, ConsumerGroupMember],
-                        regexes: Mapping[str, ResolvedRegex], replaced: ConsumerGroupMember | None,
-                        records: list[Record]) -> dict[str, Assignment]:
-        """Run the assignor over every member (Kafka's ``TargetAssignmentBuilder``) and record the
-        members whose target changed, then the new assignment epoch."""
-        name = self.preferred_assignor(members.values())
-        assignor = self.assignors.get(name)
-        old: dict[str, Assignment] = dict(group.target)
-        if replaced is not None:
-            new_id = next(m for m, v in members.items() if v.instance_id == replaced.instance_id)
-            old[new_id] = old.pop(replaced.member_id, {})
-        if assignor is None:
-            raise HeartbeatError(E.UNKNOWN_SERVER_ERROR, f"Failed to compute a new target assignment for epoch "
-                                 f"{group_epoch}: the assignor {name} is not available.")
-        spec = GroupSpec({mid: MemberSpec(m.rack_id, self._topic_ids(m, regexes), dict(old.get(mid, {})), m.instance_id)
-                          for mid, m in members.items()})
-        try:
-            result = assignor.assign(spec, _Describer(self.topics))
-        except Exception as exc:  # PartitionAssignorError and bugs alike: the heartbeat fails
-            raise HeartbeatError(E.UNKNOWN_SERVER_ERROR, f"Failed to compute a new target assignment for epoch "
-                                 f"{group_epoch}: {exc}") from exc
-        new: dict[str, Assignment] = {}
-        for mid in sorted(members):
-            assignment = normalize(result.get(mid, {}))
-            new[mid] = assignment
-            if assignment != old.get(mid, {}):
-                records.append((ConsumerGroupTargetAssignmentMemberKey(group.group_id, mid),
-                                ConsumerGroupTargetAssignmentMemberValue(_tps(assignment))))
-        records.append((ConsumerGroupTargetAssignmentMetadataKey(group.group_id),
-                        ConsumerGroupTargetAssignmentMetadataValue(group_epoch)))
-        return new
-
-    # --- leaving and fencing -------------------------------------------------------------------
-
-    def _leave(self, request: KafkaRequest, api_version: int) -> CoordinatorResult[KafkaResponse]:
-        group_id: str = request.group_id
-        member_id: str = request.member_id
-        epoch: int = request.member_epoch
-        group = self.groups.get(group_id)
-        if group is None:
-            raise HeartbeatError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
-        instance_id: str | None = request.instance_id
-        if instance_id is None:
-            member = group.members.get(member_id)
-            if member is None:
-                raise HeartbeatError(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
-        else:
-            static = group.static_member(instance_id)
-            if static is None:
-                raise HeartbeatError(E.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
-            if static.member_id != member_id:
-                raise HeartbeatError(E.FENCED_INSTANCE_ID, f"Static member {member_id} with instance id "
-                                     f"{instance_id} was fenced by member {static.member_id}.")
-            member = static
-            if epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-                # Kept until its session times out: the instance may come back under a new id.
-                leaving = dataclasses.replace(member, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
-                                              partitions_pending_revocation={})
-                return CoordinatorResult(
-                    [(ConsumerGroupCurrentMemberAssignmentKey(group_id, member_id), _current_value(leaving))],
-                    R(version=api_version, throttle_time_ms=0, error_code=0, error_message=None,
-                      member_id=member_id, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, heartbeat_interval_ms=0,
-                      assignment=None))
-        log.info("[GroupId %s] Member %s left the consumer group.", group_id, member_id)
-        return self.fence_member(group, member.member_id, R(
-            version=api_version, throttle_time_ms=0, error_code=0, error_message=None, member_id=member_id,
-            member_epoch=epoch, heartbeat_interval_ms=0, assignment=None))
-
-    @staticmethod
-    def _remove_member_records(group_id: str, member_id: str) -> list[Record]:
-        return [(ConsumerGroupCurrentMemberAssignmentKey(group_id, member_id), None),
-                (ConsumerGroupTargetAssignmentMemberKey(group_id, member_id), None),
-                (ConsumerGroupMemberMetadataKey(group_id, member_id), None)]
-
-    def fence_member(self, group: ConsumerGroup, member_id: str, response: ResponseT | None = None
-                     ) -> CoordinatorResult[ResponseT]:
-        """Remove a member (Kafka's ``consumerGroupFenceMember``): the group converts to a
-        classic group when the member was its last consumer-protocol member and the policy allows
-        it (``_may_downgrade``), else it loses the member and bumps its epoch."""
-        if self._may_downgrade(group, member_id):
-            return CoordinatorResult(self._downgrade_records(group, member_id), response,
-                                     on_appended=lambda: self.on_downgraded(group.group_id))
-        return CoordinatorResult(self.fence_member_records(group, member_id), response)
-
-    def _may_downgrade(self, group: ConsumerGroup, member_id: str) -> bool:
-        """Kafka ``validateOnlineDowngradeWithFencedMember``."""
-        leaving = group.members.get(member_id)
-        if leaving is None or leaving.uses_classic_protocol or len(group.members) <= 1:
-            return False
-        if any(not m.uses_classic_protocol for mid, m in group.members.items() if mid != member_id):
-            return False
-        if not downgrade_enabled(self.config.consumer_migration_policy):
-            log.info("Cannot downgrade consumer group %s to classic group because the online downgrade is "
-                     "disabled.", group.group_id)
-            return False
-        if len(group.members) - 1 > self.config.max_size:
-            log.info("Cannot downgrade consumer group %s to classic group because its group size is greater "
-                     "than classic group max size.", group.group_id)
-            return False
-        return True
-
-    def may_downgrade_replacing(self, group: ConsumerGroup, replaced_id: str) -> bool:
-        """Kafka ``validateOnlineDowngradeWithReplacedMemberId``: a classic static member
-        replaces the group's last consumer-protocol member."""
-        replaced = group.members.get(replaced_id)
-        if replaced is None or replaced.uses_classic_protocol:
-            return False
-        if any(not m.uses_classic_protocol for mid, m in group.members.items() if mid != replaced_id):
-            return False
-        if not downgrade_enabled(self.config.consumer_migration_policy):
-            log.info("Cannot downgrade consumer group %s to classic group because the online downgrade is "
-                     "disabled.", group.group_id)
-            return False
-        if len(group.members) > self.config.max_size:
-            log.info("Cannot downgrade consumer group %s to classic group because its group size is greater "
-                     "than classic group max size.", group.group_id)
-            return False
-        return True
-
-    def _downgrade_records(self, group: ConsumerGroup, member_id: str,
-                           joining: ConsumerGroupMember | None = None) -> list[Record]:
-        """The consumer group's tombstones, then the classic group's GroupMetadata (Kafka
-        ``convertToClassicGroup``); every consumer-group timer of the group goes. ``joining``:
-        the classic static member that replaced ``member_id`` earlier in the same batch."""
-        gid = group.group_id
-        records = self.group_tombstones(group, None if joining is None else (member_id, joining.member_id))
-        records.append((GroupMetadataKey(gid), classic_group_value(group, member_id, self.topics, self.clock.now_ms(),
-                                                                   joining)))
-        if joining is not None:
-            self.timer.cancel(rebalance_timeout_key(gid, joining.member_id))
-        for mid in group.members:
-            self.timer.cancel(session_timeout_key(gid, mid))
-            self.timer.cancel(rebalance_timeout_key(gid, mid))
-            self.session_deadlines.pop((gid, mid), None)
-            self.cancel_classic_timers(gid, mid)
-        log.info("[GroupId %s] Converting the consumer group to a classic group.", gid)
-        return records
-
-    def downgrade_replacing_records(self, group: ConsumerGroup, replaced_id: str,
-                                    joining: ConsumerGroupMember) -> list[Record]:
-        return self._downgrade_records(group, replaced_id, joining)
-
-    def cancel_classic_timers(self, group_id: str, member_id: str) -> None:
-        self.timer.cancel(classic_join_timeout_key(group_id, member_id))
-        self.timer.cancel(classic_sync_timeout_key(group_id, member_id))
-
-    def fence_member_records(self, group: ConsumerGroup, member_id: str) -> list[Record]:
-        """Remove a member and bump the group epoch."""
-        return self.remove_members_records(group, {member_id})
-
-    def remove_members_records(self, group: ConsumerGroup, member_ids: set[str]) -> list[Record]:
-        """Remove members, tombstone the regexes only they used, bump the group epoch (with the
-        metadata hash of what the others subscribe to) and cancel the members' timers."""
-        records: list[Record] = []
-        for member_id in member_ids:
-            records += self._remove_member_records(group.group_id, member_id)
-        members = {m: v for m, v in group.members.items() if m not in member_ids}
-        regexes = self._regex_records(group, members, self.clock.now_ms(), records)
-        metadata_hash = topics_hash(self._subscribed_names(members, regexes), self.topics)
-        self.hash_checked_at[group.group_id] = self.topics.version
-        records.append((ConsumerGroupMetadataKey(group.group_id),
-                        ConsumerGroupMetadataValue(group.group_epoch + 1, metadata_hash, group.creation_time_ms)))
-        for member_id in member_ids:
-            self.timer.cancel(session_timeout_key(group.group_id, member_id))
-            self.session_deadlines.pop((group.group_id, member_id), None)
-            self.timer.cancel(rebalance_timeout_key(group.group_id, member_id))
-            self.cancel_classic_timers(group.group_id, member_id)
-        return records
-
-    # --- timers --------------------------------------------------------------------------------
-
-    def _schedule_session_timeout(self, group_id: str, member_id: str, timeout_ms: int | None = None) -> None:
-        """Move the member's session deadline (``timeout_ms``: a classic member's own; None: the
-        group's). A heartbeat only stores the new deadline; the
-        timer is armed when none is, and when it fires early it re-arms itself for what is left
-        (no timer churn per heartbeat, as the classic sessions of ``rebalance.py``)."""
-        timeout = self.session_timeout_ms(group_id) if timeout_ms is None else timeout_ms
-        self.session_deadlines[(group_id, member_id)] = self.clock.now_ms() + timeout
-        key = session_timeout_key(group_id, member_id)
-        if not self.timer.is_scheduled(key):
-            self._arm_session_timer(group_id, member_id, timeout)
-
-    def _arm_session_timer(self, group_id: str, member_id: str, delay_ms: int) -> None:
-        def expire() -> CoordinatorResult[None]:
-            deadline = self.session_deadlines.get((group_id, member_id))
-            group = self.groups.get(group_id)
-            if deadline is None or group is None or member_id not in group.members:
-                self.session_deadlines.pop((group_id, member_id), None)
-                return CoordinatorResult()
-            left = deadline - self.clock.now_ms()
-            if left > 0:
-                self._arm_session_timer(group_id, member_id, left)
-                return CoordinatorResult()
-            log.info("[GroupId %s] Member %s fenced from the group because its session expired.", group_id, member_id)
-            return self.fence_member(group, member_id)
-
-        self.timer.schedule(session_timeout_key(group_id, member_id), delay_ms, expire,
-                            name="consumer-group-session-timeout")
-
-    def _schedule_rebalance_timeout(self, group_id: str, member_id: str, member_epoch: int, timeout_ms: int) -> None:
-        def expire() -> CoordinatorResult[None]:
-            group = self.groups.get(group_id)
-            member = None if group is None else group.members.get(member_id)
-            if group is None or member is None or member.member_epoch != member_epoch:
-                return CoordinatorResult()
-            log.info("[GroupId %s] Member %s fenced from the group because it failed to transition from epoch %d "
-                     "within %dms.", group_id, member_id, member_epoch, timeout_ms)
-            return self.fence_member(group, member_id)
-
-        self.timer.schedule(rebalance_timeout_key(group_id, member_id), max(timeout_ms, 0), expire,
-                            name="consumer-group-rebalance-timeout")
-
-    def on_loaded(self) -> None:
-        """Every member gets a fresh session; a member still revoking gets a fresh rebalance timeout;
-        a regex a member brought before the previous coordinator could resolve it is resolved."""
-        self.loaded = True
-        for group in self.groups.values():
-            if any(m.subscribed_topic_regex and m.subscribed_topic_regex not in group.regexes
-                   for m in group.members.values()):
-                self._schedule_regex_resolution(group.group_id)
-            for member in group.members.values():
-                self._schedule_session_timeout(group.group_id, member.member_id,
-                                               self.member_session_timeout_ms(group.group_id, member))
-                if member.state is MemberState.UNREVOKED_PARTITIONS:
-                    self._schedule_rebalance_timeout(group.group_id, member.member_id, member.member_epoch,
-                                                     member.rebalance_timeout_ms)
-
-    def on_unloaded(self) -> None:
-        for group in self.groups.values():
-            for member_id in group.members:
-                self.timer.cancel(session_timeout_key(group.group_id, member_id))
-                self.timer.cancel(rebalance_timeout_key(group.group_id, member_id))
-        self.session_deadlines.clear()
-
-    # --- admin ---------------------------------------------------------------------------------
-
-    def group_tombstones(self, group: ConsumerGroup, replaced: tuple[str, str] | None = None) -> list[Record]:
-        """Every record of the group, as tombstones, in Kafka's order (``createGroupTombstoneRecords``);
-        ``replaced`` (old id, new id): a static member replaced earlier in the same batch goes
-        under its new id (``createGroupTombstoneRecordsWithReplacedMember``)."""
-        gid = group.group_id
-        ids = [replaced[1] if replaced is not None and m == replaced[0] else m for m in group.members]
-        records: list[Record] = [(ConsumerGroupCurrentMemberAssignmentKey(gid, m), None) for m in ids]
-        records += [(ConsumerGroupTargetAssignmentMemberKey(gid, m), None) for m in ids]
-        records.append((ConsumerGroupTargetAssignmentMetadataKey(gid), None))
-        records += [(ConsumerGroupMemberMetadataKey(gid, m), None) for m in ids]
-        records += [(ConsumerGroupRegularExpressionKey(gid, r), None) for r in group.regexes]
-        records.append((ConsumerGroupPartitionMetadataKey(gid), None))
-        records.append((ConsumerGroupMetadataKey(gid), None))
-        return records
-
-    def describe(self, group_ids: Sequence[str], api_version: int, include_authorized_operations: bool,
-                 authorized_operations: int) -> list[Any]:
-        out = []
-        for group_id in group_ids:
-            group = self.groups.get(group_id)
-            if group is None:
-                out.append(DescribedGroup(
-                    error_code=int(E.GROUP_ID_NOT_FOUND), error_message=f"Group {group_id} not found.",
-                    group_id=group_id, group_state=ConsumerGroupState.DEAD.value, group_epoch=0,
-                    assignment_epoch=0, assignor_name="", members=[], authorized_operations=-2147483648))
-                continue
-            members = []
-            for m in group.members.values():
-                members.append(DescribedMember(
-                    member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id, member_epoch=m.member_epoch,
-                    client_id=m.client_id, client_host=m.client_host,
-                    subscribed_topic_names=list(m.subscribed_topic_names),
-                    subscribed_topic_regex=m.subscribed_topic_regex,
-                    assignment=self._described_assignment(m.assigned_partitions),
-                    target_assignment=self._described_assignment(group.target.get(m.member_id, {})),
-                    member_type=0 if m.uses_classic_protocol else 1))  # KIP-1099: 0 classic, 1 consumer
-            out.append(DescribedGroup(
-                error_code=0, error_message=None, group_id=group_id, group_state=group.state.value,
-                group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
-                assignor_name=self.preferred_assignor(group.members.values()), members=members,
-                authorized_operations=authorized_operations if include_authorized_operations else -2147483648))
-        return out
-
-    def _described_assignment(self, assignment: Assignment) -> Any:
-        A = DescribedMember.Assignment
-        tps = []
-        for topic_id in sorted(assignment):
-            topic = self.topics.by_id(topic_id)
-            tps.append(A.TopicPartitions(topic_id=topic_id, topic_name=topic.name if topic is not None else "",
-                                         partitions=sorted(assignment[topic_id])))
-        return A(topic_partitions=tps)
-
-    # --- offsets (KIP-848, KIP-1251) -----------------------------------------------------------
-
-    def validate_offset_commit(self, group: ConsumerGroup, member_id: str, member_epoch: int, api_version: int,
-                               partitions: Iterable[tuple[str, int]]) -> int:
-        """0 when the commit may go ahead, else the error of every partition."""
-        if member_epoch < 0 and not group.members:
-            return E.NONE  # an admin client or a consumer without group management, on an Empty group
-        member = group.members.get(member_id)
-        if member is None:
-            return E.UNKNOWN_MEMBER_ID
-        if member.uses_classic_protocol:
-            # A classic member commits with its generation, which is its member epoch, in any
-            # version (Kafka ``ConsumerGroup.validateOffsetCommit``).
-            return E.NONE if member_epoch == member.member_epoch else E.ILLEGAL_GENERATION
-        if api_version < 9:
-            return E.UNSUPPORTED_VERSION
-        if member_epoch == member.member_epoch:
-            return E.NONE
-        if member_epoch > member.member_epoch or member_epoch < 0:
-            return E.STALE_MEMBER_EPOCH
-        # KIP-1251: an older epoch may still commit a partition it held since then.
-        for topic, partition in partitions:
-            described = self.topics.get(topic)
-            assigned_at = None if described is None else member.assignment_epochs.get((described.topic_id, partition))
-            if assigned_at is None or assigned_at > member_epoch:
-                return E.STALE_MEMBER_EPOCH
-        return E.NONE
-
-    def validate_offset_fetch(self, group: ConsumerGroup, member_id: str | None, member_epoch: int) -> int:
-        if member_id is None and member_epoch < 0:
-            return E.NONE
-        member = group.members.get(member_id or "")
-        if member is None:
-            return E.UNKNOWN_MEMBER_ID
-        return E.NONE if member_epoch == member.member_epoch else E.STALE_MEMBER_EPOCH
-
-    # =========================================================================================
-    # Replay
-
-    def _get_or_create(self, group_id: str) -> ConsumerGroup:
-        group = self.groups.get(group_id)
-        if group is None:
-            group = self.groups[group_id] = ConsumerGroup(group_id)
-            self.on_group_created(group_id)
-        return group
-
-    def replay(self, key: ConsumerGroupRecordKey, value: ConsumerGroupRecordValue | None) -> None:
-        group_id = key.group_id
-        if value is None:
-            group = self.groups.get(group_id)
-            if group is None:
-                return
-            self._replay_tombstone(group, key)
-            return
-        group = self._get_or_create(group_id)
-        if isinstance(value, ConsumerGroupMetadataValue):
-            group.group_epoch = value.epoch
-            group.metadata_hash = value.metadata_hash
-            group.creation_time_ms = value.creation_time_ms
-            group.has_epoch_record = True
-        elif isinstance(value, ConsumerGroupPartitionMetadataValue):
-            group.partition_metadata = value
-        elif isinstance(value, ConsumerGroupMemberMetadataValue):
-            assert isinstance(key, ConsumerGroupMemberMetadataKey)
-            old = group.members.get(key.member_id) or ConsumerGroupMember(key.member_id)
-            group.put_member(dataclasses.replace(
-                old, instance_id=value.instance_id, rack_id=value.rack_id, client_id=value.client_id,
-                client_host=value.client_host, subscribed_topic_names=value.subscribed_topic_names,
-                subscribed_topic_regex=value.subscribed_topic_regex, rebalance_timeout_ms=value.rebalance_timeout_ms,
-                server_assignor=value.server_assignor, classic_member_metadata=value.classic_member_metadata))
-        elif isinstance(value, ConsumerGroupTargetAssignmentMetadataValue):
-            group.assignment_epoch = value.assignment_epoch
-            group.has_assignment_record = True
-        elif isinstance(value, ConsumerGroupTargetAssignmentMemberValue):
-            assert isinstance(key, ConsumerGroupTargetAssignmentMemberKey)
-            group.target[key.member_id] = _from_tps(value.topic_partitions)
-        elif isinstance(value, ConsumerGroupCurrentMemberAssignmentValue):
-            assert isinstance(key, ConsumerGroupCurrentMemberAssignmentKey)
-            old = group.members.get(key.member_id) or ConsumerGroupMember(key.member_id)
-            epochs = {(tp.topic_id, p): e for tp in value.assigned_partitions if tp.assignment_epochs is not None
-                      for p, e in zip(tp.partitions, tp.assignment_epochs, strict=False) if e != -1}
-            try:
-                state = MemberState(value.state)
-            except ValueError:
-                state = MemberState.UNKNOWN
-            group.put_member(dataclasses.replace(
-                old, member_epoch=value.member_epoch, previous_member_epoch=value.previous_member_epoch, state=state,
-                assigned_partitions=_from_tps(value.assigned_partitions),
-                partitions_pending_revocation=_from_tps(value.partitions_pending_revocation),
-                assignment_epochs=epochs))
-        elif isinstance(value, ConsumerGroupRegularExpressionValue):
-            assert isinstance(key, ConsumerGroupRegularExpressionKey)
-            group.regexes[key.regular_expression] = ResolvedRegex(value.topics, value.version, value.timestamp)
-
-    def _replay_tombstone(self, group: ConsumerGroup, key: ConsumerGroupRecordKey) -> None:
-        if isinstance(key, ConsumerGroupMetadataKey):
-            del self.groups[group.group_id]
-            self.last_assignment_ms.pop(group.group_id, None)
-            self.hash_checked_at.pop(group.group_id, None)
-        elif isinstance(key, ConsumerGroupPartitionMetadataKey):
-            group.partition_metadata = None
-        elif isinstance(key, ConsumerGroupMemberMetadataKey):
-            group.remove_member(key.member_id)
-        elif isinstance(key, ConsumerGroupTargetAssignmentMetadataKey):
-            group.assignment_epoch = 0
-            group.has_assignment_record = False
-        elif isinstance(key, ConsumerGroupTargetAssignmentMemberKey):
-            group.target.pop(key.member_id, None)
-        elif isinstance(key, ConsumerGroupCurrentMemberAssignmentKey):
-            old = group.members.get(key.member_id)
-            if old is not None:
-                group.put_member(dataclasses.replace(
-                    old, member_epoch=LEAVE_GROUP_MEMBER_EPOCH, previous_member_epoch=LEAVE_GROUP_MEMBER_EPOCH,
-                    state=MemberState.STABLE, assigned_partitions={}, partitions_pending_revocation={},
-                    assignment_epochs={}))
-        elif isinstance(key, ConsumerGroupRegularExpressionKey):
-            group.regexes.pop(key.regular_expression, None)
-
-    def snapshot_records(self) -> list[tuple[ConsumerGroupRecordKey, ConsumerGroupRecordValue]]:
-        """The groups as the records a compacted log keeps; replayed into a fresh manager they
-        rebuild ``groups`` exactly."""
-        out: list[tuple[ConsumerGroupRecordKey, ConsumerGroupRecordValue]] = []
-        for gid, group in self.groups.items():
-            if group.has_epoch_record:
-                out.append((ConsumerGroupMetadataKey(gid), ConsumerGroupMetadataValue(
-                    group.group_epoch, group.metadata_hash, group.creation_time_ms)))
-            if group.partition_metadata is not None:
-                out.append((ConsumerGroupPartitionMetadataKey(gid), group.partition_metadata))
-            for pattern, resolved in group.regexes.items():
-                out.append((ConsumerGroupRegularExpressionKey(gid, pattern), ConsumerGroupRegularExpressionValue(
-                    resolved.topics, resolved.version, resolved.timestamp)))
-            for mid, member in group.members.items():
-                out.append((ConsumerGroupMemberMetadataKey(gid, mid), _subscription_value(member)))
-            for mid, assignment in group.target.items():
-                out.append((ConsumerGroupTargetAssignmentMemberKey(gid, mid),
-                            ConsumerGroupTargetAssignmentMemberValue(_tps(assignment))))
-            if group.has_assignment_record:
-                out.append((ConsumerGroupTargetAssignmentMetadataKey(gid),
-                            ConsumerGroupTargetAssignmentMetadataValue(group.assignment_epoch)))
-            for mid, member in group.members.items():
-                out.append((ConsumerGroupCurrentMemberAssignmentKey(gid, mid), _current_value(member)))
-        return out

@@ -7,8 +7,8 @@ import pytest
 
 from coordinator.group.config import GroupConfig
 from coordinator.group.consumer.group import ConsumerGroupState
-from coordinator.group.consumer.manager import rebalance_timeout_key, session_timeout_key
 from coordinator.group.consumer.member import MemberState
+from coordinator.group.consumer.timers import rebalance_timeout_key, session_timeout_key
 from protocol.consumer_group_records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,

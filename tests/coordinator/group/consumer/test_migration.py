@@ -12,8 +12,8 @@ import pytest
 
 from coordinator.group.config import GroupConfig
 from coordinator.group.consumer.group import ConsumerGroupState
-from coordinator.group.consumer.manager import classic_join_timeout_key, classic_sync_timeout_key, session_timeout_key
 from coordinator.group.consumer.member import MemberState
+from coordinator.group.consumer.timers import classic_join_timeout_key, classic_sync_timeout_key, session_timeout_key
 from protocol.consumer_group_records import (
     ClassicMemberMetadata,
     ClassicProtocol,
