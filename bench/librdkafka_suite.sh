@@ -7,11 +7,21 @@
 #   bench/librdkafka_suite.sh single            # the default test list against one node
 #   bench/librdkafka_suite.sh cluster           # the same against `groupcoord cluster up --nodes 3`
 #   TESTS="0011 0033 0081 0092" RUNS=3 bench/librdkafka_suite.sh cluster
+#   GROUP_PROTOCOL=consumer TESTS=cgrp bench/librdkafka_suite.sh single   # KIP-848 consumers
 #
 # Environment (defaults in brackets):
 #   LIBRDKAFKA_SRC   librdkafka checkout, outside this repository [/work/librdkafka-src]
 #   LIBRDKAFKA_GIT   where to clone it from when missing [/work/.mirror/confluentinc+librdkafka/repo]
-#   TESTS            test numbers to run [0001-0150 minus those below]
+#   TESTS            test numbers to run [0001-0150 minus those below]; "cgrp" names the
+#                    consumer-group tests librdkafka's CI also runs with the consumer protocol
+#                    (CGRP_TESTS below)
+#   GROUP_PROTOCOL   classic or consumer: the consumers' group.protocol. "consumer" exports
+#                    TEST_CONSUMER_GROUP_PROTOCOL=consumer, which test.c reads: every consumer the
+#                    tests create gets group.protocol=consumer (test.conf cannot set it — test_create_
+#                    handle sets it after reading test.conf), test_conf_set() then drops
+#                    session.timeout.ms, heartbeat.interval.ms, partition.assignment.strategy and
+#                    group.protocol.type, and tests branch on test_consumer_group_protocol_classic()
+#                    [classic]
 #   SKIP             never run: 0052 0077 0109 need Kafka's shell tools, 0064 and the SSL/SASL
 #                    tests a secured listener [see DEFAULT_SKIP]
 #   RUNS             runs of the whole list [1]
@@ -19,6 +29,12 @@
 #   TEST_KAFKA_VERSION  the broker version the tests assume [3.9.0]
 #   TIMEOUT_S        wall-clock limit per test [600]
 #   TIMEOUT_MULTIPLIER  librdkafka's test.timeout.multiplier (a loaded machine) [2]
+#   QUICK            1: test-runner -Q (quick mode); 0: full mode. Quick mode runs only the
+#                    subtests declared SUB_TEST_QUICK: most consumer-group tests (0018, 0019,
+#                    0022, 0050, 0113, ...) declare theirs SUB_TEST and pass in quick mode without
+#                    running anything [1]
+#   DEBUG            librdkafka's debug contexts for every client, written to test.conf
+#                    (e.g. cgrp,protocol: the logs then show each heartbeat) [none]
 #   OUT              where logs and results go [/tmp/librdkafka-suite-<mode>-<date>]
 #   PYTHON           the interpreter with groupcoord installed [python3]
 #   SCENARIO         librdkafka's test scenario (tests/scenarios/): default, or noautocreate —
@@ -41,10 +57,21 @@ KAFKA_VERSION=${TEST_KAFKA_VERSION:-3.9.0}
 TIMEOUT_S=${TIMEOUT_S:-600}
 MULT=${TIMEOUT_MULTIPLIER:-2}
 PYTHON=${PYTHON:-python3}
-OUT=${OUT:-/tmp/librdkafka-suite-$MODE-$(date -u +%Y%m%dT%H%M%S)}
+OUT=${OUT:-/tmp/librdkafka-suite-$MODE-${GROUP_PROTOCOL:-classic}-$(date -u +%Y%m%dT%H%M%S)}
 DEFAULT_SKIP="0052 0077 0109 0064 0097 0115 0119 0124 0126 0128 0133 0134 0135 0142"
 SKIP=${SKIP:-$DEFAULT_SKIP}
 SCENARIO=${SCENARIO:-default}
+QUICK=${QUICK:-1}
+QUICK_FLAG=-Q
+[ "$QUICK" = 0 ] && QUICK_FLAG=""
+GROUP_PROTOCOL=${GROUP_PROTOCOL:-classic}
+case "$GROUP_PROTOCOL" in
+    classic) unset TEST_CONSUMER_GROUP_PROTOCOL ;;
+    consumer) export TEST_CONSUMER_GROUP_PROTOCOL=consumer ;;
+    *) echo "GROUP_PROTOCOL must be classic or consumer" >&2; exit 2 ;;
+esac
+CGRP_TESTS="0018 0019 0022 0029 0030 0031 0034 0045 0050 0051 0056 0069 0084 0099 0102 0106 0113 0118 0120 0122 0130 0132 0140 0153"
+[ "${TESTS:-}" = cgrp ] && TESTS=$CGRP_TESTS
 EXTRA_SETTINGS=()
 if [ "$SCENARIO" = noautocreate ]; then
     EXTRA_SETTINGS=(--set auto.create.topics.enable=false)
@@ -107,19 +134,20 @@ done
 sleep 2  # the cluster's controller elects the first leaders
 
 printf 'bootstrap.servers=%s\ntest.timeout.multiplier=%s\n' "$BOOTSTRAP" "$MULT" > "$OUT/test.conf"
+[ -n "${DEBUG:-}" ] && printf 'debug=%s\n' "$DEBUG" >> "$OUT/test.conf"
 
 # --- run ------------------------------------------------------------------------------------------
 RESULTS="$OUT/results.tsv"
 : > "$RESULTS"
 echo "mode=$MODE bootstrap=$BOOTSTRAP librdkafka=$(git -C "$SRC" describe --tags --always 2>/dev/null)" \
-     "TEST_KAFKA_VERSION=$KAFKA_VERSION scenario=$SCENARIO runs=$RUNS out=$OUT"
+     "TEST_KAFKA_VERSION=$KAFKA_VERSION scenario=$SCENARIO group.protocol=$GROUP_PROTOCOL quick=$QUICK runs=$RUNS out=$OUT"
 for run in $(seq 1 "$RUNS"); do
     for t in $RUN_LIST; do
         log="$OUT/run$run-$t.log"
         start=$(date +%s)
         # A failing test aborts its process (SIGABRT): the subshell reports it in the test's log.
         (cd "$SRC/tests" && RDKAFKA_TEST_CONF="$OUT/test.conf" TEST_KAFKA_VERSION="$KAFKA_VERSION" TESTS="$t" \
-            timeout "$TIMEOUT_S" ./test-runner -Q -E -L -s "$SCENARIO"; exit $?) > "$log" 2>&1
+            timeout "$TIMEOUT_S" ./test-runner $QUICK_FLAG -E -L -s "$SCENARIO"; exit $?) > "$log" 2>&1
         rc=$?
         secs=$(( $(date +%s) - start ))
         # The summary table: "| 0033_regex_subscribe | PASSED | 68.297s |", one line per test of that number.
