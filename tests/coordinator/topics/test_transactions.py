@@ -134,7 +134,10 @@ def produce(c: WireClient, topic: str, batch: bytes, transactional_id: str | Non
     return c.request(ApiKey.PRODUCE, version, req).responses[0].partition_responses[0]
 
 
-def txn_batch(pid: int, seq: int, values: list[bytes], ts: int = 1_000, epoch: int = 0) -> bytes:
+def txn_batch(pid: int, seq: int, values: list[bytes], ts: int | None = None, epoch: int = 0) -> bytes:
+    # Now by default: markers carry the append time, and a batch far older than the next one
+    # rolls the segment (segment.ms), which would split reads.
+    ts = int(time.time() * 1000) if ts is None else ts
     return build_batch([(None, v) for v in values], timestamp_ms=ts, producer_id=pid, producer_epoch=epoch,
                        base_sequence=seq, transactional=True)
 
@@ -162,6 +165,21 @@ def list_offset(c: WireClient, topic: str, timestamp: int, isolation: int) -> tu
         L.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=timestamp)])])
     p = c.request(ApiKey.LIST_OFFSETS, 7, req).topics[0].partitions[0]
     return p.error_code, p.offset, p.timestamp
+
+
+def read_all(c: WireClient, topic: str, isolation: int, offset: int = 0) -> tuple[bytes, list[tuple[int, int]]]:
+    """Every batch from ``offset`` up to what the isolation level may read, fetch after fetch (a
+    fetch returns one segment's batches at most), and the aborted transactions answered."""
+    data, found = b"", []
+    while True:
+        p = fetch(c, topic, offset, isolation)
+        assert p.error_code == 0
+        found += aborted(p) or []
+        if not p.records:
+            return data, found
+        data += p.records
+        last = list(iter_batch_positions(p.records))[-1][1]
+        offset = last.base_offset + last.last_offset_delta + 1
 
 
 def batches(data: bytes) -> list[tuple[int, bool, list[bytes | None]]]:
@@ -197,15 +215,17 @@ def test_commit_abort_and_read_committed(node: Node) -> None:
 
         p = fetch(c, "txn", 0, READ_COMMITTED)
         assert (p.high_watermark, p.last_stable_offset) == (5, 5)
-        # The server returns every batch, markers included; the consumer drops what was aborted.
-        assert [(o, ctl) for o, ctl, _ in batches(p.records)] == [(0, False), (2, True), (3, False), (4, True)]
         assert aborted(p) == [(pid, 0)]
-        assert aborted(fetch(c, "txn", 3, READ_COMMITTED)) == []  # the aborted one ended before 3
+        data, found = read_all(c, "txn", READ_COMMITTED)
+        # The server returns every batch, markers included; the consumer drops what was aborted.
+        assert [(o, ctl) for o, ctl, _ in batches(data)] == [(0, False), (2, True), (3, False), (4, True)]
+        assert set(found) == {(pid, 0)}
+        assert read_all(c, "txn", READ_COMMITTED, 3)[1] == []  # the aborted one ended before 3
         assert aborted(fetch(c, "txn", 0, READ_UNCOMMITTED)) is None
         kinds = []
-        for pos, header in iter_batch_positions(p.records):
+        for pos, header in iter_batch_positions(data):
             if header.is_control:
-                (marker,) = decode_records(p.records, pos, header)
+                (marker,) = decode_records(data, pos, header)
                 kinds.append((header.base_offset, decode_control_record(marker)[1]))
         assert kinds == [(2, ControlRecordType.ABORT), (4, ControlRecordType.COMMIT)]
         assert list_offset(c, "txn", -1, READ_COMMITTED)[:2] == (0, 5)
@@ -244,8 +264,8 @@ def test_open_transaction_holds_back_read_committed(node: Node) -> None:
         committed_at = time.monotonic()
         t.join(10)
         assert got["at"] - committed_at < 1.0
-        assert got["p"].last_stable_offset == 6
-        assert [o for o, _, _ in batches(got["p"].records)] == [0, 1, 2, 3, 4, 5]
+        assert got["p"].last_stable_offset == 6 and got["p"].records
+        assert [o for o, _, _ in batches(read_all(c, "hold", READ_COMMITTED)[0])] == [0, 1, 2, 3, 4, 5]
 
 
 def test_produce_refusals(node: Node) -> None:
@@ -407,9 +427,9 @@ def test_large_read_committed_reads_go_out_with_sendfile(node: Node) -> None:
         assert plog is not None
         records, upper = _read_stable(plog, 0, 1 << 20, True, plog.last_stable_offset)
         assert isinstance(records, RecordsRef) and upper == 9
-        p = fetch(c, "large", 0, READ_COMMITTED)
-        assert [(o, ctl) for o, ctl, _ in batches(p.records)] == [(0, False), (4, False), (8, True)]
-        assert [v for _, ctl, vs in batches(p.records) if not ctl for v in vs] == values
+        data = read_all(c, "large", READ_COMMITTED)[0]
+        assert [(o, ctl) for o, ctl, _ in batches(data)] == [(0, False), (4, False), (8, True)]
+        assert [v for _, ctl, vs in batches(data) if not ctl for v in vs] == values
 
 
 def test_dump_log_prints_markers(node: Node) -> None:
