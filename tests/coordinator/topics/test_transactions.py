@@ -491,3 +491,43 @@ def test_kafka_python_consumer_skips_aborted_data(node: Node) -> None:
             assert consumer.end_offsets([tp])[tp] == (5 if isolation == "read_committed" else 6)
         finally:
             consumer.close()
+
+
+def test_markers_wait_for_the_isr_and_need_the_leader(node: Node) -> None:
+    """Cluster mode on one partition, its followers played by the test: a marker is answered once
+    the ISR has it, as an acks=all produce; a follower answers NOT_LEADER_OR_FOLLOWER."""
+    with node.client() as c:
+        create(c, "replicated")
+    plog = node.logs.get("replicated", 0)
+    assert plog is not None
+
+    async def lead() -> None:
+        plog.replicate(1, None).become_leader(1, (1,), (1, 2), 0)
+
+    node.call(lead())
+    repl = plog.replication
+    assert repl is not None
+    assert node.write_markers(5, 0, True, 0, [("replicated", 0)]) == {("replicated", 0): 0}  # an ISR of one
+
+    async def widen_then_write() -> dict[tuple[str, int], int]:
+        repl.update_isr((1, 2), 1)
+        write = asyncio.ensure_future(node.markers.write_markers(5, 0, False, 0, [("replicated", 0)]))
+        await asyncio.sleep(0.2)
+        assert not write.done()  # the follower has not fetched the marker yet
+        repl.follower_fetched(2, plog.log_end_offset)
+        return await asyncio.wait_for(write, 5)
+
+    assert node.call(widen_then_write()) == {("replicated", 0): 0}
+    assert plog.high_watermark == plog.log_end_offset == 2
+
+    async def follow() -> None:
+        repl.become_follower(2, 2, (1, 2), (1, 2), 2)
+
+    node.call(follow())
+    assert node.write_markers(5, 0, True, 0, [("replicated", 0)]) == {
+        ("replicated", 0): ErrorCode.NOT_LEADER_OR_FOLLOWER}
+    with node.client() as c:
+        T = DescribeProducersRequest.TopicRequest
+        resp = c.request(ApiKey.DESCRIBE_PRODUCERS, 0, DescribeProducersRequest(version=0, topics=[
+            T(name="replicated", partition_indexes=[0])]))
+        assert resp.topics[0].partitions[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
