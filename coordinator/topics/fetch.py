@@ -162,7 +162,8 @@ class FetchApis:
                     continue
                 limit = min(part.partition_max_bytes, response_budget - total)
                 if committed:
-                    records, upper_bound = _read_stable(plog, offset, max(limit, 0), total == 0, last_stable)
+                    records, upper_bound = _read_stable(plog, offset, max(limit, 0), total == 0,
+                                                       min(last_stable, read_end))
                     if records is not None:
                         data.aborted_transactions = plog.aborted_transactions(offset, upper_bound)
                 else:
