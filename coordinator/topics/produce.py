@@ -233,10 +233,32 @@ class ProduceApis:
         by_producer: dict[tuple[int, int], list[_Unverified]] = {}
         for item in unverified:
             by_producer.setdefault((item.header.producer_id, item.header.producer_epoch), []).append(item)
+        try:
+            await self._verify(ctx, request, verifier, request.transactional_id, by_producer, pending)
+        except BaseException:
+            # Cancelled (the connection went) while verifying: close the ISR waits never started.
+            for _result, wait in pending:
+                if inspect.iscoroutine(wait):
+                    wait.close()
+            raise
+        if request.acks == 0:
+            for _, w in pending:
+                if w is not None:
+                    asyncio.ensure_future(self._log_failure(w))
+            return None
+        return await self._respond_when_durable(response, pending)
+
+    async def _verify(self, ctx: RequestContext, request: KafkaRequest, verifier: Verifier, transactional_id: str,
+                      by_producer: dict[tuple[int, int], list[_Unverified]],
+                      pending: list[tuple[KafkaStruct, Awaitable[None] | None]]) -> None:
+        # Kafka also guards the append against an ABORT marker landing between the coordinator's
+        # answer and the append (KIP-890's VerificationGuard); here the append follows the answer
+        # in the next step of the event loop, leaving that window to a marker request read in the
+        # same step.
         for (producer_id, producer_epoch), items in by_producer.items():
             targets = [(item.plog.topic, item.plog.partition) for item in items]
             try:
-                outcome = await verifier.verify(request.transactional_id, producer_id, producer_epoch, targets)
+                outcome = await verifier.verify(transactional_id, producer_id, producer_epoch, targets)
             except Exception:
                 log.exception("transaction verification failed", extra={"peer": ctx.peer})
                 outcome = {}
@@ -247,20 +269,20 @@ class ProduceApis:
                           if error in (ErrorCode.INVALID_TXN_STATE, ErrorCode.TRANSACTION_ABORTABLE) else None)
                     continue
                 try:
+                    if not item.plog.is_leader:  # leadership moved while the coordinator answered
+                        raise _Refused(ErrorCode.NOT_LEADER_OR_FOLLOWER)
                     # Re-checked: other appends may have changed the producer's state meanwhile.
                     wait, end = self._append_checked(item.plog, item.batch, item.header, item.result)
                 except _Refused as refused:
                     _fail(item.result, refused.error, refused.message)
                     continue
+                except Exception:
+                    log.exception("produce failed", extra={"peer": ctx.peer})
+                    _fail(item.result, ErrorCode.UNKNOWN_SERVER_ERROR, None)
+                    continue
                 if request.acks == -1 and item.plog.replication is not None:
                     wait = self._replicated(item.plog, wait, end, item.result, request.timeout_ms)
                 pending.append((item.result, wait))
-        if request.acks == 0:
-            for _, w in pending:
-                if w is not None:
-                    asyncio.ensure_future(self._log_failure(w))
-            return None
-        return await self._respond_when_durable(response, pending)
 
     async def _respond_when_durable(self, response: KafkaResponse,
                                     pending: list[tuple[KafkaStruct, Awaitable[None] | None]]) -> KafkaResponse:

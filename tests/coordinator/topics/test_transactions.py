@@ -324,6 +324,25 @@ def test_verification_errors(node: Node, answer: int, version: int, expected: in
         assert list_offset(c, topic, -1, READ_UNCOMMITTED)[1] == 0
 
 
+class UnreachableVerifier:
+    async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                     partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        raise ConnectionError("the transaction coordinator went away")
+
+
+def test_unreachable_verifier_is_a_retriable_error(node: Node) -> None:
+    with node.client() as c:
+        create(c, "unverifiable")
+        pid = init_pid(c)
+        node.produce.verifier = UnreachableVerifier()
+        try:
+            resp = produce(c, "unverifiable", txn_batch(pid, 0, [b"x"]), "tx-u")
+        finally:
+            node.produce.verifier = None
+        assert resp.error_code == ErrorCode.NOT_ENOUGH_REPLICAS
+        assert produce(c, "unverifiable", txn_batch(pid, 0, [b"x"]), "tx-u").error_code == 0  # the retry
+
+
 def test_verification_only_for_the_first_batch_of_a_transaction(node: Node) -> None:
     with node.client() as c:
         create(c, "verified", partitions=2)
