@@ -216,6 +216,9 @@ def test_commit_abort_and_read_committed(node: Node) -> None:
         p = fetch(c, "txn", 0, READ_COMMITTED)
         assert (p.high_watermark, p.last_stable_offset) == (5, 5)
         assert aborted(p) == [(pid, 0)]
+        for version in (4, 12):  # the oldest served, and a flexible one
+            old = fetch(c, "txn", 0, READ_COMMITTED, version=version)
+            assert (old.last_stable_offset, aborted(old)) == (5, [(pid, 0)])
         data, found = read_all(c, "txn", READ_COMMITTED)
         # The server returns every batch, markers included; the consumer drops what was aborted.
         assert [(o, ctl) for o, ctl, _ in batches(data)] == [(0, False), (2, True), (3, False), (4, True)]
