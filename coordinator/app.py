@@ -45,6 +45,7 @@ from .runtime.coordinator_types import CoordinatorTypes
 from .runtime.runtime import CoordinatorRuntime
 from .server.server import Handler, KafkaServer
 from .topics.apis import TopicApis
+from .topics.describe_producers import DescribeProducersApis
 from .topics.fetch import FetchApis
 from .topics.log_dirs import LogDirApis
 from .topics.log_manager import LogManager
@@ -54,6 +55,7 @@ from .topics.producer_ids import ProducerIdApis, ProducerIdManager
 from .topics.registry import CONSUMER_OFFSETS, TopicRegistry
 from .topics.replication_quota import ReplicationThrottle
 from .topics.service import TopicService
+from .topics.txn_markers import TxnMarkerApis
 
 __all__ = ["App"]
 
@@ -168,6 +170,9 @@ class App:
         handlers.update(ElectLeadersApis(self.topics, self.controller).handlers())
         handlers.update(ReassignmentApis(node, self.topics, self.controller).handlers())
         handlers.update(OffsetApis(self.logs).handlers())
+        # Transaction markers and producer state of hosted partitions (KIP-98, KIP-664).
+        handlers.update(TxnMarkerApis(self.logs).handlers())
+        handlers.update(DescribeProducersApis(self.logs).handlers())
         handlers.update(ProducerIdApis(self.producer_ids).handlers())
         handlers.update(self.groups.handlers())
         missing = set(SUPPORTED_VERSIONS) - set(handlers)
