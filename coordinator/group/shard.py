@@ -372,6 +372,8 @@ class GroupCoordinatorShard:
         typed_key, typed_value = deserialize(key, value)
         assert isinstance(typed_key, GroupMetadataKey)
         assert typed_value is None or isinstance(typed_value, GroupMetadataValue)
+        if typed_value is not None:
+            self.consumer_manager.replaced_by_classic(typed_key.group)
         self.group_manager.replay_group_metadata(typed_key, typed_value)
 
     def snapshot_records(self) -> Iterator[tuple[bytes, bytes]]:

@@ -114,6 +114,14 @@ class ConsumerGroupReplay:
             assert isinstance(key, ConsumerGroupRegularExpressionKey)
             group.regexes[key.regular_expression] = ResolvedRegex(value.topics, value.version, value.timestamp)
 
+    def replaced_by_classic(self, group_id: str) -> None:
+        """A classic GroupMetadata value was replayed for this id: Kafka's replay puts the classic
+        group in the id's place, so a consumer group of the same id is gone (the conversions
+        tombstone it first; only a hand-made or foreign log gets here with one)."""
+        if self.groups.pop(group_id, None) is not None:
+            self.last_assignment_ms.pop(group_id, None)
+            self.hash_checked_at.pop(group_id, None)
+
     def _refuse_a_classic_group(self, key: ConsumerGroupRecordKey, value: ConsumerGroupRecordValue | None) -> None:
         """Kafka replays a consumer-group record (tombstones included) into the group of its id
         only if that group is a consumer group, or a classic one with no record of its own (a

@@ -3,7 +3,8 @@ record, never tombstoned) and then gets consumer-group records: Kafka's replay r
 <id> is not a consumer group", ``GroupMetadataManager.getOrMaybeCreatePersistedConsumerGroup``)
 and the load fails; so does ours, with a RecordReplayError naming the group. The orders our
 conversions write (the classic tombstone before the consumer records; a classic record with no
-protocol type and no members, which Kafka calls a simple group) still load.
+protocol type and no members, which Kafka calls a simple group) still load; a classic record
+after a consumer group's records takes the id, as in Kafka.
 """
 
 from __future__ import annotations
@@ -93,6 +94,23 @@ def test_a_simple_classic_record_gives_way() -> None:
     s.replay(*classic_record(protocol_type="", members=0))
     s.replay(*consumer_epoch())
     assert s.consumer_manager.groups[GROUP].group_epoch == 1
+
+
+def test_a_classic_record_after_a_consumer_groups_records_takes_the_id() -> None:
+    """The other way round Kafka's replay puts the classic group in the id's place: the load goes
+    on, the id is a classic group, and its later consumer-group records fail the load."""
+    s = shard()
+    s.replay(*consumer_epoch())
+    s.replay(*classic_record())
+    assert GROUP not in s.consumer_manager.groups
+    s.on_loaded()
+    assert s.group_manager.groups[GROUP].generation_id == 3
+    again = shard()
+    for key, value in s.snapshot_records():
+        again.replay(key, value)
+    assert GROUP not in again.consumer_manager.groups and GROUP in again.group_manager.group_records
+    with pytest.raises(NotAConsumerGroupError):
+        s.replay(*consumer_epoch(2))
 
 
 @pytest.mark.asyncio
