@@ -15,13 +15,15 @@ ConsumerGroupDescribe) are split by partition, run per partition and merged back
 ListGroups asks every partition and fails whole with the error of any partition that cannot answer
 (the new coordinator's rule).
 
-KIP-848's ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69) route the same way. As Kafka's
-``GroupCoordinatorService`` does
-(https://github.com/apache/kafka/blob/trunk/group-coordinator/src/main/java/org/apache/kafka/coordinator/group/GroupCoordinatorService.java),
-a heartbeat is checked here before it reaches a shard (INVALID_REQUEST with the reason, or
-UNSUPPORTED_ASSIGNOR), and a refusal is the response's error code with no member: loading answers
-COORDINATOR_LOAD_IN_PROGRESS (no blind NONE as for the classic Heartbeat: a KIP-848 member learns
-its assignment from the answer), a write the ISR refused COORDINATOR_NOT_AVAILABLE.
+KIP-848's ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69) route the same way. The
+shard checks a heartbeat's fields (``consumer/validation.py``: INVALID_REQUEST with the reason, or
+UNSUPPORTED_ASSIGNOR); a heartbeat no shard takes is checked here by that same function before the
+refusal is answered, since Kafka's ``GroupCoordinatorService`` checks the request before it routes it
+(https://github.com/apache/kafka/blob/trunk/group-coordinator/src/main/java/org/apache/kafka/coordinator/group/GroupCoordinatorService.java):
+a bad request gets its reason whichever partition its group id hashes to. A refusal is the
+response's error code with no member: loading answers COORDINATOR_LOAD_IN_PROGRESS (no blind NONE
+as for the classic Heartbeat: a KIP-848 member learns its assignment from the answer), a write the
+ISR refused COORDINATOR_NOT_AVAILABLE.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from ..context import Handler, RequestContext
 from ..runtime.contract import CoordinatorResult, non_atomic
 from ..runtime.errors import RecordTooLarge
 from ..runtime.runtime import CoordinatorRuntime, CoordinatorState, NotActiveError, unanswered
+from .consumer.validation import HeartbeatError, validate_heartbeat
 from .responses import heartbeat_response, join_error, leave_response, sync_response
 from .shard import GroupCoordinatorShard
 
@@ -103,45 +106,8 @@ def _client_host(peer: str) -> str:
     return "/" + host
 
 
-#: ConsumerGroupHeartbeat v1+ members choose their own member id (KIP-1082).
-_CLIENT_MEMBER_ID_VERSION = 1
-#: Member epochs a heartbeat may carry besides the member's own: 0 joins, -1 leaves, -2 leaves
-#: keeping a static member's place (KIP-848).
-_JOIN_EPOCH, _LEAVE_EPOCH, _STATIC_LEAVE_EPOCH = 0, -1, -2
 #: ConsumerGroupDescribe's AuthorizedOperations when not asked for (Integer.MIN_VALUE).
 _NO_OPERATIONS = -(2**31)
-
-
-def heartbeat_request_problem(request: KafkaRequest, api_version: int,
-                              assignors: tuple[str, ...]) -> tuple[ErrorCode, str] | None:
-    """Why a ConsumerGroupHeartbeat is refused before it reaches a shard, or None (the checks of
-    Kafka's ``GroupCoordinatorService.throwIfConsumerGroupHeartbeatRequestIsInvalid``)."""
-    epoch = request.member_epoch
-    if (api_version >= _CLIENT_MEMBER_ID_VERSION or epoch > 0 or epoch == _LEAVE_EPOCH) and request.member_id == "":
-        return E.INVALID_REQUEST, "MemberId can't be empty."
-    for value, name in ((request.group_id, "GroupId"), (request.instance_id, "InstanceId"),
-                        (request.rack_id, "RackId")):
-        if value == "":
-            return E.INVALID_REQUEST, f"{name} can't be empty."
-    if epoch == _JOIN_EPOCH:
-        if request.rebalance_timeout_ms == -1:
-            return E.INVALID_REQUEST, "RebalanceTimeoutMs must be provided in first request."
-        if request.topic_partitions is None or request.topic_partitions:
-            return E.INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining."
-        # An empty list of names (or an empty regex) joins subscribed to nothing: allowed.
-        regex = request.subscribed_topic_regex if api_version >= 1 else None
-        if request.subscribed_topic_names is None and regex is None:
-            return E.INVALID_REQUEST, ("Either SubscribedTopicNames or SubscribedTopicRegex must be non-null "
-                                       "when (re-)joining.")
-    elif epoch == _STATIC_LEAVE_EPOCH:
-        if request.instance_id is None:
-            return E.INVALID_REQUEST, "InstanceId can't be null."
-    elif epoch < _STATIC_LEAVE_EPOCH:
-        return E.INVALID_REQUEST, "MemberEpoch is invalid."
-    if request.server_assignor is not None and request.server_assignor not in assignors:
-        return E.UNSUPPORTED_ASSIGNOR, (f"ServerAssignor {request.server_assignor} is not supported. "
-                                        f"Supported assignors: {', '.join(assignors)}.")
-    return None
 
 
 def _heartbeat_error(v: int, error: int, message: str | None = None) -> KafkaResponse:
@@ -523,21 +489,27 @@ class GroupService:
     def consumer_group_heartbeat(self, ctx: RequestContext, request: KafkaRequest
                                  ) -> KafkaResponse | asyncio.Future[KafkaResponse]:
         v = ctx.api_version
-        problem = heartbeat_request_problem(request, v, self.consumer_assignors)
-        if problem is not None:
-            return _heartbeat_error(v, *problem)
         p = self.partition_of(request.group_id)
         error = self._error_for(p)
         if error:
-            return _heartbeat_error(v, error)
+            return self._heartbeat_refused(request, v, error)
         client_id, client_host = ctx.client_id or "", _client_host(ctx.peer)
         try:
             answer = self.runtime.write(p, "consumer-group-heartbeat",  # type: ignore[arg-type]  # p: no error
                                         lambda s: s.consumer_group_heartbeat(request, v, client_id, client_host))
         except NotActiveError as exc:
-            return _heartbeat_error(v, _refusal(exc))
-        return self._or_not_coordinator(answer, lambda: _heartbeat_error(v, E.NOT_COORDINATOR),
-                                        lambda code: _heartbeat_error(v, E.COORDINATOR_NOT_AVAILABLE))
+            return self._heartbeat_refused(request, v, _refusal(exc))
+        return self._or_not_coordinator(answer, lambda: self._heartbeat_refused(request, v, E.NOT_COORDINATOR),
+                                        lambda code: self._heartbeat_refused(request, v, E.COORDINATOR_NOT_AVAILABLE))
+
+    def _heartbeat_refused(self, request: KafkaRequest, v: int, error: int) -> KafkaResponse:
+        """The answer to a heartbeat no shard takes: the shard's checks first (Kafka checks before
+        it routes), else ``error``."""
+        try:
+            validate_heartbeat(request, v, self.consumer_assignors)
+        except HeartbeatError as problem:
+            return _heartbeat_error(v, problem.code, problem.message)
+        return _heartbeat_error(v, error)
 
     async def consumer_group_describe(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
         v = ctx.api_version

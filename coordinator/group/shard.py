@@ -107,6 +107,7 @@ class GroupCoordinatorShard:
             config, clock, timer, topics if topics is not None else StaticTopicsImage(), group_configs,
             assignors if assignors is not None else ASSIGNORS, regex_resolver, new_uuid)
         self.consumer_manager.on_group_created = self._drop_classic_shadow
+        self.consumer_manager.classic_group_record = self.group_manager.group_records.get
         self.consumer_manager.classic_group = self._live_classic_group
         self.consumer_manager.on_classic_replaced = self._retire_classic_group
         self.consumer_manager.on_downgraded = self.group_manager.rebalance_converted_group
@@ -371,6 +372,8 @@ class GroupCoordinatorShard:
         typed_key, typed_value = deserialize(key, value)
         assert isinstance(typed_key, GroupMetadataKey)
         assert typed_value is None or isinstance(typed_value, GroupMetadataValue)
+        if typed_value is not None:
+            self.consumer_manager.replaced_by_classic(typed_key.group)
         self.group_manager.replay_group_metadata(typed_key, typed_value)
 
     def snapshot_records(self) -> Iterator[tuple[bytes, bytes]]:

@@ -12,10 +12,11 @@ Properties asserted on any bytes:
 2. Whatever decodes re-encodes to bytes that decode to the same value: what the coordinator reads
    it can write back (a snapshot re-serialises loaded state).
 3. Any sequence of records replays into a fresh shard either to its end or until a record raises
-   ``MalformedRecordError`` (the load fails, as in Kafka); ``UnknownRecordVersion`` is skipped as
-   the loader skips it. No other exception, whatever the order: a CurrentMemberAssignment for a
-   member without MemberMetadata, a TargetAssignmentMember for an unknown group, tombstones
-   before values, a group id that is both a classic and a consumer group.
+   ``MalformedRecordError`` or ``NotAConsumerGroupError`` (a consumer-group record of an id whose
+   classic GroupMetadata is live: the load fails, as in Kafka); ``UnknownRecordVersion`` is
+   skipped as the loader skips it. No other exception, whatever the order: a
+   CurrentMemberAssignment for a member without MemberMetadata, a TargetAssignmentMember for an
+   unknown group, tombstones before values, a classic record after a consumer group's records.
 4. After a whole replay and ``on_loaded``, the shard's ``snapshot_records()`` replay into another
    fresh shard without error and give the same state: the consumer groups (every field their
    records determine), the classic groups' records and the committed offsets. Two departures
@@ -53,6 +54,7 @@ from typing import Any
 
 from coordinator.group.config import GroupConfig
 from coordinator.group.consumer.group import ConsumerGroup
+from coordinator.group.consumer.replay import NotAConsumerGroupError
 from coordinator.group.coordinator_type import serialize_record
 from coordinator.group.shard import GroupCoordinatorShard
 from coordinator.group.topics_image import StaticTopicsImage
@@ -167,7 +169,7 @@ def _replay(records: Iterable[tuple[bytes, bytes | None]], claimed_twice: set[st
             shard.replay(key, value)
         except UnknownRecordVersion:
             continue  # the loader skips it (coordinator/runtime/loader.py)
-        except MalformedRecordError:
+        except (MalformedRecordError, NotAConsumerGroupError):
             return None
         if claimed_twice is not None:
             claimed_twice.update(gid for gid, g in groups.items() if gid not in claimed_twice and _claimed_twice(g))

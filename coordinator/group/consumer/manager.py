@@ -47,7 +47,7 @@ from protocol.consumer_group_records import (
     ConsumerGroupRegularExpressionKey,
     ConsumerGroupRegularExpressionValue,
 )
-from protocol.consumer_offsets import GroupMetadataKey
+from protocol.consumer_offsets import GroupMetadataKey, GroupMetadataValue
 from protocol.errors import ErrorCode
 from protocol.hot_responses import AssignedTopicPartitions, ConsumerGroupAssignment, ConsumerGroupHeartbeatAnswer
 from protocol.kafka_types import KafkaRequest, KafkaResponse
@@ -136,6 +136,9 @@ class ConsumerGroupManager(Fencing, TargetAssignment, ConsumerGroupTimers, Consu
         #: Called when a record for a consumer group arrives: the shard drops the Empty classic
         #: group that only held the id's offsets (one namespace for both kinds of group).
         self.on_group_created: Callable[[str], None] = lambda group_id: None
+        #: The classic GroupMetadata record of an id, set by the shard: a consumer-group record of
+        #: an id that has one fails the replay (``replay.py``).
+        self.classic_group_record: Callable[[str], GroupMetadataValue | None] = lambda group_id: None
         #: Online migration (``migration.py``), set by the shard: the live classic group a
         #: heartbeat would upgrade (None: no such group); called once a heartbeat that replaces a
         #: classic group (an upgrade, or an Empty group giving up its id) can no longer fail (the

@@ -30,12 +30,20 @@ from protocol.consumer_group_records import (
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
 )
+from protocol.consumer_offsets import GroupMetadataValue
 
 from .group import ConsumerGroup, ResolvedRegex
 from .member import LEAVE_GROUP_MEMBER_EPOCH, ConsumerGroupMember, MemberState
 from .records import current_value, from_tps, subscription_value, to_tps
 
-__all__ = ["ConsumerGroupReplay"]
+__all__ = ["ConsumerGroupReplay", "NotAConsumerGroupError"]
+
+
+class NotAConsumerGroupError(Exception):
+    """A consumer-group record of a group id the log holds a classic group record for (its
+    GroupMetadata, not tombstoned before): the load fails, as Kafka's replay fails with "Group
+    <id> is not a consumer group" (``getOrMaybeCreatePersistedConsumerGroup``). The conversions
+    (``migration.py``, ``fencing.py``) always tombstone one type before writing the other."""
 
 
 class ConsumerGroupReplay:
@@ -46,6 +54,8 @@ class ConsumerGroupReplay:
     last_assignment_ms: dict[str, int]
     hash_checked_at: dict[str, int]
     on_group_created: Callable[[str], None]
+    #: The classic GroupMetadata record the shard holds for a group id, or None (set by the shard).
+    classic_group_record: Callable[[str], GroupMetadataValue | None]
 
     def _get_or_create(self, group_id: str) -> ConsumerGroup:
         group = self.groups.get(group_id)
@@ -56,6 +66,8 @@ class ConsumerGroupReplay:
 
     def replay(self, key: ConsumerGroupRecordKey, value: ConsumerGroupRecordValue | None) -> None:
         group_id = key.group_id
+        if group_id not in self.groups:
+            self._refuse_a_classic_group(key, value)
         if value is None:
             group = self.groups.get(group_id)
             if group is None:
@@ -101,6 +113,29 @@ class ConsumerGroupReplay:
         elif isinstance(value, ConsumerGroupRegularExpressionValue):
             assert isinstance(key, ConsumerGroupRegularExpressionKey)
             group.regexes[key.regular_expression] = ResolvedRegex(value.topics, value.version, value.timestamp)
+
+    def replaced_by_classic(self, group_id: str) -> None:
+        """A classic GroupMetadata value was replayed for this id: Kafka's replay puts the classic
+        group in the id's place, so a consumer group of the same id is gone (the conversions
+        tombstone it first; only a hand-made or foreign log gets here with one)."""
+        if self.groups.pop(group_id, None) is not None:
+            self.last_assignment_ms.pop(group_id, None)
+            self.hash_checked_at.pop(group_id, None)
+
+    def _refuse_a_classic_group(self, key: ConsumerGroupRecordKey, value: ConsumerGroupRecordValue | None) -> None:
+        """Kafka replays a consumer-group record (tombstones included) into the group of its id
+        only if that group is a consumer group, or a classic one with no record of its own (a
+        "simple" group: no protocol type, no members, as offset commits alone make); otherwise
+        the load fails.
+        https://github.com/apache/kafka/blob/trunk/group-coordinator/src/main/java/org/apache/kafka/coordinator/group/GroupMetadataManager.java"""
+        classic = self.classic_group_record(key.group_id)
+        if classic is None or (not classic.protocol_type and not classic.members):
+            return
+        record = type(key).__name__.removesuffix("Key") + ("" if value is not None else " tombstone")
+        raise NotAConsumerGroupError(
+            f"Group {key.group_id} is not a consumer group: a {record} record follows its classic group's "
+            f"GroupMetadata record (protocol type {classic.protocol_type!r}, generation {classic.generation}, "
+            f"{len(classic.members)} members) with no tombstone of it in between")
 
     def _replay_tombstone(self, group: ConsumerGroup, key: ConsumerGroupRecordKey) -> None:
         if isinstance(key, ConsumerGroupMetadataKey):

@@ -1,6 +1,6 @@
 """ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69) on the wire side of the group wing
-(coordinator/group/service.py): the checks Kafka's GroupCoordinatorService makes before a shard
-sees a heartbeat, routing by group id, the refusals of partitions that are loading or not ours,
+(coordinator/group/service.py): routing by group id, the checks of a heartbeat (the shard's, and
+the service's only for a heartbeat no shard takes), the refusals of partitions that are loading or not ours,
 and a describe split by partition and merged back in request order.
 
 The shard's KIP-848 methods are another part's (coordinator/group/consumer/); here a stand-in
@@ -20,7 +20,7 @@ from kafka.protocol.consumer import HeartbeatRequest, LeaveGroupRequest, OffsetC
 
 from coordinator.group.config import GroupConfig
 from coordinator.group.coordinator_type import group_coordinator_type
-from coordinator.group.service import GroupService, heartbeat_request_problem
+from coordinator.group.service import GroupService
 from coordinator.group.shard import GroupCoordinatorShard
 from coordinator.runtime.contract import CoordinatorResult
 from coordinator.runtime.errors import CoordinatorState, NotActiveError, NotEnoughReplicas, RecordTooLarge
@@ -171,11 +171,16 @@ async def test_no_offsets_topic_yet_is_not_coordinator() -> None:
     assert described.groups[0].error_code == NOT_COORDINATOR
 
 
-@pytest.mark.parametrize("version, fields, error, message", [
+#: Kafka's ``throwIfConsumerGroupHeartbeatRequestIsInvalid`` rules, each broken by an otherwise
+#: valid join: the shard's checks (``coordinator/group/consumer/validation.py``).
+INVALID_HEARTBEATS: list[tuple[int, dict[str, Any], int, str]] = [
     (1, {"member_id": ""}, INVALID_REQUEST, "MemberId can't be empty."),
     (0, {"member_id": "", "member_epoch": 3}, INVALID_REQUEST, "MemberId can't be empty."),
     (0, {"member_id": "", "member_epoch": -1}, INVALID_REQUEST, "MemberId can't be empty."),
+    # Kafka's throwIfEmptyString trims, and checks the member id first.
+    (1, {"member_id": " ", "group_id": ""}, INVALID_REQUEST, "MemberId can't be empty."),
     (1, {"group_id": ""}, INVALID_REQUEST, "GroupId can't be empty."),
+    (1, {"group_id": "  "}, INVALID_REQUEST, "GroupId can't be empty."),
     (1, {"instance_id": ""}, INVALID_REQUEST, "InstanceId can't be empty."),
     (1, {"rack_id": ""}, INVALID_REQUEST, "RackId can't be empty."),
     (1, {"rebalance_timeout_ms": -1}, INVALID_REQUEST, "RebalanceTimeoutMs must be provided in first request."),
@@ -189,31 +194,87 @@ async def test_no_offsets_topic_yet_is_not_coordinator() -> None:
     (1, {"member_epoch": -3}, INVALID_REQUEST, "MemberEpoch is invalid."),
     (1, {"server_assignor": "sticky"}, UNSUPPORTED_ASSIGNOR,
      "ServerAssignor sticky is not supported. Supported assignors: uniform, range."),
-])
-def test_kafkas_checks_before_the_shard(version: int, fields: dict[str, Any], error: int, message: str) -> None:
+]
+#: Heartbeats that pass those checks.
+VALID_HEARTBEATS: list[tuple[int, dict[str, Any]]] = [
+    (0, {"member_id": ""}),  # v0: the coordinator gives a joining member its id
+    (1, {"subscribed_topic_names": [], "server_assignor": "range"}),  # subscribed to nothing, a known assignor
+    (1, {"subscribed_topic_names": None, "subscribed_topic_regex": "t.*"}),
+    (1, {"member_epoch": 4, "topic_partitions": None, "subscribed_topic_names": None, "rebalance_timeout_ms": -1}),
+    (1, {"member_epoch": -2, "instance_id": "i-1"}),
+]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("version, fields, error, message", INVALID_HEARTBEATS)
+async def test_the_service_leaves_the_checks_to_the_shard(version: int, fields: dict[str, Any], error: int,
+                                                          message: str) -> None:
+    """A heartbeat of a served partition reaches its shard unchecked: the shard checks it once."""
     service, runtime = service_with(ALL_ACTIVE)
+    response = await answer(service.consumer_group_heartbeat(ctx(version), joining(version=version, **fields)))
+    assert response.error_code == NONE
+    assert runtime.names == ["consumer-group-heartbeat"]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("version, fields, error, message", INVALID_HEARTBEATS)
+@pytest.mark.parametrize("state", [CoordinatorState.LOADING, None])
+async def test_a_bad_heartbeat_no_shard_takes_gets_its_reason(state: CoordinatorState | None, version: int,
+                                                              fields: dict[str, Any], error: int, message: str) -> None:
+    """Kafka checks a heartbeat before it routes it: the reason, not the partition's refusal."""
+    service, runtime = service_with({p: state for p in range(PARTITIONS) if state is not None})
     response = service.consumer_group_heartbeat(ctx(version), joining(version=version, **fields))
     assert not isinstance(response, asyncio.Future)
     assert (response.error_code, response.error_message, response.member_id) == (error, message, None)
     assert runtime.names == []
 
 
-@pytest.mark.parametrize("version, fields", [
-    (0, {"member_id": ""}),  # v0: the coordinator gives a joining member its id
-    (1, {"subscribed_topic_names": [], "server_assignor": "range"}),  # subscribed to nothing, a known assignor
-    (1, {"subscribed_topic_names": None, "subscribed_topic_regex": "t.*"}),
-    (1, {"member_epoch": 4, "topic_partitions": None, "subscribed_topic_names": None, "rebalance_timeout_ms": -1}),
-    (1, {"member_epoch": -2, "instance_id": "i-1"}),
-])
-def test_what_passes_the_checks(version: int, fields: dict[str, Any]) -> None:
-    assert heartbeat_request_problem(joining(version=version, **fields), version, ("uniform", "range")) is None
+@pytest.mark.asyncio
+@pytest.mark.parametrize("version, fields, error, message", INVALID_HEARTBEATS)
+async def test_a_bad_heartbeat_a_write_refuses_gets_its_reason(version: int, fields: dict[str, Any], error: int,
+                                                               message: str) -> None:
+    service, runtime = service_with(ALL_ACTIVE)
+    for p in range(PARTITIONS):
+        runtime.refuse[p] = NotEnoughReplicas(p, CoordinatorState.ACTIVE)
+    response = await answer(service.consumer_group_heartbeat(ctx(version), joining(version=version, **fields)))
+    assert (response.error_code, response.error_message, response.member_id) == (error, message, None)
+
+
+@pytest.mark.parametrize("version, fields", VALID_HEARTBEATS)
+def test_what_passes_the_checks_gets_the_partitions_refusal(version: int, fields: dict[str, Any]) -> None:
+    service, runtime = service_with({p: CoordinatorState.LOADING for p in range(PARTITIONS)})
+    response = service.consumer_group_heartbeat(ctx(version), joining(version=version, **fields))
+    assert not isinstance(response, asyncio.Future)
+    assert (response.error_code, response.error_message) == (LOADING, None)
 
 
 def test_the_assignors_checked_are_the_configured_ones() -> None:
-    request = joining(server_assignor="uniform")
-    assert heartbeat_request_problem(request, 1, ("uniform", "range")) is None
-    assert heartbeat_request_problem(request, 1, ("range",)) == (
+    runtime = StandInRuntime({})
+    service = GroupService(runtime, lambda: PARTITIONS, ("range",))  # type: ignore[arg-type]
+    response = service.consumer_group_heartbeat(ctx(), joining(server_assignor="range"))
+    assert not isinstance(response, asyncio.Future)
+    assert response.error_code == NOT_COORDINATOR
+    response = service.consumer_group_heartbeat(ctx(), joining(server_assignor="uniform"))
+    assert not isinstance(response, asyncio.Future)
+    assert (response.error_code, response.error_message) == (
         UNSUPPORTED_ASSIGNOR, "ServerAssignor uniform is not supported. Supported assignors: range.")
+
+
+@pytest.mark.asyncio
+async def test_the_real_shard_gives_the_same_reasons() -> None:
+    """Through the real runtime and shard (the partition is served, so the shard checks): every
+    bad heartbeat answered as the table says, nothing written."""
+    clock = SteppingClock()
+    log = ManualLog()
+    runtime = CoordinatorRuntime(OneLog(log), group_coordinator_type(GroupConfig()),  # type: ignore[arg-type]
+                                 clock=clock, timers=clock.timers)
+    await runtime.load(0)
+    service = GroupService(runtime, lambda: 1)
+    for version, fields, error, message in INVALID_HEARTBEATS:
+        response = await answer(service.consumer_group_heartbeat(ctx(version), joining(version=version, **fields)))
+        assert (response.error_code, response.error_message, response.member_id) == (error, message, None), fields
+    assert log.batches == []
+    runtime.unload(0)
 
 
 @pytest.mark.asyncio
