@@ -185,13 +185,10 @@ class PartitionLog:
             queued = self.log.append_validated(batch, header)
             self._next_offset = base + header.last_offset_delta + 1
             self.producers.update(header, base)
-        return base, self._durable(queued, base)
-
-    def _durable(self, queued: asyncio.Future[AppendResult], base: int) -> asyncio.Future[None]:
         durable: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         # A callback rather than a task: this runs for every coordinator write.
         queued.add_done_callback(lambda f: self._appended(f, base, durable))
-        return durable
+        return base, durable
 
     def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
                       timestamp_ms: int) -> tuple[int, asyncio.Future[None]] | int:

@@ -7,6 +7,8 @@ import struct
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from coordinator.topics.partition_log import PRODUCER_SNAPSHOT, PartitionConfig, PartitionLog, load_producer_state
 from protocol.errors import ErrorCode
@@ -285,4 +287,68 @@ async def test_coordinator_built_control_batches_go_through_append_batch(tmp_pat
     await append(plog, encode_end_txn_marker(5, 1, commit, 2, 0))
     assert not plog.has_open_transaction(5)
     assert plog.aborted_transactions(0, 2) == ([] if commit else [(5, 0)])
+    await plog.close()
+
+
+# --- property: random interleavings against a model ---------------------------------------------
+
+_OPS = st.lists(st.tuples(st.integers(0, 3), st.sampled_from(["txn", "txn", "plain", "commit", "abort"]),
+                          st.integers(1, 3)), max_size=30)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=_OPS, bounds=st.tuples(st.integers(0, 60), st.integers(0, 60)))
+def test_random_interleavings_match_a_model(tmp_path_factory: pytest.TempPathFactory,
+                                            ops: list[tuple[int, str, int]], bounds: tuple[int, int]) -> None:
+    root = tmp_path_factory.mktemp("txn")
+    asyncio.run(_interleave(root, ops, bounds))
+
+
+async def _interleave(root: Path, ops: list[tuple[int, str, int]], bounds: tuple[int, int]) -> None:
+    options = LogOptions(segment_bytes=300, index_interval_bytes=100, flush_policy="none", file_delete_delay_ms=0)
+    plog = open_plog(root, options)
+    seqs = dict.fromkeys(range(4), 0)
+    ongoing: dict[int, int] = {}
+    aborted: list[AbortedTxn] = []
+    end = 0
+    for pid, kind, n in ops:
+        if kind in ("txn", "plain"):
+            batch = data(pid, 0, seqs[pid], n, txn=kind == "txn")
+            verdict = plog.producers.check(read_batch_header(batch, 0))
+            if kind == "plain" and pid in ongoing:
+                assert verdict == ErrorCode.INVALID_TXN_STATE
+                continue
+            assert verdict == ErrorCode.NONE
+            assert await append(plog, batch) == end
+            seqs[pid] += n
+            if kind == "txn":
+                ongoing.setdefault(pid, end)
+            end += n
+        else:
+            assert await marker(plog, pid, commit=kind == "commit") == end
+            first = ongoing.pop(pid, None)
+            if first is not None and kind == "abort":
+                aborted.append(AbortedTxn(pid, first, end, min(ongoing.values(), default=end + 1)))
+            end += 1
+        assert plog.last_stable_offset == min(ongoing.values(), default=end)
+        assert {p for p in range(4) if plog.has_open_transaction(p)} == set(ongoing)
+
+    def expected(fetch: int, upper: int) -> list[tuple[int, int]]:
+        hits = [a for a in aborted if a.last_offset >= fetch and a.first_offset < upper]
+        return [(a.producer_id, a.first_offset) for a in sorted(hits, key=lambda a: a.first_offset)]
+
+    fetch, upper = min(bounds), max(bounds)
+    assert plog.aborted_transactions(0, end) == expected(0, end)
+    if fetch < end:
+        assert plog.aborted_transactions(fetch, upper) == expected(fetch, upper)
+    assert [e for s in plog.log.segments for e in s.txn_index.entries] == aborted
+    # A crash that loses every .txnindex and the recovery point: all rebuilt from the batches.
+    plog.log.abort()
+    for path in (root / "t-0").iterdir():
+        if path.suffix == ".txnindex" or path.name == "recovery-point-offset-checkpoint":
+            path.unlink()
+    plog = open_plog(root, options)
+    assert [e for s in plog.log.segments for e in s.txn_index.entries] == aborted
+    assert plog.last_stable_offset == min(ongoing.values(), default=end)
+    assert plog.aborted_transactions(0, end) == expected(0, end)
     await plog.close()
