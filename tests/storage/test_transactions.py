@@ -25,6 +25,7 @@ from protocol.records import (
 from storage import Log, LogOptions
 from storage.producer_state import CompletedTxn, ProducerStateManager
 from storage.txn_index import ENTRY_SIZE, AbortedTxn, decode_entries
+from tests.storage.helpers import all_batches
 
 OPTS = LogOptions(segment_bytes=100_000, index_interval_bytes=100, flush_policy="none", file_delete_delay_ms=0)
 CONFIG = PartitionConfig(max_message_bytes=1 << 20, log_append_time=False, compression=None)
@@ -351,4 +352,78 @@ async def _interleave(root: Path, ops: list[tuple[int, str, int]], bounds: tuple
     assert [e for s in plog.log.segments for e in s.txn_index.entries] == aborted
     assert plog.last_stable_offset == min(ongoing.values(), default=end)
     assert plog.aborted_transactions(0, end) == expected(0, end)
+    await plog.close()
+
+
+# --- the cleaner (Kafka's LogCleaner on transactions) --------------------------------------------
+
+
+def keyed(key: bytes, value: bytes, pid: int = -1, seq: int = -1, *, txn: bool = False) -> bytearray:
+    return bytearray(build_batch([(key, value)], timestamp_ms=1000, producer_id=pid, producer_epoch=0 if pid >= 0 else -1,
+                                 base_sequence=seq, transactional=txn))
+
+
+def _compacted(tmp_path: Path, now: list[int]) -> PartitionLog:
+    options = LogOptions(segment_bytes=100_000, index_interval_bytes=100, flush_policy="none", file_delete_delay_ms=0,
+                         cleanup_policy="compact", delete_retention_ms=1000)
+    storage = Log.open(tmp_path, "t", 0, options, clock=lambda: now[0])
+    return PartitionLog("t", 0, storage, CONFIG, load_producer_state(storage))
+
+
+def _contents(plog: PartitionLog) -> list[tuple[int, bool, bytes | None]]:
+    """(offset, is control, value) of every record left."""
+    out = []
+    for h, raw in all_batches(plog.log):
+        for r in decode_records(raw, 0, h):
+            out.append((h.base_offset + r.offset_delta, h.is_control, None if h.is_control else r.value))
+    return out
+
+
+@pytest.mark.asyncio
+async def test_cleaner_drops_aborted_data_then_its_marker_after_the_horizon(tmp_path: Path) -> None:
+    now = [10_000]
+    plog = _compacted(tmp_path, now)
+    await append(plog, keyed(b"a", b"v1"))  # 0
+    await append(plog, keyed(b"a", b"aborted", 1, 0, txn=True))  # 1
+    await marker(plog, 1, commit=False)  # 2
+    await plog.log.roll()
+    await append(plog, keyed(b"b", b"x"))  # 3, active
+    assert await plog.log.clean(force=True, max_offset=plog.last_stable_offset) is not None
+    # The aborted record is gone and never shadowed v1; its marker and index entry stay this pass.
+    assert _contents(plog) == [(0, False, b"v1"), (2, True, None), (3, False, b"x")]
+    assert plog.aborted_transactions(0, 4) == [(1, 1)]
+    # Next pass: no data of the transaction left, so the marker becomes a tombstone-like batch.
+    await plog.log.clean(force=True, max_offset=plog.last_stable_offset)
+    assert _contents(plog) == [(0, False, b"v1"), (2, True, None), (3, False, b"x")]
+    assert plog.aborted_transactions(0, 4) == []
+    assert not (tmp_path / "t-0" / f"{0:020d}.txnindex").exists()
+    now[0] += 1001  # past delete.retention.ms
+    await plog.log.clean(force=True, max_offset=plog.last_stable_offset)
+    assert _contents(plog) == [(0, False, b"v1"), (3, False, b"x")]
+    await plog.close()
+
+
+@pytest.mark.asyncio
+async def test_cleaner_never_passes_the_lso_and_keeps_a_commit_while_its_data_remains(tmp_path: Path) -> None:
+    now = [10_000]
+    plog = _compacted(tmp_path, now)
+    await append(plog, keyed(b"c", b"in txn", 2, 0, txn=True))  # 0: open
+    await append(plog, keyed(b"c", b"y"))  # 1
+    await plog.log.roll()
+    await append(plog, keyed(b"c", b"z"))  # 2
+    await plog.log.roll()
+    assert plog.last_stable_offset == 0
+    assert await plog.log.clean(force=True, max_offset=plog.last_stable_offset) is None
+    assert [o for o, _c, _v in _contents(plog)] == [0, 1, 2]
+    await marker(plog, 2, commit=True)  # 3
+    await plog.log.roll()
+    await append(plog, keyed(b"d", b"w"))  # 4, active
+    await plog.log.clean(force=True, max_offset=plog.last_stable_offset)
+    # Superseded records go (the committed one too); the COMMIT stays: a batch of it was seen.
+    assert _contents(plog) == [(2, False, b"z"), (3, True, None), (4, False, b"w")]
+    await plog.log.clean(force=True, max_offset=plog.last_stable_offset)
+    assert (3, True, None) in _contents(plog)  # stamped, within the horizon
+    now[0] += 1001
+    await plog.log.clean(force=True, max_offset=plog.last_stable_offset)
+    assert _contents(plog) == [(2, False, b"z"), (4, False, b"w")]
     await plog.close()
