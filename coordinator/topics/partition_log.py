@@ -232,7 +232,11 @@ class PartitionLog:
         when no transaction holds it back."""
         hw = self.high_watermark
         first = self.producers.first_unstable_offset(hw)
-        return hw if first is None or first > hw else first
+        if first is None or first >= hw:
+            return hw
+        # Retention or DeleteRecords may have moved the log start past an open transaction's
+        # start: the LSO is never below the log start (Kafka's maybeIncrementFirstUnstableOffset).
+        return max(first, self.log.log_start_offset)
 
     def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[tuple[int, int]]:
         """``(producer_id, first_offset)`` of the aborted transactions with a marker at or above

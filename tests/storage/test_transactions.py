@@ -171,6 +171,17 @@ async def test_lso_markers_and_the_txnindex(tmp_path: Path) -> None:
 
 
 @pytest.mark.asyncio
+async def test_the_lso_is_never_below_the_log_start(tmp_path: Path) -> None:
+    plog = open_plog(tmp_path)
+    await append(plog, data(1, 0, 0, txn=True))  # 0
+    await append(plog, data(n=3))  # 1-3
+    assert plog.last_stable_offset == 0
+    await plog.log.advance_log_start_offset(2)  # DeleteRecords
+    assert plog.last_stable_offset == 2
+    await plog.close()
+
+
+@pytest.mark.asyncio
 async def test_marker_refusals_and_markers_for_unknown_producers(tmp_path: Path) -> None:
     plog = open_plog(tmp_path)
     await append(plog, data(1, 2, 0, txn=True))
