@@ -103,7 +103,11 @@ class TransactionIndex:
     def flush(self) -> None:
         """fsync the file if entries were appended since the last flush."""
         if self._unsynced:
-            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                fd = os.open(self.path, os.O_RDONLY)
+            except FileNotFoundError:  # its segment was deleted meanwhile (truncation)
+                self._unsynced = False
+                return
             try:
                 os.fsync(fd)
             finally:

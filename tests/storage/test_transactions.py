@@ -438,3 +438,26 @@ async def test_cleaner_never_passes_the_lso_and_keeps_a_commit_while_its_data_re
     await plog.log.clean(force=True, max_offset=plog.last_stable_offset)
     assert _contents(plog) == [(2, False, b"z"), (4, False, b"w")]
     await plog.close()
+
+
+@pytest.mark.asyncio
+async def test_a_txnindex_of_an_unknown_version_is_rebuilt_and_orphans_are_dropped(tmp_path: Path) -> None:
+    plog = open_plog(tmp_path)
+    await append(plog, data(1, 0, 0, txn=True))  # 0
+    await marker(plog, 1, commit=False)  # 1
+    await plog.log.roll()
+    await append(plog, data(n=1))  # 2
+    await plog.close()
+    directory = tmp_path / "t-0"
+    index = directory / f"{0:020d}.txnindex"
+    assert index.read_bytes() == struct.pack(">hqqqq", 0, 1, 0, 1, 2)
+    index.write_bytes(struct.pack(">hqqqq", 1, 1, 0, 1, 2))  # a version this reader does not know
+    orphan = directory / f"{99:020d}.txnindex"
+    orphan.write_bytes(b"")
+    plog = open_plog(tmp_path)  # a clean shutdown: nothing rescanned, yet the index is rebuilt
+    assert plog.log.load_result.rescanned_from is None
+    assert any("txnindex" in r for r in plog.log.load_result.repairs)
+    assert index.read_bytes() == struct.pack(">hqqqq", 0, 1, 0, 1, 2)
+    assert not orphan.exists()
+    assert plog.aborted_transactions(0, 3) == [(1, 0)]
+    await plog.close()
