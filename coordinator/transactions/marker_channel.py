@@ -7,6 +7,7 @@
   the writer finds);
 * a partition that no longer exists (deleted topic: no leader to send to): done;
 * UNSUPPORTED_FOR_MESSAGE_FORMAT, UNSUPPORTED_VERSION: done (no marker is possible there);
+  UNKNOWN_TOPIC_ID likewise (the cluster channel's word for a partition deleted meanwhile);
 * INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED: stop — a newer producer epoch or a
   newer coordinator owns the transaction now; no Complete record is written;
 * anything else (Kafka: corrupt or too large, a bug): stop, loudly.
@@ -33,7 +34,9 @@ log = logging.getLogger("groupcoord.transactions")
 
 RETRIABLE = frozenset({E.UNKNOWN_TOPIC_OR_PARTITION, E.NOT_LEADER_OR_FOLLOWER, E.NOT_ENOUGH_REPLICAS,
                        E.NOT_ENOUGH_REPLICAS_AFTER_APPEND, E.REQUEST_TIMED_OUT, E.KAFKA_STORAGE_ERROR})
-DONE_ANYWAY = frozenset({E.UNSUPPORTED_FOR_MESSAGE_FORMAT, E.UNSUPPORTED_VERSION})
+#: UNKNOWN_TOPIC_ID: the cluster's marker channel's answer for a partition that left the
+#: cluster view (its topic deleted): no leader to send to, done as in Kafka.
+DONE_ANYWAY = frozenset({E.UNSUPPORTED_FOR_MESSAGE_FORMAT, E.UNSUPPORTED_VERSION, E.UNKNOWN_TOPIC_ID})
 FENCED = frozenset({E.INVALID_PRODUCER_EPOCH, E.TRANSACTION_COORDINATOR_FENCED})
 
 

@@ -111,6 +111,19 @@ class TransactionShard:
         for txn_id, meta in self.transactions.items():
             yield encode_key(TransactionLogKey(txn_id)), encode_value(meta.to_value())
 
+    # The runtime's transactional records (TXN.md, C4 shape): ``__transaction_state`` is written
+    # only in plain batches, so these never see anything.
+
+    def replay_transactional(self, offset: int, producer_id: int, producer_epoch: int, key: bytes,
+                             value: bytes | None, written: object = None) -> None:
+        pass
+
+    def replay_end_transaction(self, producer_id: int, producer_epoch: int, commit: bool) -> None:
+        pass
+
+    def snapshot_transactional_records(self) -> Iterable[tuple[int, int, int, bytes, bytes | None]]:
+        return ()
+
     # --- writing ------------------------------------------------------------------------------
 
     def record(self, meta: TransactionMetadata) -> Record:
