@@ -190,7 +190,9 @@ async def test_restart_raises_the_coordinator_epoch_and_finishes_a_prepared_comm
             assert end(c, "t", r.producer_id, 0, True) == E.NONE
             retry(lambda: len(stuck.calls), lambda n: n >= 2)
             assert describe(c, "t").transaction_state == "PrepareCommit"
-            assert init(c, "t", version=4).error_code == E.CONCURRENT_TRANSACTIONS
+            again = c.request(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest(
+                version=4, transactional_id="t", transaction_timeout_ms=60_000, producer_id=-1, producer_epoch=-1))
+            assert again.error_code == E.CONCURRENT_TRANSACTIONS
 
     await with_node(tmp_path, stuck, first)
     assert {call[3] for call in stuck.calls} == {0}
