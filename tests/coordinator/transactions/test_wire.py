@@ -208,3 +208,35 @@ async def test_restart_raises_the_coordinator_epoch_and_finishes_a_prepared_comm
 
     await with_node(tmp_path, working, second)
     assert working.calls[0] == (ids["pid"], 0, True, 1, [("orders", 1)])
+
+
+@pytest.mark.asyncio
+async def test_kafka_python_transactional_producer_initialises_and_fences(tmp_path: Path) -> None:
+    """kafka-python's own transaction manager: FindCoordinator(1) and InitProducerId; a second
+    producer with the same id bumps the epoch (what fences the first). Sending needs the data
+    partitions' side of transactions, tested where that lives."""
+    from kafka import KafkaProducer
+
+    def work(app: App, port: int) -> None:
+        first = KafkaProducer(bootstrap_servers=f"127.0.0.1:{port}", transactional_id="kp", max_block_ms=15_000)
+        try:
+            first.init_transactions()
+            with WireClient("127.0.0.1", port) as c:
+                state = describe(c, "kp")
+                assert (state.error_code, state.transaction_state, state.producer_epoch) == (0, "Empty", 0)
+                pid = state.producer_id
+                first.begin_transaction()
+                first.commit_transaction()  # nothing added: no EndTxn, nothing written
+                assert describe(c, "kp").transaction_state == "Empty"
+                second = KafkaProducer(bootstrap_servers=f"127.0.0.1:{port}", transactional_id="kp",
+                                       max_block_ms=15_000)
+                try:
+                    second.init_transactions()
+                    state = describe(c, "kp")
+                    assert (state.producer_id, state.producer_epoch) == (pid, 1)
+                finally:
+                    second.close(timeout=5)
+        finally:
+            first.close(timeout=5)
+
+    await with_node(tmp_path, RecordingWriter(), work)
