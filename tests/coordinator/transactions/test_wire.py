@@ -5,7 +5,7 @@ restart: the coordinator epoch goes up, and a transaction left in PrepareCommit 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
