@@ -51,7 +51,7 @@ from ..context import Handler, RequestContext
 from ..data_dir import atomic_write
 from ..runtime.contract import CoordinatorResult
 from ..runtime.errors import RecordTooLarge
-from ..runtime.runtime import CoordinatorRuntime, CoordinatorState, NotActiveError
+from ..runtime.runtime import CoordinatorRuntime, CoordinatorState, NotActiveError, unanswered
 from .config import TransactionConfig
 from .marker_channel import MarkerChannel, MarkerOutcome
 from .markers import MarkerJob, MarkerWriter
@@ -186,16 +186,26 @@ class TransactionService:
     def become_coordinator(self, partition: int, leader_epoch: int) -> None:
         """Cluster mode: this node leads ``__transaction_state-<partition>`` at ``leader_epoch``,
         the coordinator epoch its markers carry (Kafka's ``onElection``)."""
+        previous = self._leader_epochs.get(partition)
         self._leader_epochs[partition] = leader_epoch
         task = self._loads.get(partition)
-        if self.runtime.state(partition) is CoordinatorState.ACTIVE or (task is not None and not task.done()):
+        if self.runtime.state(partition) is CoordinatorState.ACTIVE:
+            if previous is not None and previous != leader_epoch:
+                # A newer epoch of our own leadership: the decided transactions' markers go out
+                # again under it (Kafka reloads the partition with the new coordinator epoch).
+                try:
+                    unanswered(self.runtime.write(partition, "resend-markers", lambda s: s.resend_markers()))
+                except NotActiveError:
+                    pass
+            return
+        if task is not None and not task.done():
             return
         self.runtime.queue_loading([partition])
         self._loads[partition] = asyncio.ensure_future(self.runtime.load(partition))
 
     def resign(self, partition: int, *, standby: bool = True) -> None:
         """Cluster mode: another node leads the partition now; its marker jobs stop at their next
-        retry (``still_ours``) and a Complete they would write is refused (NOT_COORDINATOR)."""
+        retry (``_still_ours``) and a Complete they would write is refused (NOT_COORDINATOR)."""
         self._leader_epochs.pop(partition, None)
         task = self._loads.pop(partition, None)
         if task is not None and not task.done():
@@ -265,8 +275,11 @@ class TransactionService:
         self._marker_tasks.add(task)
         task.add_done_callback(self._marker_tasks.discard)
 
-    def _still_ours(self, partition: int, epoch: int) -> bool:
-        return self.runtime.state(partition) is CoordinatorState.ACTIVE and self.coordinator_epoch(partition) == epoch
+    def _still_ours(self, partition: int) -> bool:
+        """Whether ``partition`` is served here. A job of an earlier load (or an earlier epoch of
+        the same leadership) may go on: its markers carry an epoch no higher than the current
+        one's, and its Complete is written only if the id is still in the state it decided."""
+        return self.runtime.state(partition) is CoordinatorState.ACTIVE
 
     async def _finish(self, job: MarkerJob, epoch: int) -> None:
         writer = self.marker_writer
@@ -278,18 +291,18 @@ class TransactionService:
         channel = MarkerChannel(writer, self.partition_exists, self.sleep_ms, self.marker_retry_backoff_ms)
         while True:
             try:
-                outcome = await channel.send(job, epoch, lambda: self._still_ours(job.partition, epoch))
+                outcome = await channel.send(job, epoch, lambda: self._still_ours(job.partition))
                 break
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("writing transaction markers failed; retrying", extra=where)
                 await self.sleep_ms(self.marker_retry_backoff_ms * 10)
-                if not self._still_ours(job.partition, epoch):
+                if not self._still_ours(job.partition):
                     return
         if outcome is not MarkerOutcome.COMPLETE:
             return
-        while self._still_ours(job.partition, epoch):
+        while self._still_ours(job.partition):
             error, _ = await self._write(job.partition, "complete-transaction", lambda s: s.complete_transaction(job))
             if error != E.COORDINATOR_NOT_AVAILABLE:
                 return  # written, or the partition is no longer ours: its new owner finishes

@@ -280,6 +280,11 @@ class TransactionShard:
                        partitions=frozenset())
         return CoordinatorResult([self.record(done)])
 
+    def resend_markers(self) -> CoordinatorResult[None]:
+        """Send the markers of every decided transaction again (a newer coordinator epoch)."""
+        decided = [meta for meta in self.transactions.values() if meta.state.preparing]
+        return CoordinatorResult(on_appended=self.send_markers_of(decided)) if decided else EMPTY_RESULT
+
     # --- introspection (KIP-664) --------------------------------------------------------------
 
     def describe(self, transactional_id: str) -> TransactionMetadata | None:

@@ -30,14 +30,18 @@ class StandInRuntime:
     def __init__(self, state: CoordinatorState | None, refuse: Exception | None = None) -> None:
         self._state = state
         self.refuse = refuse
+        self.writes: list[str] = []
 
     def state(self, partition: int) -> CoordinatorState | None:
         return self._state
 
     def write(self, partition: int, name: str, op: Any) -> asyncio.Future[Any]:
+        self.writes.append(name)
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        assert self.refuse is not None
-        fut.set_exception(self.refuse)
+        if self.refuse is None:
+            fut.set_result(None)
+        else:
+            fut.set_exception(self.refuse)
         return fut
 
 
@@ -94,3 +98,16 @@ async def test_refused_appends(refusal: Exception, error: int) -> None:
 def test_no_transactional_id_goes_to_the_idempotent_path() -> None:
     svc = service(StandInRuntime(CoordinatorState.ACTIVE))
     assert svc.init_producer_id(ctx(ApiKey.INIT_PRODUCER_ID, 4), init_request(txn=None)) == "idempotent"
+
+
+@pytest.mark.asyncio
+async def test_a_newer_epoch_of_our_own_leadership_resends_the_markers_under_it() -> None:
+    runtime = StandInRuntime(CoordinatorState.ACTIVE)
+    svc = service(runtime)
+    svc.become_coordinator(3, 5)
+    assert runtime.writes == [] and svc.coordinator_epoch(3) == 5
+    svc.become_coordinator(3, 5)
+    assert runtime.writes == []
+    svc.become_coordinator(3, 6)
+    assert runtime.writes == ["resend-markers"] and svc.coordinator_epoch(3) == 6
+    assert svc.coordinator_epoch(4) == 0  # not led here: the node's own counter (unused in a cluster)

@@ -310,3 +310,14 @@ def test_list_and_describe() -> None:
     assert ctx.shard.list_transactions(None, None, 1000) == []
     meta = ctx.shard.describe("a")
     assert meta is not None and meta.state.kafka_name == "Ongoing" and meta.partitions == {P0}
+
+
+def test_resend_markers_hands_over_every_prepared_transaction_again() -> None:
+    ctx = TxnTestContext()
+    pid, epoch = ongoing(ctx, "a")
+    ctx.end("a", pid, epoch, False)
+    ongoing(ctx, "b")
+    ctx.jobs.clear()
+    ctx.run(ctx.shard.resend_markers())
+    assert [(j.transactional_id, j.commit) for j in ctx.jobs] == [("a", False)]
+    assert ctx.last_records == []
