@@ -45,6 +45,7 @@ from .runtime.coordinator_types import CoordinatorTypes
 from .runtime.runtime import CoordinatorRuntime
 from .server.server import Handler, KafkaServer
 from .topics.apis import TopicApis
+from .topics.describe_producers import DescribeProducersApis
 from .topics.fetch import FetchApis
 from .topics.log_dirs import LogDirApis
 from .topics.log_manager import LogManager
@@ -54,6 +55,7 @@ from .topics.producer_ids import ProducerIdApis, ProducerIdManager
 from .topics.registry import CONSUMER_OFFSETS, TRANSACTION_STATE, TopicRegistry
 from .topics.replication_quota import ReplicationThrottle
 from .topics.service import TopicService
+from .topics.txn_markers import TxnMarkerApis
 from .transactions.config import TransactionConfig
 from .transactions.coordinator_type import transaction_coordinator_type
 from .transactions.service import TransactionService, next_node_coordinator_epoch
@@ -186,9 +188,13 @@ class App:
             # uses each partition's leader epoch instead.
             node_coordinator_epoch=next_node_coordinator_epoch(config.data_dir) if self.zookeeper is None else 0,
             ensure_topic=self.topics.create_transaction_state_topic)
-        # LEAD (txndata's TxnMarkerApis, contract C2): on one node the markers are written by
-        #     self.transactions.marker_writer = <the TxnMarkerApis instance of _build_handlers>
-        # and in cluster mode by txncluster's ClusterMarkerChannel (see TXN.md, txncluster).
+        # The markers of hosted partitions (WriteTxnMarkers, contract C2): on one node they are
+        # also the transaction coordinator's marker writer, in-process.
+        self.txn_markers = TxnMarkerApis(self.logs)
+        # LEAD (txngroup, C4): self.txn_markers.internal_marker_writer = self.groups.complete_transaction
+        self.transactions.marker_writer = self.txn_markers
+        # LEAD (txncluster): in cluster mode ClusterMarkerChannel(node.node_id, self.view, self.txn_markers)
+        # is the marker writer instead (see TXN.md, txncluster).
         if self.zookeeper is None:
             self.topics.listeners.append(self.transactions)
         # Cluster mode: the coordinator follows the leadership of the offsets partitions
@@ -203,14 +209,19 @@ class App:
         handlers.update(TopicApis(node, self.topics).handlers())
         handlers.update(ConfigApis(node, self.config, self.topics, self.dynamic_configs, self.group_configs).handlers())
         produce = ProduceApis(self.logs)
-        # LEAD (txndata's ProduceApis.verifier, contract C3), when transaction.partition.verification.enable:
-        #     produce.verifier = self.transactions
+        if self.config["transaction.partition.verification.enable"]:
+            # KIP-890 part 1 (contract C3): a transaction's first batch on a partition is checked
+            # with its coordinator. LEAD (txncluster): ClusterVerifier in cluster mode.
+            produce.verifier = self.transactions
         handlers.update(produce.handlers())
         handlers.update(FetchApis(self.logs, self.throttle).handlers())
         handlers.update(LogDirApis(self.logs).handlers())
         handlers.update(ElectLeadersApis(self.topics, self.controller).handlers())
         handlers.update(ReassignmentApis(node, self.topics, self.controller).handlers())
         handlers.update(OffsetApis(self.logs).handlers())
+        # Transaction markers and producer state of hosted partitions (KIP-98, KIP-664).
+        handlers.update(self.txn_markers.handlers())
+        handlers.update(DescribeProducersApis(self.logs).handlers())
         handlers.update(self.producer_id_apis.handlers())
         handlers.update(self.groups.handlers())
         # InitProducerId with a transactional id, and the transaction APIs; without one it goes on

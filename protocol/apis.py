@@ -34,6 +34,8 @@ from kafka.protocol.admin import (
     DescribeGroupsResponse,
     DescribeLogDirsRequest,
     DescribeLogDirsResponse,
+    DescribeProducersRequest,
+    DescribeProducersResponse,
     DescribeTransactionsRequest,
     DescribeTransactionsResponse,
     ElectLeadersRequest,
@@ -88,6 +90,8 @@ from kafka.protocol.producer import (
     InitProducerIdResponse,
     ProduceRequest,
     ProduceResponse,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
 )
 
 from .consumer_group_messages import (
@@ -125,6 +129,7 @@ class ApiKey(IntEnum):
     ADD_PARTITIONS_TO_TXN = 24
     ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26
+    WRITE_TXN_MARKERS = 27
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
@@ -136,6 +141,7 @@ class ApiKey(IntEnum):
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
+    DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
     CONSUMER_GROUP_HEARTBEAT = 68
@@ -168,12 +174,14 @@ _MESSAGES: dict[ApiKey, tuple[KafkaMessageClass, KafkaMessageClass]] = {
     ApiKey.END_TXN: (EndTxnRequest, EndTxnResponse),
     ApiKey.DESCRIBE_TRANSACTIONS: (DescribeTransactionsRequest, DescribeTransactionsResponse),
     ApiKey.LIST_TRANSACTIONS: (ListTransactionsRequest, ListTransactionsResponse),
+    ApiKey.WRITE_TXN_MARKERS: (WriteTxnMarkersRequest, WriteTxnMarkersResponse),
     ApiKey.DESCRIBE_CONFIGS: (DescribeConfigsRequest, DescribeConfigsResponse),
     ApiKey.ALTER_CONFIGS: (AlterConfigsRequest, AlterConfigsResponse),
     ApiKey.CREATE_PARTITIONS: (CreatePartitionsRequest, CreatePartitionsResponse),
     ApiKey.DELETE_GROUPS: (DeleteGroupsRequest, DeleteGroupsResponse),
     ApiKey.OFFSET_DELETE: (OffsetDeleteRequest, OffsetDeleteResponse),
     ApiKey.DESCRIBE_CLUSTER: (DescribeClusterRequest, DescribeClusterResponse),
+    ApiKey.DESCRIBE_PRODUCERS: (DescribeProducersRequest, DescribeProducersResponse),
     ApiKey.DESCRIBE_LOG_DIRS: (DescribeLogDirsRequest, DescribeLogDirsResponse),
     ApiKey.ELECT_LEADERS: (ElectLeadersRequest, ElectLeadersResponse),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
@@ -250,6 +258,11 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # Partition reassignment (KIP-455); Alter v1 adds AllowReplicationFactorChange (KIP-860).
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
+    # Transaction markers from a transaction coordinator (or kafka-transactions.sh abort); v1 is
+    # flexible. Kafka 4.0 drops v0, v2 adds TransactionVersion (KIP-1228, TV2: not served).
+    ApiKey.WRITE_TXN_MARKERS: (0, 1),
+    # A partition leader's producer state (KIP-664).
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),
 }
 
 
