@@ -44,13 +44,15 @@ class RecordingWriter:
         return {tp: self.answer for tp in partitions}
 
 
-async def with_node(data_dir: Path, writer: RecordingWriter, work: Callable[[App, int], Any],
+async def with_node(data_dir: Path, writer: RecordingWriter | None, work: Callable[[App, int], Any],
                     settings: tuple[str, ...] = ()) -> Any:
-    """Run a node in this loop, ``work(app, port)`` in a thread (blocking clients), then stop it."""
+    """Run a node in this loop, ``work(app, port)`` in a thread (blocking clients), then stop it.
+    ``writer`` None: the node's own marker writer (its hosted partitions)."""
     port = free_port()
     app = App(load_config(data_dir=str(data_dir), listen=f"127.0.0.1:{port}",
                           overrides=["transaction.state.log.num.partitions=4", *settings]))
-    app.transactions.marker_writer = writer
+    if writer is not None:
+        app.transactions.marker_writer = writer
     app.transactions.marker_retry_backoff_ms = 20
     running = asyncio.ensure_future(app.run())
     try:
@@ -240,3 +242,41 @@ async def test_kafka_python_transactional_producer_initialises_and_fences(tmp_pa
             first.close(timeout=5)
 
     await with_node(tmp_path, RecordingWriter(), work)
+
+
+@pytest.mark.asyncio
+async def test_kafka_python_commits_and_aborts_end_to_end(tmp_path: Path) -> None:
+    """The node's own markers (TxnMarkerApis): a committed transaction's record is read under
+    read_committed, an aborted one's only under read_uncommitted, and the coordinator completes both."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    def read(port: int, isolation: str) -> list[bytes]:
+        consumer = KafkaConsumer(bootstrap_servers=f"127.0.0.1:{port}", isolation_level=isolation,
+                                 enable_auto_commit=False, consumer_timeout_ms=1500)
+        try:
+            consumer.assign([TopicPartition("orders", 0)])
+            consumer.seek_to_beginning()
+            return [m.value for m in consumer]
+        finally:
+            consumer.close()
+
+    def work(app: App, port: int) -> None:
+        producer = KafkaProducer(bootstrap_servers=f"127.0.0.1:{port}", transactional_id="e2e", max_block_ms=15_000)
+        try:
+            producer.init_transactions()
+            producer.begin_transaction()
+            producer.send("orders", b"kept", partition=0)
+            producer.commit_transaction()
+            producer.begin_transaction()
+            producer.send("orders", b"dropped", partition=0)
+            producer.flush()
+            producer.abort_transaction()
+        finally:
+            producer.close(timeout=5)
+        with WireClient("127.0.0.1", port) as c:
+            done = retry(lambda: describe(c, "e2e"), lambda s: s.transaction_state == "CompleteAbort")
+            assert (done.transaction_state, done.producer_epoch) == ("CompleteAbort", 0)
+        assert read(port, "read_committed") == [b"kept"]
+        assert read(port, "read_uncommitted") == [b"kept", b"dropped"]
+
+    await with_node(tmp_path, None, work)
