@@ -14,7 +14,8 @@ The coordinator is the leader of the id's ``__transaction_state`` partition
 
 The answer is the coordinator's, per partition (NONE, TRANSACTION_ABORTABLE, or a code for the
 whole transaction: INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED, CONCURRENT_TRANSACTIONS, ...; a
-top-level error of the response applies to every partition). When no coordinator can be asked —
+top-level error of the response applies to every partition, CLUSTER_AUTHORIZATION_FAILED as
+INVALID_TXN_STATE). The rest of Kafka's mapping for Produce is the Produce handler's (contract C3). When no coordinator can be asked —
 ``__transaction_state`` not created yet, its partition without a live leader, the connection
 lost — every partition gets COORDINATOR_NOT_AVAILABLE, as Kafka's manager answers for an unknown
 coordinator node; the Produce handler maps it to a code the producer retries.
@@ -122,8 +123,13 @@ class ClusterVerifier:
             _fail(batch)
             return
         if response.error_code != ErrorCode.NONE:
+            # A top-level error applies to every entry. This node lacking the right to ask
+            # (CLUSTER_AUTHORIZATION_FAILED) is not the producer's to fix: Kafka's
+            # AddPartitionsToTxnManager answers it INVALID_TXN_STATE.
+            code = (ErrorCode.INVALID_TXN_STATE if response.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+                    else response.error_code)
             for c in batch:
-                _answer(c, {tp: response.error_code for tp in c.partitions})
+                _answer(c, {tp: int(code) for tp in c.partitions})
             return
         answered: dict[str, dict[TopicPartition, int]] = {}
         for result in response.results_by_transaction:
