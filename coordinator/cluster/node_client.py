@@ -4,9 +4,8 @@ The replica fetcher fetches over one (Fetch, OffsetForLeaderEpoch); the transact
 sends its markers over one per partition leader (WriteTxnMarkers, ``txn_marker_channel.py``), and
 a partition leader asks the transaction coordinator of an id to verify a batch over one
 (AddPartitionsToTxn v4 ``VerifyOnly``, KIP-890, ``txn_verifier.py``) — Kafka's inter-broker
-``NetworkClient``s, as asyncio streams. One request at a time per connection: a caller that may
-run concurrently with others on the same connection holds :attr:`NodeConnection.lock` around
-:meth:`NodeConnection.call`.
+``NetworkClient``s, as asyncio streams. One request at a time per connection: its one user (the
+fetcher's loop, or a :class:`NodeQueues` sender) waits for each answer before the next request.
 
 The endpoint is read from the cluster view at each connect, so a node that re-registered on a
 new port is found. Any failure closes the connection (an answer may still be on its way, and a
@@ -41,8 +40,6 @@ class NodeConnection:
         self.endpoint = endpoint
         self.client_id = client_id
         self.timeout_s = timeout_s
-        #: Held by callers that share the connection between tasks (one request in flight).
-        self.lock = asyncio.Lock()
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._correlation = 0
