@@ -31,7 +31,6 @@ from typing import Protocol
 from kafka.protocol.producer import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 
 from protocol.errors import ErrorCode
-from protocol.hashing import partition_for
 
 from .coordinator_topics import TRANSACTION_STATE
 from .node_client import CONNECTION_ERRORS, NodeConnection, NodeQueues
@@ -80,10 +79,8 @@ class ClusterVerifier:
 
     def coordinator_of(self, transactional_id: str) -> int:
         """The broker id of the transactional id's coordinator, -1 if there is none now."""
-        count = self.view.partition_count(TRANSACTION_STATE)
-        if count == 0:
-            return -1
-        return self.view.leader(TRANSACTION_STATE, partition_for(transactional_id, count))
+        broker = self.view.coordinator(TRANSACTION_STATE, transactional_id)
+        return -1 if broker is None else broker.broker_id
 
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
                      partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
