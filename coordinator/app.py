@@ -45,15 +45,21 @@ from .runtime.coordinator_types import CoordinatorTypes
 from .runtime.runtime import CoordinatorRuntime
 from .server.server import Handler, KafkaServer
 from .topics.apis import TopicApis
+from .topics.describe_producers import DescribeProducersApis
 from .topics.fetch import FetchApis
 from .topics.log_dirs import LogDirApis
 from .topics.log_manager import LogManager
 from .topics.offset_apis import OffsetApis
 from .topics.produce import ProduceApis
 from .topics.producer_ids import ProducerIdApis, ProducerIdManager
-from .topics.registry import CONSUMER_OFFSETS, TopicRegistry
+from .topics.registry import CONSUMER_OFFSETS, TRANSACTION_STATE, TopicRegistry
 from .topics.replication_quota import ReplicationThrottle
 from .topics.service import TopicService
+from .topics.txn_markers import TxnMarkerApis
+from .transactions.config import TransactionConfig
+from .transactions.coordinator_type import transaction_coordinator_type
+from .transactions.service import TransactionService, next_node_coordinator_epoch
+from .transactions.shard import TransactionHooks
 
 __all__ = ["App"]
 
@@ -151,6 +157,46 @@ class App:
         self.groups = GroupService(self.runtime, offsets_partitions, group_config.consumer_assignors)
         if self.zookeeper is None:
             self.topics.listeners.append(self.groups)
+
+        # The transaction coordinator (KIP-98): the second coordinator type, on __transaction_state.
+        txn_config = TransactionConfig(
+            max_timeout_ms=int(config["transaction.max.timeout.ms"]),
+            id_expiration_ms=int(config["transactional.id.expiration.ms"]),
+            abort_timed_out_interval_ms=int(config["transaction.abort.timed.out.transaction.cleanup.interval.ms"]),
+            remove_expired_interval_ms=int(config["transaction.remove.expired.transaction.cleanup.interval.ms"]))
+        txn_hooks = TransactionHooks()
+        transactions = transaction_coordinator_type(txn_config, txn_hooks)
+        assert transactions.topic == TRANSACTION_STATE
+        self.coordinator_types.register(transactions)
+        self.txn_runtime = CoordinatorRuntime(
+            self.logs, transactions,
+            snapshot_min_records=int(config["offsets.snapshot.min.records"]),
+            commit_timeout_ms=int(config["offsets.commit.timeout.ms"]))
+
+        def transaction_state_partitions() -> int | None:
+            info = self.registry.get(TRANSACTION_STATE)
+            return None if info is None else info.num_partitions
+
+        def offsets_partition_count() -> int:
+            return offsets_partitions() or int(config["offsets.topic.num.partitions"])
+
+        self.producer_id_apis = ProducerIdApis(self.producer_ids)
+        self.transactions = TransactionService(
+            self.txn_runtime, txn_hooks, txn_config, transaction_state_partitions, offsets_partition_count,
+            self.producer_ids, self.producer_id_apis.init_producer_id, partition_exists=partition_exists,
+            # One node: a counter raised at every start (see transactions/service.py); a cluster
+            # uses each partition's leader epoch instead.
+            node_coordinator_epoch=next_node_coordinator_epoch(config.data_dir) if self.zookeeper is None else 0,
+            ensure_topic=self.topics.create_transaction_state_topic)
+        # The markers of hosted partitions (WriteTxnMarkers, contract C2): on one node they are
+        # also the transaction coordinator's marker writer, in-process.
+        self.txn_markers = TxnMarkerApis(self.logs)
+        # LEAD (txngroup, C4): self.txn_markers.internal_marker_writer = self.groups.complete_transaction
+        self.transactions.marker_writer = self.txn_markers
+        # LEAD (txncluster): in cluster mode ClusterMarkerChannel(node.node_id, self.view, self.txn_markers)
+        # is the marker writer instead (see TXN.md, txncluster).
+        if self.zookeeper is None:
+            self.topics.listeners.append(self.transactions)
         # Cluster mode: the coordinator follows the leadership of the offsets partitions
         # (``follow_offsets_leadership`` in ``_build_cluster``).
         self.server: KafkaServer | None = None
@@ -162,14 +208,25 @@ class App:
         handlers.update(ClusterApis(node, self.topics, self.view).handlers())
         handlers.update(TopicApis(node, self.topics).handlers())
         handlers.update(ConfigApis(node, self.config, self.topics, self.dynamic_configs, self.group_configs).handlers())
-        handlers.update(ProduceApis(self.logs).handlers())
+        produce = ProduceApis(self.logs)
+        if self.config["transaction.partition.verification.enable"]:
+            # KIP-890 part 1 (contract C3): a transaction's first batch on a partition is checked
+            # with its coordinator. LEAD (txncluster): ClusterVerifier in cluster mode.
+            produce.verifier = self.transactions
+        handlers.update(produce.handlers())
         handlers.update(FetchApis(self.logs, self.throttle).handlers())
         handlers.update(LogDirApis(self.logs).handlers())
         handlers.update(ElectLeadersApis(self.topics, self.controller).handlers())
         handlers.update(ReassignmentApis(node, self.topics, self.controller).handlers())
         handlers.update(OffsetApis(self.logs).handlers())
-        handlers.update(ProducerIdApis(self.producer_ids).handlers())
+        # Transaction markers and producer state of hosted partitions (KIP-98, KIP-664).
+        handlers.update(self.txn_markers.handlers())
+        handlers.update(DescribeProducersApis(self.logs).handlers())
+        handlers.update(self.producer_id_apis.handlers())
         handlers.update(self.groups.handlers())
+        # InitProducerId with a transactional id, and the transaction APIs; without one it goes on
+        # to the idempotent path (producer_id_apis).
+        handlers.update(self.transactions.handlers())
         missing = set(SUPPORTED_VERSIONS) - set(handlers)
         if missing:  # the one api table must only advertise what is implemented
             raise RuntimeError(f"advertised apis without a handler: {sorted(k.name for k in missing)}")
@@ -203,6 +260,7 @@ class App:
         gc_policy.freeze_long_lived()  # the code: modules, classes, schemas (see gc_policy)
         if self.zookeeper is None:
             self.groups.load_all()
+            self.transactions.load_all()
         await self.server.start()
         log.info("listening", extra={"listen": f"{bound_host}:{bound_port}", "advertised": f"{adv_host}:{adv_port}",
                                      "node_id": node.node_id, "cluster_id": node.cluster_id,
@@ -224,7 +282,9 @@ class App:
         self.server.stop_accepting()
         # Snapshot first, so the next start loads the state instead of replaying the log.
         await self.runtime.snapshot_all()
+        await self.txn_runtime.snapshot_all()
         self.groups.shutdown()
+        self.transactions.shutdown()
         await self._stop_cluster()
         await self.server.shutdown()
         await self.logs.close_all()
@@ -270,21 +330,25 @@ class App:
                                 max_bytes=int(config["replica.fetch.response.max.bytes"]),
                                 partition_max_bytes=int(config["replica.fetch.max.bytes"]),
                                 backoff_s=int(config["replica.fetch.backoff.ms"]) / 1000.0))
-        groups = self.groups
+        # LEAD (txncluster's CoordinatorLeadership replaces this listener and the warming lambdas).
+        services: dict[str, GroupService | TransactionService] = {
+            CONSUMER_OFFSETS: self.groups, TRANSACTION_STATE: self.transactions}
 
         def follow_offsets_leadership(topic: str, partition: int, leading: bool, epoch: int) -> None:
-            if topic == CONSUMER_OFFSETS:
+            service = services.get(topic)
+            if service is not None:
                 if leading:
-                    groups.become_coordinator(partition, epoch)
+                    service.become_coordinator(partition, epoch)  # the leader epoch is the coordinator epoch
                 else:
                     # Reassigned away: no log left to keep a standby copy of.
-                    groups.resign(partition, standby=epoch != NOT_A_REPLICA)
+                    service.resign(partition, standby=epoch != NOT_A_REPLICA)
 
         self.replicas.leadership_listeners.append(follow_offsets_leadership)
         # A standby still replaying (just restarted, or newly a replica) is published, so the
         # controller elects a warm replica when it has the choice (cluster/warming.py).
         marks = WarmingMarks(self.zookeeper, node.node_id)
         self.runtime.standby_listeners.append(lambda p, warming: marks.set(CONSUMER_OFFSETS, p, warming))
+        self.txn_runtime.standby_listeners.append(lambda p, warming: marks.set(TRANSACTION_STATE, p, warming))
         self.election = ControllerElection(self.zookeeper, node.node_id)
         self.controller = Controller(self.election, self.view,
                                      unclean_leader_election=bool(config["unclean.leader.election.enable"]),

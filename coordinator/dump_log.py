@@ -2,8 +2,9 @@
 
 The counterpart of Kafka's ``kafka-dump-log.sh`` (``DumpLogSegments``): an operator's view of what
 is on disk, read straight from the segment bytes with ``protocol.records`` so that it works on a
-log the storage engine refuses to open. PATH is one ``.log`` segment or a partition directory,
-whose ``*.log`` files are dumped in base-offset order.
+log the storage engine refuses to open. PATH is one ``.log`` segment, one ``.txnindex`` file or a
+partition directory, whose ``*.log`` files are dumped in base-offset order, each followed by its
+``.txnindex`` when it has one.
 
 Output, one line per batch and one per record::
 
@@ -25,6 +26,13 @@ print for it::
     group::GroupMetadata(protocolType=consumer, generation=1, protocol=range, leader=m1,
         currentStateTimestamp=Optional[1000], members=[MemberMetadata(memberId=m1, ...)])
     group::null
+
+Transactions (KIP-98): a batch line tells ``isTransactional`` and ``isControl``; the record of a
+control batch ends with the marker it holds, ``endTxnMarker: COMMIT coordinatorEpoch: 3`` (or
+ABORT), as kafka-dump-log prints it. A ``.txnindex`` file (the segment's aborted transactions)
+prints one line per entry, Kafka's too::
+
+    version: 0 producerId: 7 firstOffset: 0 lastOffset: 2 lastStableOffset: 3
 
 The KIP-848 consumer-group records (record types 3-8 and 16) are printed as Kafka 4.0's
 ``GroupMetadataMessageFormatter`` prints them, one compact JSON object of key and value whose
@@ -52,6 +60,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import struct
 import uuid
 from pathlib import Path
 from typing import TextIO
@@ -82,6 +91,10 @@ from protocol.records import (
 __all__ = ["dump_log", "format_offsets_record"]
 
 _LOG_SUFFIX = ".log"
+_TXN_INDEX_SUFFIX = ".txnindex"
+#: A ``.txnindex`` entry: int16 version, int64 producerId, firstOffset, lastOffset (the ABORT
+#: marker), lastStableOffset (Kafka's AbortedTxn).
+_ABORTED_TXN = struct.Struct(">hqqqq")
 
 
 def dump_log(path: Path, offsets_decoder: bool, out: TextIO) -> int:
@@ -94,6 +107,8 @@ def dump_log(path: Path, offsets_decoder: bool, out: TextIO) -> int:
             out.write(f"No {_LOG_SUFFIX} files in {path}\n")
             return 2
     elif path.is_file():
+        if path.name.endswith(_TXN_INDEX_SUFFIX):
+            return 0 if _dump_txn_index(path, out) else 1
         files = [path]
     else:
         out.write(f"No such file or directory: {path}\n")
@@ -102,7 +117,30 @@ def dump_log(path: Path, offsets_decoder: bool, out: TextIO) -> int:
     for file in files:
         if not _dump_file(file, offsets_decoder, out):
             status = 1
+        index = file.with_name(file.name[: -len(_LOG_SUFFIX)] + _TXN_INDEX_SUFFIX)
+        if path.is_dir() and index.exists() and not _dump_txn_index(index, out):
+            status = 1
     return status
+
+
+def _dump_txn_index(file: Path, out: TextIO) -> bool:
+    """Dump one ``.txnindex``; False if it is not whole entries."""
+    out.write(f"Dumping {file}\n")
+    try:
+        buf = file.read_bytes()
+    except OSError as exc:
+        out.write(f"Cannot read {file}: {exc.strerror or exc}\n")
+        return False
+    whole = len(buf) - len(buf) % _ABORTED_TXN.size
+    for pos in range(0, whole, _ABORTED_TXN.size):
+        version, producer_id, first, last, stable = _ABORTED_TXN.unpack_from(buf, pos)
+        out.write(f"version: {version} producerId: {producer_id} firstOffset: {first} lastOffset: {last} "
+                  f"lastStableOffset: {stable}\n")
+    if whole < len(buf):
+        out.write(f"Incomplete entry in {file} at byte position {whole}: {len(buf) - whole} trailing bytes "
+                  f"do not form a whole {_ABORTED_TXN.size}-byte entry\n")
+        return False
+    return True
 
 
 def _base_offset_order(file: Path) -> tuple[int, str]:

@@ -17,24 +17,37 @@ from v15, KIP-903) reads to the log end, and its fetch offset tells the leader h
 goes, which moves the ISR and the high watermark (``replication.py``).
 
 Fetch sessions (KIP-227) are not kept: every response carries session id 0, which tells clients
-to keep sending full requests. Without transactions the last stable offset equals the high
-watermark and there are no aborted transactions.
+to keep sending full requests.
+
+Transactions (KIP-98): every response carries the partition's last stable offset (LSO). A
+read_committed fetch (``isolation_level`` 1) reads only below the LSO — so a long poll counts
+only those bytes, and an append that moves the LSO (a marker) wakes it — and gets the aborted
+transactions overlapping what it read, ``(producer id, first offset)`` from the partition's
+``.txnindex``, up to the offset of the first batch after the returned bytes (Kafka's
+``LocalLog.addAbortedTransactions``). The records themselves are never filtered: the consumer
+drops aborted data and control batches itself, and needs the abort markers to do so
+(https://cwiki.apache.org/confluence/display/KAFKA/KIP-98+-+Exactly+Once+Delivery+and+Transactional+Messaging).
+read_uncommitted gets a null aborted list; a read_committed read that returns nothing, an empty one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
+import os
 from collections.abc import Awaitable
 
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 from protocol.fetch_response import FetchPartitionData, FetchTopicData, RecordsRef, encode_fetch_response
 from protocol.kafka_types import KafkaRequest
-from protocol.responses import EncodedResponse
+from protocol.records import BATCH_HEADER_SIZE, read_batch_header
+from protocol.responses import EncodedResponse, FileRange
+from storage.files import pread_exact
 
 from ..context import Handler, RequestContext
 from .log_manager import LogManager
-from .partition_log import PartitionLog
+from .partition_log import SENDFILE_MIN_BYTES, PartitionLog
 from .replication_quota import ReplicationThrottle
 
 __all__ = ["FetchApis", "check_leader_epoch"]
@@ -121,9 +134,11 @@ class FetchApis:
                 # Followers read to the log end (the records that will move the high watermark).
                 read_end = plog.log_end_offset if follower else high_watermark
                 data.high_watermark = high_watermark
-                data.last_stable_offset = high_watermark
+                last_stable = plog.last_stable_offset
+                data.last_stable_offset = last_stable
                 data.log_start_offset = plog.log_start_offset
-                if request.isolation_level == READ_COMMITTED:
+                committed = request.isolation_level == READ_COMMITTED and not follower
+                if committed:
                     data.aborted_transactions = []
                 error = check_leader_epoch(plog, part.current_leader_epoch if version >= 9 else -1)
                 if error:
@@ -146,8 +161,14 @@ class FetchApis:
                     data.records = b""
                     continue
                 limit = min(part.partition_max_bytes, response_budget - total)
-                records = (plog.read(offset, max(limit, 0), min_one=total == 0, max_offset=read_end)
-                           if offset < read_end else None)
+                if committed:
+                    records, upper_bound = _read_stable(plog, offset, max(limit, 0), total == 0,
+                                                       min(last_stable, read_end))
+                    if records is not None:
+                        data.aborted_transactions = plog.aborted_transactions(offset, upper_bound)
+                else:
+                    records = (plog.read(offset, max(limit, 0), min_one=total == 0, max_offset=read_end)
+                               if offset < read_end else None)
                 if records is None:
                     data.records = b""
                     continue
@@ -160,6 +181,48 @@ class FetchApis:
 
     def handlers(self) -> dict[ApiKey, Handler]:
         return {ApiKey.FETCH: self.fetch}
+
+
+def _read_stable(plog: PartitionLog, offset: int, max_bytes: int, min_one: bool,
+                 last_stable: int) -> tuple[bytes | RecordsRef | None, int]:
+    """read_committed: whole batches from ``offset`` below the last stable offset, and the upper
+    bound for the aborted transactions — the offset of the first batch after the returned bytes,
+    else the next segment's base, else the log end (Kafka's ``LocalLog.addAbortedTransactions``).
+
+    Like ``PartitionLog.read``, a large read goes out with sendfile: the file range is only cut
+    short, at the first batch reaching the LSO, found through the segment's offset index.
+    """
+    if offset >= last_stable:
+        return None, offset
+    storage = plog.log
+    found = storage.slice(offset, max_bytes)
+    if found is None or (not min_one and found.length > max_bytes):
+        return None, offset
+    segments = storage.segments
+    i = bisect.bisect_right(segments, found.first_offset, key=lambda seg: seg.base_offset) - 1
+    seg = segments[i]
+    end = found.position + found.length
+    cut = seg.find(last_stable, max_position=end)
+    if cut is not None:
+        # The first batch holding the LSO or beyond: the read stops before it.
+        position, header = cut
+        length = position - found.position
+        if length <= 0:
+            return None, offset
+        upper_bound = header.base_offset
+    else:
+        length = found.length
+        if end + BATCH_HEADER_SIZE <= seg.size:
+            upper_bound = read_batch_header(seg.read_bytes(end, BATCH_HEADER_SIZE), 0).base_offset
+        elif i + 1 < len(segments):
+            upper_bound = segments[i + 1].base_offset
+        else:
+            upper_bound = storage.log_end_offset
+    if length < SENDFILE_MIN_BYTES:
+        return pread_exact(found.fd, length, found.position), upper_bound
+    # closefd=False: the segment owns the descriptor (see PartitionLog.read).
+    file = os.fdopen(found.fd, "rb", closefd=False, buffering=0)
+    return RecordsRef(length, FileRange(file, found.position, length, release=file.close)), upper_bound
 
 
 def _replica_id(version: int, request: KafkaRequest) -> int:

@@ -1,10 +1,12 @@
 """ListOffsets (api key 2, v1–v10) and OffsetForLeaderEpoch (api key 23, v2–v4) for hosted topics.
 
 ListOffsets special timestamps (ListOffsetsRequest.json): -2 earliest, -1 latest (the high
-watermark; the last stable offset under read_committed, which is the same here), -3 the record
-with the largest timestamp (KIP-734), -4 earliest local (KIP-405: all data is local, so the log
-start), -5 latest tiered (nothing is tiered: no offset). Any other timestamp finds the first record
-whose timestamp is at or after it, through the time index; none → offset -1.
+watermark; under read_committed, ``isolation_level`` 1 from v2, the last stable offset: KIP-98), -3
+the record with the largest timestamp (KIP-734), -4 earliest local (KIP-405: all data is local, so
+the log start), -5 latest tiered (nothing is tiered: no offset). Any other timestamp finds the first
+record whose timestamp is at or after it, through the time index; none → offset -1. A found offset
+at or beyond what the isolation level may read (the high watermark, or the LSO) is not given
+either: -1/-1, as Kafka's ``Partition.fetchOffsetForTimestamp``.
 
 A single node leads every partition from epoch 0 on, so OffsetForLeaderEpoch answers epoch 0 with
 the log end and any later epoch as unknown (undefined epoch and offset, as Kafka does for an epoch
@@ -22,7 +24,7 @@ from protocol.errors import ErrorCode
 from protocol.kafka_types import KafkaRequest, KafkaResponse
 
 from ..context import Handler, RequestContext
-from .fetch import check_leader_epoch
+from .fetch import READ_COMMITTED, check_leader_epoch
 from .log_manager import LogManager
 from .partition_log import PartitionLog
 
@@ -61,7 +63,9 @@ class OffsetApis:
                 if error:
                     out.error_code = error
                     continue
-                found = self._lookup(plog, part.timestamp)
+                limit = (plog.last_stable_offset if version >= 2 and request.isolation_level == READ_COMMITTED
+                         else plog.high_watermark)
+                found = self._lookup(plog, part.timestamp, limit)
                 if found is not None:
                     out.offset, out.timestamp = found
                     out.leader_epoch = plog.leader_epoch
@@ -69,18 +73,23 @@ class OffsetApis:
         return ListOffsetsResponse(version=version, throttle_time_ms=0, topics=topics)
 
     @staticmethod
-    def _lookup(plog: PartitionLog, timestamp: int) -> tuple[int, int] | None:
+    def _lookup(plog: PartitionLog, timestamp: int, limit: int) -> tuple[int, int] | None:
+        """``limit``: the high watermark, or the LSO under read_committed."""
         if timestamp in (EARLIEST, EARLIEST_LOCAL):
             return plog.log_start_offset, -1
         if timestamp == LATEST:
-            return plog.high_watermark, -1
+            return limit, -1
         if timestamp == LATEST_TIERED:
             return None
         if timestamp == MAX_TIMESTAMP:
-            return plog.max_timestamp_offset()
-        if timestamp < 0:
+            found = plog.max_timestamp_offset()
+        elif timestamp < 0:
             return None
-        return plog.offset_for_timestamp(timestamp)
+        else:
+            found = plog.offset_for_timestamp(timestamp)
+        if found is not None and found[0] >= limit:
+            return None
+        return found
 
     def offset_for_leader_epoch(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
         version = ctx.api_version

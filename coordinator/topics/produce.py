@@ -3,10 +3,22 @@
 Order of checks per partition, after Kafka's ``ReplicaManager.appendRecords`` and
 ``LogValidator``: the topic and partition exist and may be written by clients; the bytes are one
 whole magic-2 batch (Produce v3+ carries exactly one); its size is within ``max.message.bytes``;
-its CRC holds; it is not a control or transactional batch (no transaction coordinator runs here);
-its records decode and their offset deltas run 0..n-1; on a compacted topic every record has a key;
-the idempotent producer's sequence fits.
+its CRC holds; it is not a control batch (only the transaction coordinator writes markers, through
+WriteTxnMarkers); a batch with a producer id has a sequence; its records decode and their offset
+deltas run 0..n-1; on a compacted topic every record has a key; the producer's sequence, epoch and
+transaction state fit (``storage/producer_state.py``).
 A refused partition gets its error and nothing is appended; the others proceed.
+
+Transactions (KIP-98): a request carrying a transactional batch must name its ``transactional_id``,
+else the whole request is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka's
+``KafkaApis.handleProduceRequest`` does; a transactional batch needs a producer id. A
+non-transactional batch of a producer with a transaction open on the partition gets
+INVALID_TXN_STATE from the producer state. KIP-890 part 1 verification
+(https://cwiki.apache.org/confluence/display/KAFKA/KIP-890%3A+Transactions+Server-Side+Defense): the
+first transactional batch of a producer on a partition — no transaction of it open there — is
+appended only once the transaction coordinator (``verifier``, the :class:`Verifier` app.py sets)
+confirms the partition was added to the transaction; later batches rely on the producer state.
+Without a verifier (``transaction.partition.verification.enable=false``) nothing is asked.
 
 The broker's own changes to an accepted batch: the base offset (not covered by the CRC), the
 partition leader epoch (not covered either) and, for ``message.timestamp.type=LogAppendTime``
@@ -30,6 +42,7 @@ import logging
 import struct
 import time
 from collections.abc import Awaitable
+from typing import Protocol
 
 from kafka.protocol.producer import ProduceResponse
 
@@ -41,6 +54,8 @@ from protocol.records import (
     LOG_OVERHEAD,
     MAGIC_V2,
     TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
+    BatchHeader,
     CorruptBatchError,
     compute_crc,
     decode_records,
@@ -55,7 +70,7 @@ from .log_manager import LogManager
 from .partition_log import PartitionLog
 from .replication import NotLeader
 
-__all__ = ["ProduceApis"]
+__all__ = ["ProduceApis", "Verifier"]
 
 log = logging.getLogger("groupcoord.produce")
 
@@ -65,9 +80,58 @@ _ATTRIBUTES_OFFSET = 21
 _MAX_TIMESTAMP_OFFSET = 35
 _CRC = struct.Struct(">I")
 _I32 = struct.Struct(">i")
+#: The attributes' low byte (the transactional bit is there): a request can be scanned for
+#: transactional batches without parsing their headers.
+_ATTRIBUTES_LOW = _ATTRIBUTES_OFFSET + 1
+
+#: Produce v11 is the last version before KIP-890's TRANSACTION_ABORTABLE reaches clients.
+_ABORTABLE_SINCE_VERSION = 11
+#: Verification errors a producer would not retry, turned into one it does. NOT_ENOUGH_REPLICAS
+#: makes every client retry the produce without a metadata refresh (KAFKA-15459, KAFKA-16386:
+#: https://github.com/apache/kafka/pull/14378, https://github.com/apache/kafka/pull/15559).
+_RETRIABLE_VERIFICATION_ERRORS = frozenset({
+    ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NETWORK_EXCEPTION, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR})
 
 
-def _fail(result: KafkaStruct, error: int, message: str) -> None:
+class Verifier(Protocol):
+    """KIP-890 part 1: asks the transaction coordinator whether partitions are in a transaction."""
+
+    async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                     partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """Per partition: NONE if it is in the ongoing transaction, TRANSACTION_ABORTABLE if not;
+        or an error of the whole transaction (INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED,
+        CONCURRENT_TRANSACTIONS, ...) for each — AddPartitionsToTxn v4 ``VerifyOnly`` semantics."""
+        ...
+
+
+def verification_error(error: int, version: int) -> int:
+    """A verification outcome as a Produce partition error (Kafka's AddPartitionsToTxnManager
+    and ReplicaManager: a fenced producer sees INVALID_PRODUCER_EPOCH; clients before Produce v11
+    do not know TRANSACTION_ABORTABLE and get INVALID_TXN_STATE; retriable coordinator errors
+    become NOT_ENOUGH_REPLICAS)."""
+    if error == ErrorCode.PRODUCER_FENCED:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    if error == ErrorCode.TRANSACTION_ABORTABLE and version < _ABORTABLE_SINCE_VERSION:
+        return ErrorCode.INVALID_TXN_STATE
+    if error in _RETRIABLE_VERIFICATION_ERRORS:
+        return ErrorCode.NOT_ENOUGH_REPLICAS
+    return error
+
+
+class _Unverified:
+    """A validated transactional batch waiting for the verifier before its append."""
+
+    __slots__ = ("result", "plog", "batch", "header")
+
+    def __init__(self, result: KafkaStruct, plog: PartitionLog, batch: bytearray, header: BatchHeader) -> None:
+        self.result = result
+        self.plog = plog
+        self.batch = batch
+        self.header = header
+
+
+def _fail(result: KafkaStruct, error: int, message: str | None) -> None:
     result.error_code = error
     result.error_message = message
     result.base_offset = -1
@@ -84,12 +148,21 @@ class _Refused(Exception):
 class ProduceApis:
     def __init__(self, logs: LogManager) -> None:
         self.logs = logs
+        #: KIP-890 verification (set by app.py); None: transactional batches are not verified.
+        self.verifier: Verifier | None = None
 
     def produce(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse | None | Awaitable[KafkaResponse]:
         version = ctx.api_version
         acks = request.acks
         pending: list[tuple[KafkaStruct, Awaitable[None] | None]] = []
+        unverified: list[_Unverified] = []
         topics_out = []
+        # Kafka refuses the whole request when a transactional batch comes without a
+        # transactional id (KafkaApis.handleProduceRequest); one byte per partition tells.
+        txn_refused = request.transactional_id is None and any(
+            part.records is not None and len(part.records) > _ATTRIBUTES_LOW
+            and part.records[_ATTRIBUTES_LOW] & TRANSACTIONAL_MASK
+            for topic in request.topic_data for part in topic.partition_data)
         for topic in request.topic_data:
             parts_out = []
             info = self.logs.topic_info(topic.name if version < 13 else None, getattr(topic, "topic_id", None))
@@ -101,9 +174,9 @@ class ProduceApis:
                 try:
                     if acks not in (-1, 0, 1):
                         raise _Refused(ErrorCode.INVALID_REQUIRED_ACKS)
-                    if request.transactional_id is not None:
+                    if txn_refused:
                         raise _Refused(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                                       "transactions are not supported by this server")
+                                       "a transactional batch needs the request's transactional id")
                     if info is None:
                         raise _Refused(ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                     if info.internal:
@@ -119,7 +192,11 @@ class ProduceApis:
                         raise _Refused(ErrorCode.NOT_ENOUGH_REPLICAS,
                                        f"The size of the current ISR {isr_size} is insufficient to satisfy the "
                                        f"min.isr requirement of {plog.config.min_insync_replicas}")
-                    wait, end = self._append(plog, part.records, result)
+                    appended = self._append(plog, part.records, result)
+                    if isinstance(appended, _Unverified):
+                        unverified.append(appended)
+                        continue
+                    wait, end = appended
                     if acks == -1 and plog.replication is not None:
                         wait = self._replicated(plog, wait, end, result, request.timeout_ms)
                     pending.append((result, wait))
@@ -135,6 +212,8 @@ class ProduceApis:
             topics_out.append(ProduceResponse.TopicProduceResponse(
                 name=topic.name, topic_id=getattr(topic, "topic_id", None), partition_responses=parts_out))
         response = ProduceResponse(version=version, responses=topics_out, throttle_time_ms=0)
+        if unverified:
+            return self._verify_then_append(ctx, request, response, pending, unverified)
         waits = [w for _, w in pending if w is not None]
         if acks == 0:
             for w in waits:
@@ -143,6 +222,67 @@ class ProduceApis:
         if not waits:
             return response
         return self._respond_when_durable(response, pending)
+
+    async def _verify_then_append(self, ctx: RequestContext, request: KafkaRequest, response: KafkaResponse,
+                                  pending: list[tuple[KafkaStruct, Awaitable[None] | None]],
+                                  unverified: list[_Unverified]) -> KafkaResponse | None:
+        """KIP-890: ask the verifier about the partitions whose producer has no transaction open
+        there, append those it confirms, then answer as ``produce`` does."""
+        verifier = self.verifier
+        assert verifier is not None and request.transactional_id is not None
+        by_producer: dict[tuple[int, int], list[_Unverified]] = {}
+        for item in unverified:
+            by_producer.setdefault((item.header.producer_id, item.header.producer_epoch), []).append(item)
+        try:
+            await self._verify(ctx, request, verifier, request.transactional_id, by_producer, pending)
+        except BaseException:
+            # Cancelled (the connection went) while verifying: close the ISR waits never started.
+            for _result, wait in pending:
+                if inspect.iscoroutine(wait):
+                    wait.close()
+            raise
+        if request.acks == 0:
+            for _, w in pending:
+                if w is not None:
+                    asyncio.ensure_future(self._log_failure(w))
+            return None
+        return await self._respond_when_durable(response, pending)
+
+    async def _verify(self, ctx: RequestContext, request: KafkaRequest, verifier: Verifier, transactional_id: str,
+                      by_producer: dict[tuple[int, int], list[_Unverified]],
+                      pending: list[tuple[KafkaStruct, Awaitable[None] | None]]) -> None:
+        # Kafka also guards the append against an ABORT marker landing between the coordinator's
+        # answer and the append (KIP-890's VerificationGuard); here the append follows the answer
+        # in the next step of the event loop, leaving that window to a marker request read in the
+        # same step.
+        for (producer_id, producer_epoch), items in by_producer.items():
+            targets = [(item.plog.topic, item.plog.partition) for item in items]
+            try:
+                outcome = await verifier.verify(transactional_id, producer_id, producer_epoch, targets)
+            except Exception:
+                log.exception("transaction verification failed", extra={"peer": ctx.peer})
+                outcome = {}
+            for item, target in zip(items, targets, strict=True):
+                error = verification_error(outcome.get(target, ErrorCode.NETWORK_EXCEPTION), ctx.api_version)
+                if error != ErrorCode.NONE:
+                    _fail(item.result, error, "Partition was not added to the transaction"
+                          if error in (ErrorCode.INVALID_TXN_STATE, ErrorCode.TRANSACTION_ABORTABLE) else None)
+                    continue
+                try:
+                    if not item.plog.is_leader:  # leadership moved while the coordinator answered
+                        raise _Refused(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                    # Re-checked: other appends may have changed the producer's state meanwhile.
+                    wait, end = self._append_checked(item.plog, item.batch, item.header, item.result)
+                except _Refused as refused:
+                    _fail(item.result, refused.error, refused.message)
+                    continue
+                except Exception:
+                    log.exception("produce failed", extra={"peer": ctx.peer})
+                    _fail(item.result, ErrorCode.UNKNOWN_SERVER_ERROR, None)
+                    continue
+                if request.acks == -1 and item.plog.replication is not None:
+                    wait = self._replicated(item.plog, wait, end, item.result, request.timeout_ms)
+                pending.append((item.result, wait))
 
     async def _respond_when_durable(self, response: KafkaResponse,
                                     pending: list[tuple[KafkaStruct, Awaitable[None] | None]]) -> KafkaResponse:
@@ -204,17 +344,36 @@ class ProduceApis:
         except Exception as exc:
             log.error("append failed (acks=0)", extra={"reason": str(exc)})
 
-    def _append(self, plog: PartitionLog, records: bytes | None, result: KafkaStruct) -> tuple[Awaitable[None], int]:
-        """Validate and queue one batch; (local durability, the batch's end offset)."""
+    def _append(self, plog: PartitionLog, records: bytes | None,
+                result: KafkaStruct) -> tuple[Awaitable[None], int] | _Unverified:
+        """Validate and queue one batch: (local durability, the batch's end offset); or, for a
+        transactional batch that needs KIP-890 verification first, the batch to verify."""
         batch = self._validate(plog, records)
         header = read_batch_header(batch, 0)
+        if (header.is_transactional and self.verifier is not None
+                and not plog.has_open_transaction(header.producer_id)):
+            outcome = plog.producers.check(header)
+            if isinstance(outcome, Duplicate):
+                return self._duplicate(plog, outcome, result)
+            if outcome != ErrorCode.NONE:
+                raise _Refused(outcome)
+            return _Unverified(result, plog, batch, header)
+        return self._append_checked(plog, batch, header, result)
+
+    @staticmethod
+    def _duplicate(plog: PartitionLog, outcome: Duplicate, result: KafkaStruct) -> tuple[Awaitable[None], int]:
+        # A retry of a batch already appended: success with the original offsets, nothing
+        # written again (Kafka skips the duplicate silently the same way).
+        result.base_offset = outcome.first_offset
+        result.log_start_offset = plog.log_start_offset
+        return plog.wait_durable(outcome.last_offset + 1), outcome.last_offset + 1
+
+    def _append_checked(self, plog: PartitionLog, batch: bytearray, header: BatchHeader,
+                        result: KafkaStruct) -> tuple[Awaitable[None], int]:
+        """Check the producer state and queue a validated batch."""
         outcome = plog.producers.check(header)
         if isinstance(outcome, Duplicate):
-            # A retry of a batch already appended: success with the original offsets, nothing
-            # written again (Kafka skips the duplicate silently the same way).
-            result.base_offset = outcome.first_offset
-            result.log_start_offset = plog.log_start_offset
-            return plog.wait_durable(outcome.last_offset + 1), outcome.last_offset + 1
+            return self._duplicate(plog, outcome, result)
         if outcome != ErrorCode.NONE:
             raise _Refused(outcome)
         # Every accepted batch carries the current leader epoch, which consumers use to validate
@@ -254,10 +413,14 @@ class ProduceApis:
                            f"batch of {header.size} bytes exceeds max.message.bytes {plog.config.max_message_bytes}")
         if compute_crc(records, 0, header.size) != header.crc:
             raise _Refused(ErrorCode.CORRUPT_MESSAGE, "CRC mismatch")
+        # Kafka's LogValidator.validateBatch for client appends.
         if header.is_control:
-            raise _Refused(ErrorCode.INVALID_RECORD, "clients may not write control batches")
-        if header.is_transactional:
-            raise _Refused(ErrorCode.INVALID_RECORD, "transactional batches are not supported by this server")
+            raise _Refused(ErrorCode.INVALID_RECORD, "Clients are not allowed to write control records")
+        if header.producer_id >= 0 and header.base_sequence < 0:
+            raise _Refused(ErrorCode.INVALID_RECORD, f"Invalid sequence number {header.base_sequence} in record batch "
+                                                     f"with producerId {header.producer_id}")
+        if header.is_transactional and header.producer_id < 0:
+            raise _Refused(ErrorCode.INVALID_RECORD, "a transactional batch needs a producer id")
         try:
             decoded = decode_records(records, 0, header, check_crc=False)
         except CorruptBatchError as exc:
@@ -306,7 +469,7 @@ class ProduceApis:
             return bytearray(encode_batch(
                 decoded, base_timestamp=header.base_timestamp, max_timestamp=header.max_timestamp,
                 compression=target, producer_id=header.producer_id, producer_epoch=header.producer_epoch,
-                base_sequence=header.base_sequence))
+                base_sequence=header.base_sequence, transactional=header.is_transactional))
         return bytearray(records)
 
     def handlers(self) -> dict[ApiKey, Handler]:

@@ -1,0 +1,242 @@
+"""The transaction APIs over real sockets against an in-process node (its marker writer a
+stand-in recording the markers: the data partitions' side is another part's), and across a
+restart: the coordinator epoch goes up, and a transaction left in PrepareCommit is finished."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka.protocol.admin import DescribeTransactionsRequest, ListTransactionsRequest
+from kafka.protocol.metadata import FindCoordinatorRequest
+from kafka.protocol.producer import (
+    AddOffsetsToTxnRequest,
+    AddPartitionsToTxnRequest,
+    EndTxnRequest,
+    InitProducerIdRequest,
+)
+
+from coordinator.app import App
+from coordinator.config import load_config
+from protocol.apis import ApiKey
+from protocol.errors import ErrorCode as E
+from protocol.hashing import partition_for
+from tests.conftest import free_port
+from tests.wire_client import WireClient
+
+Topic = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
+Txn = AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction
+
+
+class RecordingWriter:
+    """A ``MarkerWriter`` answering ``answer`` for every partition, recording each call."""
+
+    def __init__(self, answer: int = E.NONE) -> None:
+        self.calls: list[tuple[int, int, bool, int, list[tuple[str, int]]]] = []
+        self.answer = answer
+
+    async def write_markers(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                            partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        self.calls.append((producer_id, producer_epoch, commit, coordinator_epoch, list(partitions)))
+        return {tp: self.answer for tp in partitions}
+
+
+async def with_node(data_dir: Path, writer: RecordingWriter, work: Callable[[App, int], Any],
+                    settings: tuple[str, ...] = ()) -> Any:
+    """Run a node in this loop, ``work(app, port)`` in a thread (blocking clients), then stop it."""
+    port = free_port()
+    app = App(load_config(data_dir=str(data_dir), listen=f"127.0.0.1:{port}",
+                          overrides=["transaction.state.log.num.partitions=4", *settings]))
+    app.transactions.marker_writer = writer
+    app.transactions.marker_retry_backoff_ms = 20
+    running = asyncio.ensure_future(app.run())
+    try:
+        while app.server is None:  # bound: connections wait in the backlog until it serves
+            await asyncio.sleep(0.01)
+        if "orders" not in app.registry:
+            app.topics.create("orders", 2, {})
+        return await asyncio.to_thread(work, app, port)
+    finally:
+        app._stop.set()
+        assert await asyncio.wait_for(running, 20) == 0
+
+
+def retry(call: Callable[[], Any], ok: Callable[[Any], bool], timeout: float = 10.0) -> Any:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        answer = call()
+        if ok(answer) or time.monotonic() > deadline:
+            return answer
+        time.sleep(0.02)
+
+
+def init(c: WireClient, txn: str, version: int = 4, timeout_ms: int = 60_000, pid: int = -1, epoch: int = -1) -> Any:
+    return retry(lambda: c.request(ApiKey.INIT_PRODUCER_ID, version, InitProducerIdRequest(
+        version=version, transactional_id=txn, transaction_timeout_ms=timeout_ms, producer_id=pid,
+        producer_epoch=epoch)), lambda r: r.error_code not in (E.COORDINATOR_LOAD_IN_PROGRESS,
+                                                              E.CONCURRENT_TRANSACTIONS))
+
+
+def add_v0(c: WireClient, txn: str, pid: int, epoch: int, version: int = 0,
+           topics: list[Any] | None = None) -> dict[tuple[str, int], int]:
+    r = c.request(ApiKey.ADD_PARTITIONS_TO_TXN, version, AddPartitionsToTxnRequest(
+        version=version, v3_and_below_transactional_id=txn, v3_and_below_producer_id=pid,
+        v3_and_below_producer_epoch=epoch, v3_and_below_topics=topics or [Topic(name="orders", partitions=[0, 1])]))
+    return {(t.name, p.partition_index): p.partition_error_code
+            for t in r.results_by_topic_v3_and_below for p in t.results_by_partition}
+
+
+def end(c: WireClient, txn: str, pid: int, epoch: int, commit: bool, version: int = 0) -> int:
+    return int(c.request(ApiKey.END_TXN, version, EndTxnRequest(
+        version=version, transactional_id=txn, producer_id=pid, producer_epoch=epoch, committed=commit)).error_code)
+
+
+def describe(c: WireClient, txn: str) -> Any:
+    (state,) = c.request(ApiKey.DESCRIBE_TRANSACTIONS, 0, DescribeTransactionsRequest(
+        version=0, transactional_ids=[txn])).transaction_states
+    return state
+
+
+@pytest.mark.asyncio
+async def test_a_transaction_over_the_wire(tmp_path: Path) -> None:
+    writer = RecordingWriter()
+
+    def work(app: App, port: int) -> None:
+        with WireClient("127.0.0.1", port) as c:
+            found = c.request(ApiKey.FIND_COORDINATOR, 4, FindCoordinatorRequest(
+                version=4, key_type=1, coordinator_keys=["txn-1"])).coordinators[0]
+            assert (found.error_code, found.node_id, found.port) == (E.NONE, 1, port)
+            c.request(ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(version=3, key_type=0, key="g"))
+            # Bad requests first.
+            assert init(c, "txn-1", timeout_ms=900_001).error_code == E.INVALID_TRANSACTION_TIMEOUT
+            assert init(c, "txn-1", timeout_ms=0).error_code == E.INVALID_TRANSACTION_TIMEOUT
+            assert init(c, "").error_code == E.INVALID_REQUEST
+            assert init(c, "txn-1", pid=5).error_code == E.INVALID_REQUEST  # one of the pair only
+            r = init(c, "txn-1", version=0)
+            assert r.error_code == E.NONE and r.producer_epoch == 0
+            pid = r.producer_id
+            r = init(c, "txn-1", pid=pid, epoch=0)
+            assert (r.error_code, r.producer_id, r.producer_epoch) == (E.NONE, pid, 1)
+            # Without a transactional id: the idempotent path, from the same id space.
+            idem = c.request(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest(
+                version=4, transactional_id=None, transaction_timeout_ms=1, producer_id=-1, producer_epoch=-1))
+            assert idem.error_code == E.NONE and idem.producer_id not in (pid, -1)
+
+            unknown = add_v0(c, "txn-1", pid, 1, topics=[Topic(name="orders", partitions=[0]),
+                                                         Topic(name="nope", partitions=[0])])
+            assert unknown == {("orders", 0): E.OPERATION_NOT_ATTEMPTED, ("nope", 0): E.UNKNOWN_TOPIC_OR_PARTITION}
+            assert add_v0(c, "txn-1", pid, 1, version=3) == {("orders", 0): E.NONE, ("orders", 1): E.NONE}
+            assert add_v0(c, "txn-1", pid, 0) == {("orders", 0): E.INVALID_PRODUCER_EPOCH, ("orders", 1): 47}
+            assert add_v0(c, "txn-1", pid, 0, version=2) == {("orders", 0): E.PRODUCER_FENCED,
+                                                             ("orders", 1): E.PRODUCER_FENCED}
+            offsets = c.request(ApiKey.ADD_OFFSETS_TO_TXN, 0, AddOffsetsToTxnRequest(
+                version=0, transactional_id="txn-1", producer_id=pid, producer_epoch=1, group_id="g"))
+            assert offsets.error_code == E.NONE
+            # The brokers' VerifyOnly call (v4).
+            v4 = c.request(ApiKey.ADD_PARTITIONS_TO_TXN, 4, AddPartitionsToTxnRequest(version=4, transactions=[
+                Txn(transactional_id="txn-1", producer_id=pid, producer_epoch=1, verify_only=True,
+                    topics=[Topic(name="orders", partitions=[1, 2])])]))
+            (result,) = v4.results_by_transaction
+            assert v4.error_code == 0 and {(t.name, p.partition_index): p.partition_error_code
+                                           for t in result.topic_results for p in t.results_by_partition} == {
+                ("orders", 1): E.NONE, ("orders", 2): E.TRANSACTION_ABORTABLE}
+            assert asyncio.run_coroutine_threadsafe(
+                app.transactions.verify("txn-1", pid, 1, [("orders", 0)]), loop).result() == {("orders", 0): 0}
+
+            state = describe(c, "txn-1")
+            group_partition = partition_for("g", 50)
+            assert (state.error_code, state.transaction_state, state.producer_epoch) == (0, "Ongoing", 1)
+            assert {(t.topic, tuple(t.partitions)) for t in state.topics} == {
+                ("orders", (0, 1)), ("__consumer_offsets", (group_partition,))}
+            assert describe(c, "other").error_code == E.TRANSACTIONAL_ID_NOT_FOUND
+
+            listed = c.request(ApiKey.LIST_TRANSACTIONS, 1, ListTransactionsRequest(
+                version=1, state_filters=["Ongoing", "Bogus"], producer_id_filters=[], duration_filter=-1))
+            assert listed.error_code == 0 and listed.unknown_state_filters == ["Bogus"]
+            assert [(t.transactional_id, t.producer_id, t.transaction_state) for t in listed.transaction_states] == [
+                ("txn-1", pid, "Ongoing")]
+
+            assert end(c, "txn-1", pid, 0, True, version=1) == E.INVALID_PRODUCER_EPOCH
+            assert end(c, "txn-1", pid, 1, True) == E.NONE
+            done = retry(lambda: describe(c, "txn-1"), lambda s: s.transaction_state == "CompleteCommit")
+            assert done.transaction_state == "CompleteCommit" and done.topics == []
+            assert end(c, "txn-1", pid, 1, True) == E.NONE  # a retry
+            assert end(c, "txn-1", pid, 1, False) == E.INVALID_TXN_STATE
+
+    loop = asyncio.get_running_loop()
+    await with_node(tmp_path, writer, work)
+    (call,) = writer.calls
+    pid, epoch, commit, coordinator_epoch, partitions = call
+    assert (epoch, commit, coordinator_epoch) == (1, True, 0)
+    assert partitions == sorted([("orders", 0), ("orders", 1), ("__consumer_offsets", partition_for("g", 50))])
+
+
+@pytest.mark.asyncio
+async def test_restart_raises_the_coordinator_epoch_and_finishes_a_prepared_commit(tmp_path: Path) -> None:
+    stuck = RecordingWriter(E.NOT_LEADER_OR_FOLLOWER)  # markers never land: stays PrepareCommit
+    ids: dict[str, int] = {}
+
+    def first(app: App, port: int) -> None:
+        with WireClient("127.0.0.1", port) as c:
+            r = init(c, "t")
+            ids["pid"] = r.producer_id
+            assert add_v0(c, "t", r.producer_id, 0, topics=[Topic(name="orders", partitions=[1])]) == {
+                ("orders", 1): E.NONE}
+            assert end(c, "t", r.producer_id, 0, True) == E.NONE
+            retry(lambda: len(stuck.calls), lambda n: n >= 2)
+            assert describe(c, "t").transaction_state == "PrepareCommit"
+            again = c.request(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest(
+                version=4, transactional_id="t", transaction_timeout_ms=60_000, producer_id=-1, producer_epoch=-1))
+            assert again.error_code == E.CONCURRENT_TRANSACTIONS
+
+    await with_node(tmp_path, stuck, first)
+    assert {call[3] for call in stuck.calls} == {0}
+
+    working = RecordingWriter()
+
+    def second(app: App, port: int) -> None:
+        with WireClient("127.0.0.1", port) as c:
+            done = retry(lambda: describe(c, "t"), lambda s: s.transaction_state == "CompleteCommit")
+            assert done.transaction_state == "CompleteCommit"
+            r = init(c, "t")
+            assert (r.error_code, r.producer_id, r.producer_epoch) == (E.NONE, ids["pid"], 1)
+
+    await with_node(tmp_path, working, second)
+    assert working.calls[0] == (ids["pid"], 0, True, 1, [("orders", 1)])
+
+
+@pytest.mark.asyncio
+async def test_kafka_python_transactional_producer_initialises_and_fences(tmp_path: Path) -> None:
+    """kafka-python's own transaction manager: FindCoordinator(1) and InitProducerId; a second
+    producer with the same id bumps the epoch (what fences the first). Sending needs the data
+    partitions' side of transactions, tested where that lives."""
+    from kafka import KafkaProducer
+
+    def work(app: App, port: int) -> None:
+        first = KafkaProducer(bootstrap_servers=f"127.0.0.1:{port}", transactional_id="kp", max_block_ms=15_000)
+        try:
+            first.init_transactions()
+            with WireClient("127.0.0.1", port) as c:
+                state = describe(c, "kp")
+                assert (state.error_code, state.transaction_state, state.producer_epoch) == (0, "Empty", 0)
+                pid = state.producer_id
+                first.begin_transaction()
+                first.commit_transaction()  # nothing added: no EndTxn, nothing written
+                assert describe(c, "kp").transaction_state == "Empty"
+                second = KafkaProducer(bootstrap_servers=f"127.0.0.1:{port}", transactional_id="kp",
+                                       max_block_ms=15_000)
+                try:
+                    second.init_transactions()
+                    state = describe(c, "kp")
+                    assert (state.producer_id, state.producer_epoch) == (pid, 1)
+                finally:
+                    second.close(timeout=5)
+        finally:
+            first.close(timeout=5)
+
+    await with_node(tmp_path, RecordingWriter(), work)
