@@ -280,3 +280,46 @@ async def test_kafka_python_commits_and_aborts_end_to_end(tmp_path: Path) -> Non
         assert read(port, "read_uncommitted") == [b"kept", b"dropped"]
 
     await with_node(tmp_path, None, work)
+
+
+@pytest.mark.asyncio
+async def test_a_zombie_is_fenced_and_a_stalled_transaction_times_out(tmp_path: Path) -> None:
+    """Two producers with one transactional id: the second's init aborts the first's open
+    transaction and fences it. A producer that stalls past its timeout is aborted by the
+    coordinator under a bumped epoch and fenced too (reference §2.5)."""
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError
+
+    def producer(port: int, txn: str, timeout_ms: int = 60_000) -> KafkaProducer:
+        p = KafkaProducer(bootstrap_servers=f"127.0.0.1:{port}", transactional_id=txn, max_block_ms=15_000,
+                          transaction_timeout_ms=timeout_ms)
+        p.init_transactions()
+        return p
+
+    def work(app: App, port: int) -> None:
+        with WireClient("127.0.0.1", port) as c:
+            zombie = producer(port, "z")
+            zombie.begin_transaction()
+            zombie.send("orders", b"zombie", partition=0)
+            zombie.flush()
+            successor = producer(port, "z")  # aborts the zombie's transaction first
+            assert describe(c, "z").producer_epoch == 2  # fence (+1), then the successor's own (+1)
+            with pytest.raises(KafkaError) as fenced:
+                zombie.commit_transaction()
+            assert "Fenced" in repr(fenced.value) or "Epoch" in repr(fenced.value), repr(fenced.value)
+            zombie.close(timeout=5)
+            successor.close(timeout=5)
+
+            stalled = producer(port, "slow", timeout_ms=500)
+            stalled.begin_transaction()
+            stalled.send("orders", b"late", partition=1)
+            stalled.flush()
+            done = retry(lambda: describe(c, "slow"), lambda s: s.transaction_state == "CompleteAbort")
+            assert (done.transaction_state, done.producer_epoch) == ("CompleteAbort", 1)
+            with pytest.raises(KafkaError) as timed_out:
+                stalled.commit_transaction()
+            assert "Fenced" in repr(timed_out.value) or "Epoch" in repr(timed_out.value), repr(timed_out.value)
+            stalled.close(timeout=5)
+
+    await with_node(tmp_path, None, work,
+                    settings=("transaction.abort.timed.out.transaction.cleanup.interval.ms=200",))
