@@ -34,6 +34,7 @@ from typing import Protocol, TypeVar
 
 from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
 from kafka.protocol.consumer import OffsetDeleteResponse
+from kafka.protocol.producer import TxnOffsetCommitResponse
 
 from protocol.apis import ApiKey
 from protocol.consumer_group_messages import ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse
@@ -52,7 +53,7 @@ from protocol.kafka_types import KafkaRequest, KafkaResponse, KafkaStruct
 from .. import gc_policy
 from ..context import Handler, RequestContext
 from ..runtime.contract import CoordinatorResult, non_atomic
-from ..runtime.errors import RecordTooLarge
+from ..runtime.errors import MarkerRefused, RecordTooLarge
 from ..runtime.runtime import CoordinatorRuntime, CoordinatorState, NotActiveError, unanswered
 from .responses import heartbeat_response, join_error, leave_response, sync_response
 from .shard import GroupCoordinatorShard
@@ -61,6 +62,8 @@ __all__ = ["GroupService"]
 
 E = ErrorCode
 T = TypeVar("T")
+TxnTopic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
+TxnPartition = TxnTopic.TxnOffsetCommitResponsePartition
 
 class NamedTopic(Protocol):
     """What the topic listener callbacks read of a topic (the topics wing's ``TopicInfo``, which
@@ -463,6 +466,45 @@ class GroupService:
                 _discard(read)
         return OffsetFetchAnswer(groups=[answers[g.group_id] for g in request.groups])
 
+    async def txn_offset_commit(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
+        """TxnOffsetCommit v0-4 (KIP-98, KIP-447): a transactional write of the group's partition,
+        answered once durable; its offsets stay pending until the producer's marker."""
+        v = ctx.api_version
+        p = self.partition_of(request.group_id)
+        error = self._error_for(p)
+        if p is not None and not error:
+            try:
+                answer = await self._write(p, "txn-commit-offset", lambda s: s.txn_commit_offsets(request, v))
+                assert answer is not None
+                return answer
+            except NotActiveError as exc:
+                error = _refusal(exc)
+        if error == E.COORDINATOR_LOAD_IN_PROGRESS and v < 2:
+            # Clients before v2 do not retry COORDINATOR_LOAD_IN_PROGRESS here (KafkaApis
+            # handleTxnOffsetCommitRequest).
+            error = E.COORDINATOR_NOT_AVAILABLE
+        return TxnOffsetCommitResponse(version=v, throttle_time_ms=0, topics=[
+            TxnTopic(name=t.name, partitions=[TxnPartition(partition_index=x.partition_index, error_code=int(error))
+                                              for x in t.partitions]) for t in request.topics])
+
+    async def complete_transaction(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                                   commit: bool, coordinator_epoch: int) -> int:
+        """Write a transaction's COMMIT or ABORT marker on ``__consumer_offsets-<partition>``
+        (contract C4: WriteTxnMarkers for the group coordinator's partitions; Kafka's
+        ``GroupCoordinatorService.completeTransaction``): the pending offsets of the producer
+        are stored or dropped, and the answer comes once the marker is durable. A partition not
+        served here answers NOT_LEADER_OR_FOLLOWER, which the transaction coordinator retries
+        (KafkaApis ``handleWriteTxnMarkersRequest`` maps the coordinator's errors so)."""
+        if topic != self.runtime.topic:
+            return E.UNKNOWN_TOPIC_OR_PARTITION
+        try:
+            await self.runtime.complete_transaction(partition, producer_id, producer_epoch, commit, coordinator_epoch)
+        except MarkerRefused as exc:
+            return exc.error_code
+        except NotActiveError:
+            return E.NOT_LEADER_OR_FOLLOWER
+        return E.NONE
+
     async def offset_delete(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
         v = ctx.api_version
         p = self.partition_of(request.group_id)
@@ -602,6 +644,7 @@ class GroupService:
             ApiKey.OFFSET_COMMIT: self.offset_commit,
             ApiKey.OFFSET_FETCH: self.offset_fetch,
             ApiKey.OFFSET_DELETE: self.offset_delete,
+            ApiKey.TXN_OFFSET_COMMIT: self.txn_offset_commit,
             ApiKey.DESCRIBE_GROUPS: self.describe_groups,
             ApiKey.LIST_GROUPS: self.list_groups,
             ApiKey.DELETE_GROUPS: self.delete_groups,
