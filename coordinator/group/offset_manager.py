@@ -541,7 +541,9 @@ class OffsetManager:
             return
         if committed is None:
             committed = self.offsets[group_id] = {}
-        self._ensure_group(group_id)
+        if group_id not in self.groups.groups and (self.consumer_groups is None
+                                                   or group_id not in self.consumer_groups.groups):
+            self._ensure_group(group_id)  # inlined test: this runs for every commit replayed
         by_partition = committed.get(topic)
         if by_partition is None:
             by_partition = committed[topic] = {}
