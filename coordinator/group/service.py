@@ -73,6 +73,15 @@ class NamedTopic(Protocol):
     def name(self) -> str: ...
 
 
+class TransactionVerifier(Protocol):
+    """KIP-890 part 1 verification (the transaction coordinator's AddPartitionsToTxn v4 VerifyOnly;
+    contract C3 of issue 32, the same shape as the produce path's ``Verifier``): NONE for a
+    partition in the producer's ongoing transaction, else why not."""
+
+    async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                     partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]: ...
+
+
 #: Group ids whose partition is remembered (a few MB at most).
 _PARTITION_CACHE_SIZE = 100_000
 
@@ -192,6 +201,11 @@ class GroupService:
         #: Cluster mode: the load of each partition this node became the leader of.
         self._loads: dict[int, asyncio.Future[None]] = {}
         self._partitions: dict[tuple[str, int], int] = {}
+        #: Set by app.py when ``transaction.partition.verification.enable``: a TxnOffsetCommit of a
+        #: producer with no pending offsets here is first checked with the transaction coordinator
+        #: (Kafka's ``scheduleTransactionalWriteOperation``), so that a late commit of a
+        #: transaction already ended is refused instead of staying pending with no marker to come.
+        self.verifier: TransactionVerifier | None = None
 
     # --- becoming the coordinator -------------------------------------------------------------
 
@@ -472,6 +486,11 @@ class GroupService:
         v = ctx.api_version
         p = self.partition_of(request.group_id)
         error = self._error_for(p)
+        if p is not None and not error and self.verifier is not None \
+                and request.producer_id not in self.runtime.shard(p).offset_manager.pending:
+            error = await self._verify(request, p)
+            if not error:
+                error = self._error_for(p)  # the partition may have moved meanwhile
         if p is not None and not error:
             try:
                 answer = await self._write(p, "txn-commit-offset", lambda s: s.txn_commit_offsets(request, v))
@@ -486,6 +505,21 @@ class GroupService:
         return TxnOffsetCommitResponse(version=v, throttle_time_ms=0, topics=[
             TxnTopic(name=t.name, partitions=[TxnPartition(partition_index=x.partition_index, error_code=int(error))
                                               for x in t.partitions]) for t in request.topics])
+
+    async def _verify(self, request: KafkaRequest, partition: int) -> int:
+        """The verification's answer for the group's partition, as TxnOffsetCommit < v5 sends it
+        (Kafka's AddPartitionsToTxnManager: PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH and
+        TRANSACTION_ABORTABLE INVALID_TXN_STATE for clients that predate them)."""
+        assert self.verifier is not None
+        target = (self.runtime.topic, partition)
+        codes = await self.verifier.verify(request.transactional_id, request.producer_id, request.producer_epoch,
+                                           [target])
+        code = codes.get(target, E.NONE)
+        if code == E.PRODUCER_FENCED:
+            return E.INVALID_PRODUCER_EPOCH
+        if code == E.TRANSACTION_ABORTABLE:
+            return E.INVALID_TXN_STATE
+        return code
 
     async def complete_transaction(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
                                    commit: bool, coordinator_epoch: int) -> int:

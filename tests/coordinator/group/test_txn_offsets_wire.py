@@ -49,6 +49,19 @@ def commit_error(c: WireClient, version: int, offset: int) -> int:
     return int(response.topics[0].partitions[0].error_code)
 
 
+class Verifier:
+    """A transaction coordinator's VerifyOnly answer, set by the test."""
+
+    def __init__(self) -> None:
+        self.code = E.NONE
+        self.calls: list[tuple[str, int, int, list[tuple[str, int]]]] = []
+
+    async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                     partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        self.calls.append((transactional_id, producer_id, producer_epoch, partitions))
+        return {p: self.code for p in partitions}
+
+
 @pytest.mark.asyncio
 async def test_txn_offset_commit_is_unstable_until_complete_transaction_writes_the_marker(tmp_path: Path) -> None:
     config = load_config(data_dir=str(tmp_path), overrides=["offsets.topic.num.partitions=1"])
@@ -84,6 +97,21 @@ async def test_txn_offset_commit_is_unstable_until_complete_transaction_writes_t
         assert await call(fetch, client, True) == (-1, E.UNSTABLE_OFFSET_COMMIT)
         assert await groups.complete_transaction(TOPIC, 0, 42, 1, False, 5) == E.NONE
         assert await call(fetch, client, True) == (10, E.NONE)
+
+        # KIP-890 verification: a producer with nothing pending here is checked first.
+        verifier = Verifier()
+        groups.verifier = verifier
+        verifier.code = E.TRANSACTION_ABORTABLE  # its transaction ended: the late commit is refused
+        assert await call(commit_error, client, 3, 30) == E.INVALID_TXN_STATE
+        verifier.code = E.PRODUCER_FENCED
+        assert await call(commit_error, client, 3, 30) == E.INVALID_PRODUCER_EPOCH
+        assert await call(fetch, client, True) == (10, E.NONE)  # nothing was written
+        verifier.code = E.NONE
+        assert await call(commit_error, client, 3, 30) == E.NONE
+        assert await call(commit_error, client, 3, 31) == E.NONE  # pending here: not asked again
+        assert verifier.calls == [("t1", 42, 1, [(TOPIC, 0)])] * 3
+        assert await groups.complete_transaction(TOPIC, 0, 42, 1, True, 5) == E.NONE
+        assert await call(fetch, client, True) == (31, E.NONE)
 
         # Errors as WriteTxnMarkers answers them.
         assert await groups.complete_transaction(TOPIC, 0, 42, 0, True, 5) == E.INVALID_PRODUCER_EPOCH
