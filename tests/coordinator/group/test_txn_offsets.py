@@ -223,3 +223,14 @@ def test_deleting_a_group_tombstones_its_pending_only_partitions_too() -> None:
     assert ctx.shard.pending_state() == {}
     ctx.end_transaction(PID, commit=True)
     assert fetched(ctx, "g", [0, 1]) == [(-1, E.NONE), (-1, E.NONE)]
+
+
+def test_a_deleted_topic_tombstones_its_pending_only_partitions_too() -> None:
+    ctx = GroupTestContext()
+    ctx.commit_offsets("g", {("foo", 0): 1})
+    ctx.txn_commit_offsets("g", {("foo", 0): 2, ("foo", 1): 2, ("bar", 0): 2})
+    ctx._apply(ctx.shard.on_topics_deleted({"foo"}))
+    assert sorted(ctx.last_records, key=str) == [(offset_key("g", "foo", 0), None), (offset_key("g", "foo", 1), None)]
+    ctx.end_transaction(PID, commit=True)
+    assert fetched(ctx, "g", [0, 1]) == [(-1, E.NONE), (-1, E.NONE)]
+    assert ctx.committed("g", "bar", 0) == 2
