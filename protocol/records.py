@@ -83,6 +83,8 @@ __all__ = [
     "build_batch",
     "control_record",
     "decode_control_record",
+    "encode_end_txn_marker",
+    "read_end_txn_marker",
 ]
 
 MAGIC_V2 = 2
@@ -699,3 +701,59 @@ def decode_control_record(record: Record) -> tuple[int, int]:
     if version < 0:
         raise CorruptBatchError(f"control record key version {version}")
     return version, kind
+
+
+def encode_end_txn_marker(
+    producer_id: int,
+    producer_epoch: int,
+    commit: bool,
+    coordinator_epoch: int,
+    timestamp_ms: int,
+    *,
+    base_offset: int = 0,
+    partition_leader_epoch: int = -1,
+) -> bytearray:
+    """The control batch a transaction marker is written as (Kafka's
+    ``MemoryRecords.writeEndTransactionalMarker``): magic 2, uncompressed, CreateTime, the
+    producer's id and epoch, base sequence -1, transactional and control attributes, one record
+    whose key is ``EndTransactionMarker``'s (version 0, ABORT=0 / COMMIT=1) and whose value is
+    version 0 plus the coordinator epoch. A bytearray: the log takes ownership of the buffer."""
+    kind = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
+    return bytearray(encode_batch(
+        [control_record(kind, coordinator_epoch)],
+        base_offset=base_offset,
+        base_timestamp=timestamp_ms,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=-1,
+        partition_leader_epoch=partition_leader_epoch,
+        transactional=True,
+        control=True,
+    ))
+
+
+def read_end_txn_marker(buf: BatchBuffer, pos: int = 0, header: BatchHeader | None = None) -> tuple[bool, int] | None:
+    """``(commit, coordinator_epoch)`` of the transaction marker in the control batch at ``pos``,
+    or None when the batch holds none: it is empty (the cleaner removed its record, KIP-98) or
+    its record is another control type (KRaft's, which a data partition never carries).
+
+    Readers accept later key and value versions, which may only append fields (Kafka's
+    ``EndTransactionMarker.deserializeValue``). Raises CorruptBatchError for a malformed batch.
+    """
+    if header is None:
+        header = read_batch_header(buf, pos)
+    if not header.attributes & CONTROL_MASK:
+        raise CorruptBatchError("not a control batch", pos)
+    records = decode_records(buf, pos, header, check_crc=False)
+    if not records:
+        return None
+    _version, kind = decode_control_record(records[0])
+    if kind not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+        return None
+    value = records[0].value
+    if value is None or len(value) < _END_TXN_MARKER.size:
+        raise CorruptBatchError("transaction marker value is missing or shorter than 6 bytes", pos)
+    value_version, coordinator_epoch = _END_TXN_MARKER.unpack_from(value)
+    if value_version < 0:
+        raise CorruptBatchError(f"transaction marker value version {value_version}", pos)
+    return kind == ControlRecordType.COMMIT, coordinator_epoch

@@ -1,7 +1,8 @@
 """File names, suffixes and the small crash-safe file primitives every other module uses.
 
 Theory of operation: a partition directory ``<topic>-<partition>/`` holds, per segment,
-``{base_offset:020d}.log`` plus ``.index`` and ``.timeindex`` with the same prefix (20 digits so
+``{base_offset:020d}.log`` plus ``.index``, ``.timeindex`` and (once the segment holds an ABORT
+marker, ``txn_index.py``) ``.txnindex`` with the same prefix (20 digits so
 ``ls`` sorts numerically, as Kafka does), and a few one-number checkpoint files. Temporary states
 of a segment are encoded as an extra suffix (``.cleaned``, ``.swap``, ``.deleted``) so recovery can
 classify every file by name alone. The data directory above the partitions holds one more
@@ -29,6 +30,8 @@ __all__ = [
     "LOG_SUFFIX",
     "INDEX_SUFFIX",
     "TIME_INDEX_SUFFIX",
+    "TXN_INDEX_SUFFIX",
+    "SEGMENT_SUFFIXES",
     "CLEANED_SUFFIX",
     "SWAP_SUFFIX",
     "DELETED_SUFFIX",
@@ -54,6 +57,10 @@ __all__ = [
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+#: Aborted transactions whose marker the segment holds (Kafka's transaction index, ``txn_index.py``).
+TXN_INDEX_SUFFIX = ".txnindex"
+#: Every file of one segment: deleted, renamed and recovered together.
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 DELETED_SUFFIX = ".deleted"

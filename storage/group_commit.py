@@ -40,6 +40,10 @@ Rules:
   6. A replicated append starts at or above the log end (as planned, including queued rounds)
      and its batches' offsets increase; otherwise it fails with ``InvalidBatchError`` and
      nothing of it is written.
+  7. The ``.txnindex`` entries an append carries (its ABORT markers, ``txn_index.py``) go to the
+     segment the round puts the marker in: written to its file with the round's bytes (and
+     fsynced with them), added to the in-memory index when the round commits, so a reader sees
+     an entry exactly when it sees the marker.
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ from .io_worker import shared_worker
 from .leader_epoch import LeaderEpochCache
 from .log_parts import WriterLog
 from .segment import MAX_SEGMENT_POSITION, LogSegment
+from .txn_index import AbortedTxn
 
 __all__ = ["AppendResult", "BatchesInput", "GroupCommitWriter", "validate_batches"]
 
@@ -90,10 +95,10 @@ class AppendResult(NamedTuple):
 
 
 class _Pending:
-    __slots__ = ("buf", "batches", "future", "base", "last", "replicated")
+    __slots__ = ("buf", "batches", "future", "base", "last", "replicated", "aborted")
 
     def __init__(self, buf: bytearray, batches: list[tuple[int, BatchHeader]], future: asyncio.Future[AppendResult],
-                 replicated: bool = False):
+                 replicated: bool = False, aborted: list[AbortedTxn] | None = None):
         self.buf = buf
         self.batches = batches
         self.future = future
@@ -101,6 +106,9 @@ class _Pending:
         self.last = -1
         #: Keep the batches' base offsets (a follower's copy of its leader's log).
         self.replicated = replicated
+        #: ``.txnindex`` entries of ABORT markers among the batches (rule 7); may be filled after
+        #: ``submit``, until the round is planned.
+        self.aborted = aborted
 
 
 def _wake(waiter: asyncio.Future[None], _done: asyncio.Future[None]) -> None:
@@ -132,7 +140,7 @@ class _Round:
 
 
 class _Write:
-    __slots__ = ("segment", "position", "parts", "headers", "bases")
+    __slots__ = ("segment", "position", "parts", "headers", "bases", "aborted")
 
     def __init__(self, segment: LogSegment, position: int) -> None:
         self.segment = segment
@@ -141,6 +149,19 @@ class _Write:
         #: Headers as the caller sent them, and the base offsets assigned (parallel lists).
         self.headers: list[BatchHeader] = []
         self.bases: list[int] = []
+        #: ``.txnindex`` entries whose marker this write holds (rule 7).
+        self.aborted: list[AbortedTxn] | None = None
+
+
+def _route_aborted(writes: list[_Write], aborted: list[AbortedTxn]) -> None:
+    """Give each ``.txnindex`` entry to the write (segment) holding its marker."""
+    for entry in aborted:
+        for w in reversed(writes):
+            if w.segment.base_offset <= entry.last_offset:
+                if w.aborted is None:
+                    w.aborted = []
+                w.aborted.append(entry)
+                break
 
 
 def validate_batches(data: BatchesInput, limit: int, *,
@@ -220,10 +241,10 @@ class GroupCommitWriter:
         return self._writer is not None
 
     def submit(self, buf: bytearray, batches: list[tuple[int, BatchHeader]], *,
-               replicated: bool = False) -> asyncio.Future[AppendResult]:
+               replicated: bool = False, aborted: list[AbortedTxn] | None = None) -> asyncio.Future[AppendResult]:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[AppendResult] = loop.create_future()
-        self._pending.append(_Pending(buf, batches, fut, replicated))
+        self._pending.append(_Pending(buf, batches, fut, replicated, aborted))
         if self._writer is None:
             self._writer = loop.create_task(self._drain())
         elif self._wakeup is not None and not self._wakeup.done():
@@ -348,6 +369,8 @@ class GroupCommitWriter:
                 next_off += h.last_offset_delta + 1
                 pos += size
             it.last = next_off - 1
+            if it.aborted:  # rare: transaction aborts only
+                _route_aborted(rnd.writes, it.aborted)
         self._tail = (seg, pos, next_off, first_ts)
         self._planned_epoch = epoch
         rnd.end_offset = next_off
@@ -364,6 +387,8 @@ class GroupCommitWriter:
         for w in rnd.writes:
             if w.parts:
                 w.segment.write_at(w.position, b"".join(w.parts) if len(w.parts) > 1 else w.parts[0])
+            if w.aborted:
+                w.segment.txn_index.write(w.aborted)
 
     def _sync_round(self, rnd: _Round) -> None:
         """Second step: fsync what the round wrote if the flush policy says so, and the
@@ -371,7 +396,7 @@ class GroupCommitWriter:
         if rnd.sync:
             for w in rnd.writes:
                 if w.parts:
-                    w.segment.flush()
+                    w.segment.flush()  # its .txnindex too
         if rnd.new_segments:
             fsync_dir(self.log.directory)
 
@@ -389,6 +414,8 @@ class GroupCommitWriter:
         for w in rnd.writes:
             if w.headers:
                 w.segment.note_appended(w.position, w.headers, w.bases)
+            if w.aborted:
+                w.segment.txn_index.entries.extend(w.aborted)
         for s in rnd.new_segments:
             self.log._segments.append(s)
             self.log._bases.append(s.base_offset)

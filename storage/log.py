@@ -73,6 +73,7 @@ from .leader_epoch import LeaderEpochCache
 from .options import LogOptions
 from .recovery import LoadResult, load_segments
 from .segment import LogSegment
+from .txn_index import AbortedTxn, collect_aborted
 
 __all__ = ["Log", "AppendResult", "FileSlice"]
 
@@ -254,18 +255,25 @@ class Log:
         buf, batches_ = validate_batches(batches, self.options.max_batch_bytes)
         return await self._writer.submit(buf, batches_)
 
-    def append_validated(self, buf: bytearray, header: BatchHeader) -> asyncio.Future[AppendResult]:
+    def append_validated(self, buf: bytearray, header: BatchHeader,
+                         aborted: list[AbortedTxn] | None = None) -> asyncio.Future[AppendResult]:
         """Queue one batch its caller has already checked in full (one whole v2 batch, CRC, size
         limit, record count), skipping the second pass and copy ``append`` would make.
 
         The batch is queued before this returns, so offsets follow call order; the future
         resolves as ``append`` would return. ``buf`` is owned by the log from here on.
+
+        ``aborted``: the ``.txnindex`` entries of the ABORT markers among the batches
+        (``txn_index.py`` rule 1), written with them and visible when they are. The caller may
+        fill the list after this returns, until it next yields to the loop: the round that
+        writes the batch is planned later, by the writer task.
         """
         if self._closed or self._failed is not None:
             self._check_open()
-        return self._writer.submit(buf, [(0, header)])
+        return self._writer.submit(buf, [(0, header)], aborted=aborted)
 
-    def append_replicated(self, buf: BatchesInput) -> asyncio.Future[AppendResult]:
+    def append_replicated(self, buf: BatchesInput,
+                          aborted: list[AbortedTxn] | None = None) -> asyncio.Future[AppendResult]:
         """Append whole v2 batches copied from the leader, keeping their base offsets and leader
         epochs (a follower's log is a byte-for-byte copy of its leader's; KIP-101).
 
@@ -277,7 +285,7 @@ class Log:
         planned, so a conflict with appends still queued fails the future) and nothing is
         appended. Queued before this returns, like ``append_validated``; the log end after it
         is the last batch's last offset + 1. Batches with a newer leader epoch add it to
-        ``leader_epochs``.
+        ``leader_epochs``. ``aborted`` as for ``append_validated``.
         """
         if self._closed or self._failed is not None:
             self._check_open()
@@ -286,7 +294,7 @@ class Log:
         if first < self.log_end_offset:
             raise InvalidBatchError(
                 f"replicated append starting at offset {first} overlaps the log, which ends at {self.log_end_offset}")
-        return self._writer.submit(data, batches, replicated=True)
+        return self._writer.submit(data, batches, replicated=True, aborted=aborted)
 
     async def assign_leader_epoch(self, epoch: int, start_offset: int | None = None) -> bool:
         """Record that leader epoch ``epoch`` starts at ``start_offset`` (default: the log end,
@@ -418,6 +426,12 @@ class Log:
             return b""
         return await asyncio.get_running_loop().run_in_executor(None, s.read)
 
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound: int) -> list[tuple[int, int]]:
+        """``(producer_id, first_offset)`` of the aborted transactions overlapping
+        ``[fetch_offset, upper_bound)``, ordered by first offset, from the ``.txnindex`` files
+        (``txn_index.collect_aborted``)."""
+        return collect_aborted(self._segments, fetch_offset, upper_bound)
+
     def offset_for_timestamp(self, timestamp: int) -> int | None:
         """The first offset whose record timestamp is >= ``timestamp`` (Kafka ListOffsets), or
         None if every record is older."""
@@ -488,7 +502,7 @@ class Log:
         """Take ``seg`` out of service: rename its files ``.deleted`` (if ``delete``) now, close and
         unlink later (rule 5)."""
         if delete:
-            for p in (seg.path, seg.index.path, seg.time_index.path):
+            for p in (seg.path, seg.index.path, seg.time_index.path, seg.txn_index.path):
                 try:
                     os.replace(p, p.with_name(p.name + DELETED_SUFFIX))
                 except FileNotFoundError:
@@ -497,7 +511,7 @@ class Log:
         def finish() -> None:
             seg.close()
             if delete:
-                for p in (seg.path, seg.index.path, seg.time_index.path):
+                for p in (seg.path, seg.index.path, seg.time_index.path, seg.txn_index.path):
                     try:
                         os.unlink(p.with_name(p.name + DELETED_SUFFIX))
                     except FileNotFoundError:
@@ -576,10 +590,11 @@ class Log:
             return count
 
     # -- compaction ---------------------------------------------------------------------------
-    async def clean(self, *, force: bool = False) -> CleanResult | None:
-        """Run one compaction pass if the dirty ratio calls for it (or ``force``). See ``storage.cleaner``."""
+    async def clean(self, *, force: bool = False, max_offset: int | None = None) -> CleanResult | None:
+        """Run one compaction pass if the dirty ratio calls for it (or ``force``), below
+        ``max_offset`` (the last stable offset) if given. See ``storage.cleaner``."""
         self._check_open()
-        return await clean_log(self, force=force)
+        return await clean_log(self, force=force, max_offset=max_offset)
 
     # -- lifecycle ----------------------------------------------------------------------------
     def _write_checkpoint(self, name: str, value: int) -> None:

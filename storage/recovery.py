@@ -19,7 +19,9 @@ sequence of passes (after Kafka's ``LogLoader``):
           (size, magic, CRC, offsets) and cut at the first invalid byte; segments after a cut
           one are deleted, since the log must stay a prefix.
   Pass 5. Derive the log start offset, fsync what was recovered and move the recovery point to
-          the log end.
+          the log end. Rebuild the ``.txnindex`` of every scanned segment and of any whose file
+          is damaged (``txn_index.rebuild``): an entry may have been lost with the data's tail,
+          or written for a marker the cut removed.
 
 Rules:
   1. Opening never raises because of file contents; every byte dropped is reported in a warning
@@ -52,18 +54,24 @@ from .files import (
     LOG_START_OFFSET_FILE,
     LOG_SUFFIX,
     RECOVERY_POINT_FILE,
+    SEGMENT_SUFFIXES,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     fsync_dir,
     parse_base_offset,
     read_checkpoint,
     segment_path,
 )
 from .segment import LogSegment
+from .txn_index import rebuild as rebuild_txn_indexes
 
 __all__ = ["LoadResult", "load_segments"]
 
 logger = logging.getLogger("groupcoord.storage")
+
+#: Above every offset: "no segment was scanned".
+_NO_OFFSET = 2**63
 
 
 @dataclass(slots=True)
@@ -112,6 +120,7 @@ def load_segments(directory: Path, *, index_interval_bytes: int, now_ms: int) ->
     for base in sorted(swaps):
         _unlink(segment_path(directory, base, INDEX_SUFFIX))
         _unlink(segment_path(directory, base, TIME_INDEX_SUFFIX))
+        _unlink(segment_path(directory, base, TXN_INDEX_SUFFIX))
         os.replace(segment_path(directory, base, LOG_SUFFIX + SWAP_SUFFIX), segment_path(directory, base, LOG_SUFFIX))
         warn(f"{segment_path(directory, base, LOG_SUFFIX)}: completed an interrupted compaction swap")
         changed = True
@@ -124,7 +133,7 @@ def load_segments(directory: Path, *, index_interval_bytes: int, now_ms: int) ->
             continue
         if name.endswith(LOG_SUFFIX) and name.count(".") == 1:
             bases.append(base)
-        elif name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)) and f"{base:020d}{LOG_SUFFIX}" not in names:
+        elif name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)) and f"{base:020d}{LOG_SUFFIX}" not in names:
             _unlink(directory / name)
             changed = True
     bases.sort()
@@ -152,7 +161,7 @@ def load_segments(directory: Path, *, index_interval_bytes: int, now_ms: int) ->
                  f"deleted it and {len(bases) - i - 1} later segment(s), {seg.size} bytes")
             seg.close()
             for later in bases[i:]:
-                for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                for suffix in SEGMENT_SUFFIXES:
                     _unlink(segment_path(directory, later, suffix))
             break
         below_rp = recovery_point is not None and i + 1 < len(bases) and bases[i + 1] <= recovery_point
@@ -173,7 +182,7 @@ def load_segments(directory: Path, *, index_interval_bytes: int, now_ms: int) ->
             truncated_total += result.truncated_bytes
             seg.close()
             for later in bases[i:]:
-                for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                for suffix in SEGMENT_SUFFIXES:
                     _unlink(segment_path(directory, later, suffix))
             break
         recovered.append(seg)
@@ -192,7 +201,7 @@ def load_segments(directory: Path, *, index_interval_bytes: int, now_ms: int) ->
                         dropped += p.stat().st_size
                     except OSError:
                         pass
-                    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                    for suffix in SEGMENT_SUFFIXES:
                         _unlink(segment_path(directory, lb, suffix))
                 truncated_total += dropped
                 warn(f"{directory}: deleted {len(after_cut)} segment(s) after the cut in {seg.path.name} "
@@ -213,4 +222,8 @@ def load_segments(directory: Path, *, index_interval_bytes: int, now_ms: int) ->
         seg.flush()
         seg.write_indexes(sync=True)
     rescanned_from = min((s.base_offset for s in recovered), default=None)
+    for seg in segments:
+        if seg.txn_index.corrupt is not None:
+            warn(f"{seg.txn_index.path}: {seg.txn_index.corrupt}; rebuilt it from the log")
+    rebuild_txn_indexes(segments, _NO_OFFSET if rescanned_from is None else rescanned_from)
     return LoadResult(segments, log_start, log_end, clean, repairs, truncated_total, scanned, rescanned_from)

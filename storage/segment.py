@@ -1,4 +1,5 @@
-"""``LogSegment``: one ``.log`` file of concatenated v2 batches plus its two sparse indexes.
+"""``LogSegment``: one ``.log`` file of concatenated v2 batches plus its two sparse indexes and its
+transaction index (``txn_index.py``).
 
 Kept whole (~500 lines): lookups, appends, recovery and truncation all read and set the same
 per-segment state (size, next offset, both indexes, the largest timestamp), and the batch
@@ -53,9 +54,10 @@ from protocol.records import (
     read_batch_header,
 )
 
-from .files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, pread_exact, segment_path
+from .files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, pread_exact, segment_path
 from .offset_index import OffsetIndex
 from .time_index import TimeIndex
+from .txn_index import TransactionIndex
 
 __all__ = ["LogSegment", "SegmentRecovery", "scan_file", "FileScan", "MAX_SEGMENT_POSITION"]
 
@@ -153,6 +155,8 @@ class LogSegment:
         self.path = segment_path(directory, base_offset, suffix)
         self.index = OffsetIndex(segment_path(directory, base_offset, INDEX_SUFFIX), base_offset)
         self.time_index = TimeIndex(segment_path(directory, base_offset, TIME_INDEX_SUFFIX), base_offset)
+        #: Aborted transactions whose marker is here; loaded now (the file exists only once one is).
+        self.txn_index = TransactionIndex(segment_path(directory, base_offset, TXN_INDEX_SUFFIX))
         self.index_interval_bytes = index_interval_bytes
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         #: Rule 1: end of the last complete, written batch.
@@ -447,6 +451,7 @@ class LogSegment:
         pos, _h = found
         removed = self.size - pos
         os.ftruncate(self.fd, pos)
+        self.txn_index.truncate_to(offset)
         self.size = pos
         self.index.truncate_to_position(pos)
         self.time_index.truncate_to_offset(offset)
@@ -471,6 +476,7 @@ class LogSegment:
     # -- durability and lifecycle -----------------------------------------------------------
     def flush(self) -> None:
         os.fsync(self.fd)
+        self.txn_index.flush()
 
     def write_indexes(self, *, sync: bool) -> None:
         self.index.write(sync=sync)
@@ -482,7 +488,7 @@ class LogSegment:
             os.close(self.fd)
 
     def delete_files(self) -> None:
-        for p in (self.path, self.index.path, self.time_index.path):
+        for p in (self.path, self.index.path, self.time_index.path, self.txn_index.path):
             try:
                 os.unlink(p)
             except FileNotFoundError:

@@ -130,7 +130,7 @@ class LogManager:
 
     # --- lifecycle ----------------------------------------------------------------------------
 
-    def _open(self, info: TopicInfo, partition: int) -> PartitionLog:
+    def _open(self, info: TopicInfo, partition: int, high_watermark: int | None = None) -> PartitionLog:
         options, settings = topic_settings(info, self.config)
         if info.name == CONSUMER_OFFSETS and self.broker_id is None:
             # A single node has no replica to hold a commit it acknowledged, so its offsets log is
@@ -139,23 +139,26 @@ class LogManager:
             # ISR instead: which is what cluster mode does — partition_log.py rule 2).
             options = replace(options, flush_policy="fsync")
         storage = Log.open(self.data_dir, info.name, partition, options)
-        return PartitionLog(info.name, partition, storage, settings, load_producer_state(storage))
+        return PartitionLog(info.name, partition, storage, settings, load_producer_state(storage, high_watermark))
 
     async def open_partition(self, info: TopicInfo, partition: int) -> PartitionLog:
         """Open (recovering if need be) one partition's log off the event loop, in cluster mode
         with its replication state."""
         plog = self._logs.get((info.name, partition))
+        if self.broker_id is not None and self._hw_checkpoint is None:
+            self._hw_checkpoint = self._read_hw_checkpoint()
         if plog is None:
-            plog = await asyncio.get_running_loop().run_in_executor(None, self._open, info, partition)
+            # Cluster mode: transactions completed above the checkpointed high watermark stay
+            # unstable (partition_log.py rule 4); unknown, every one does until the ISR confirms.
+            hw = None if self._hw_checkpoint is None else self._hw_checkpoint.get((info.name, partition), 0)
+            plog = await asyncio.get_running_loop().run_in_executor(None, self._open, info, partition, hw)
             existing = self._logs.get((info.name, partition))
             if existing is not None:  # opened meanwhile
                 plog.log.abort()
                 plog = existing
             else:
                 self._logs[(info.name, partition)] = plog
-        if self.broker_id is not None:
-            if self._hw_checkpoint is None:
-                self._hw_checkpoint = self._read_hw_checkpoint()
+        if self.broker_id is not None and self._hw_checkpoint is not None:
             plog.replicate(self.broker_id, self._hw_checkpoint.get((info.name, partition)))
         return plog
 
@@ -225,7 +228,8 @@ class LogManager:
                     continue
                 try:
                     if plog.log.options.cleanup_policy == "compact":
-                        await plog.log.clean()
+                        # Never past the last stable offset: open transactions stay whole.
+                        await plog.log.clean(max_offset=plog.last_stable_offset)
                     elif retention_due:
                         await plog.log.apply_retention()
                 except Exception:

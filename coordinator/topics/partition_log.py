@@ -19,7 +19,14 @@ Rules:
 3. Producer state survives a clean restart as a snapshot taken at the log end on close; it is used
    only if it was taken exactly at the log end found on open (nothing was appended or lost since),
    and deleted once read (``load_producer_state``). Otherwise the state is rebuilt by replaying
-   every batch header.
+   every batch header (and every transaction marker).
+4. Transactions (KIP-98): producer state opens a transaction at a producer's first transactional
+   batch and a marker (``append_marker``, or a control batch a coordinator appends) closes it;
+   an ABORT that closed one gets a ``.txnindex`` entry in the segment the marker lands in
+   (``storage/txn_index.py``), written with the marker. The last stable offset is the first
+   offset of the earliest open transaction, or of a completed one whose marker the high
+   watermark has not passed, capped by the high watermark (Kafka's ``UnifiedLog``). Followers
+   replay the same from replicated batches, so a new leader has the LSO and index right.
 """
 
 from __future__ import annotations
@@ -30,12 +37,22 @@ import os
 import struct
 from dataclasses import dataclass
 
+from protocol.errors import ErrorCode
 from protocol.fetch_response import RecordsRef
-from protocol.records import BatchHeader, decode_records, read_batch_header
+from protocol.records import (
+    CONTROL_MASK,
+    BatchHeader,
+    CorruptBatchError,
+    decode_records,
+    encode_end_txn_marker,
+    read_batch_header,
+    read_end_txn_marker,
+)
 from protocol.responses import FileRange
 from storage.files import atomic_write
 from storage.log import AppendResult, FileSlice, Log
-from storage.producer_state import ProducerStateManager
+from storage.producer_state import CompletedTxn, ProducerInfo, ProducerStateManager
+from storage.txn_index import AbortedTxn
 
 from .replication import Replication
 
@@ -151,18 +168,88 @@ class PartitionLog:
         return self.replication.wait_for(offset)
 
     def append_batch(self, batch: bytearray, header: BatchHeader) -> tuple[int, asyncio.Future[None]]:
-        """Queue one validated batch; returns its base offset and a future for durability."""
+        """Queue one validated batch; returns its base offset and a future for durability.
+
+        A transactional batch opens its producer's transaction here if none is open; a control
+        batch (a marker a coordinator built) closes it (rule 4)."""
         if self.replication is not None:
             # KIP-101: every batch carries the leader epoch it was written in (not under the CRC).
             _LEADER_EPOCH.pack_into(batch, 12, self.replication.leader_epoch)
         base = self._next_offset
-        queued = self.log.append_validated(batch, header)
-        self._next_offset = base + header.last_offset_delta + 1
-        self.producers.update(header, base)
+        if header.attributes & CONTROL_MASK:
+            aborted: list[AbortedTxn] = []
+            queued = self.log.append_validated(batch, header, aborted)
+            self._next_offset = base + header.last_offset_delta + 1
+            self._apply_marker(batch, 0, header, base, aborted)
+        else:
+            queued = self.log.append_validated(batch, header)
+            self._next_offset = base + header.last_offset_delta + 1
+            self.producers.update(header, base)
         durable: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         # A callback rather than a task: this runs for every coordinator write.
         queued.add_done_callback(lambda f: self._appended(f, base, durable))
         return base, durable
+
+    def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                      timestamp_ms: int) -> tuple[int, asyncio.Future[None]] | int:
+        """Write one transaction marker (a control batch, ``protocol.records.encode_end_txn_marker``)
+        for ``producer_id``; returns its offset and a future for durability, or the error code
+        that refused it: INVALID_PRODUCER_EPOCH (epoch below the stored one) or
+        TRANSACTION_COORDINATOR_FENCED (coordinator epoch below the stored one)."""
+        error = self.producers.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        if error != ErrorCode.NONE:
+            return error
+        batch = encode_end_txn_marker(producer_id, producer_epoch, commit, coordinator_epoch, timestamp_ms,
+                                      partition_leader_epoch=self.leader_epoch)
+        return self.append_batch(batch, read_batch_header(batch, 0))
+
+    def _apply_marker(self, data: bytes | bytearray, pos: int, header: BatchHeader, offset: int,
+                      aborted: list[AbortedTxn]) -> CompletedTxn | None:
+        """Producer state for the control batch at ``pos`` of ``data``, appended at ``offset``; an
+        ABORT that closed a transaction adds its ``.txnindex`` entry to ``aborted``."""
+        try:
+            marker = read_end_txn_marker(data, pos, header)
+        except CorruptBatchError as exc:
+            log.warning("unreadable control batch", extra={"partition": f"{self.topic}-{self.partition}",
+                                                           "offset": offset, "reason": str(exc)})
+            return None
+        if marker is None:
+            return None  # emptied by the cleaner, or not a transaction marker
+        commit, coordinator_epoch = marker
+        done = self.producers.complete_txn(header.producer_id, header.producer_epoch, coordinator_epoch, commit,
+                                           offset, header.max_timestamp)
+        if done is not None and done.is_aborted:
+            # The LSO when the transaction aborted (Kafka's lastStableOffset(completedTxn)): the
+            # first offset of the earliest other open transaction, else just past the marker.
+            first = self.producers.first_ongoing_offset()
+            aborted.append(AbortedTxn(done.producer_id, done.first_offset, offset,
+                                      offset + 1 if first is None else first))
+        return done
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Where ``read_committed`` reads stop (rule 4): never past the high watermark, equal to it
+        when no transaction holds it back."""
+        hw = self.high_watermark
+        first = self.producers.first_unstable_offset(hw)
+        if first is None or first >= hw:
+            return hw
+        # Retention or DeleteRecords may have moved the log start past an open transaction's
+        # start: the LSO is never below the log start (Kafka's maybeIncrementFirstUnstableOffset).
+        return max(first, self.log.log_start_offset)
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[tuple[int, int]]:
+        """``(producer_id, first_offset)`` of the aborted transactions with a marker at or above
+        ``fetch_offset`` and a first offset below ``upper_bound``, by first offset (Kafka's
+        ``LocalLog.collectAbortedTransactions``, from the ``.txnindex`` files)."""
+        return self.log.collect_aborted_txns(fetch_offset, upper_bound)
+
+    def producer_entries(self) -> list[ProducerInfo]:
+        """Every producer with state here (DescribeProducers, KIP-664)."""
+        return self.producers.entries()
+
+    def has_open_transaction(self, producer_id: int) -> bool:
+        return self.producers.has_open_transaction(producer_id)
 
     def _appended(self, queued: asyncio.Future[AppendResult], expected_base: int, durable: asyncio.Future[None]) -> None:
         self._wake()
@@ -248,11 +335,15 @@ class PartitionLog:
     def append_replicated(self, data: bytes) -> asyncio.Future[AppendResult]:
         """Append batches fetched from the leader, offsets and leader epochs kept; producer state
         follows, so a follower that becomes leader keeps the idempotence guarantees."""
-        fut = self.log.append_replicated(data)
+        aborted: list[AbortedTxn] = []
+        fut = self.log.append_replicated(data, aborted)
         pos = 0
         while pos + 61 <= len(data):
             header = read_batch_header(data, pos)
-            self.producers.update(header, header.base_offset)
+            if header.attributes & CONTROL_MASK:
+                self._apply_marker(data, pos, header, header.base_offset, aborted)
+            else:
+                self.producers.update(header, header.base_offset)
             # The end of what is queued, not of what is written: a follower that becomes leader
             # with this append in flight must give its first batch the offset after it.
             self._next_offset = max(self._next_offset, header.base_offset + header.last_offset_delta + 1)
@@ -281,9 +372,10 @@ class PartitionLog:
         self.truncation_offsets.append(offset)
         await self.log.truncate_to(offset)
         self._next_offset = self.log.log_end_offset
-        self.producers = await asyncio.get_running_loop().run_in_executor(None, _rebuild_producer_state, self.log)
         if self.replication is not None:
             self.replication.high_watermark = min(self.replication.high_watermark, self.log.log_end_offset)
+        self.producers = await asyncio.get_running_loop().run_in_executor(
+            None, _rebuild_producer_state, self.log, self.high_watermark)
         self._wake()
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
@@ -331,9 +423,10 @@ def _file_range(found: FileSlice) -> FileRange:
 
 
 
-def load_producer_state(storage: Log) -> ProducerStateManager:
+def load_producer_state(storage: Log, high_watermark: int | None = None) -> ProducerStateManager:
     """The producer state of a log just opened: its snapshot if taken at this log end, else
-    rebuilt from the batch headers (rule 3)."""
+    rebuilt from the batch headers (rule 3). ``high_watermark``: cluster mode's checkpointed one
+    (None: the log end, a single node's), below which completed transactions are stable."""
     path = storage.directory / PRODUCER_SNAPSHOT
     if path.exists():
         try:
@@ -344,12 +437,31 @@ def load_producer_state(storage: Log) -> ProducerStateManager:
         path.unlink()
         if state is not None and at == storage.log_end_offset:
             return state
-    return _rebuild_producer_state(storage)
+    return _rebuild_producer_state(storage, high_watermark)
 
 
-def _rebuild_producer_state(storage: Log) -> ProducerStateManager:
+def _rebuild_producer_state(storage: Log, high_watermark: int | None = None) -> ProducerStateManager:
+    """Replay every batch header, and every transaction marker, of ``storage``. Completed
+    transactions whose marker is below ``high_watermark`` (None: the log end) are dropped as the
+    replay goes, so memory stays bounded by the transactions still unstable."""
     state = ProducerStateManager()
+    hw = storage.log_end_offset if high_watermark is None else high_watermark
+    unreplicated = state.unreplicated
     for seg in storage.segments:
-        state.replay(h for _pos, h, _b, _off in seg.batches(with_bytes=False))
+        for pos, h, buf, off in seg.batches(with_bytes=False):
+            if not h.attributes & CONTROL_MASK:
+                state.update(h, h.base_offset)
+                continue
+            if len(buf) - off < h.size:
+                buf, off = seg.read_bytes(pos, h.size), 0
+            try:
+                marker = read_end_txn_marker(buf, off, h)
+            except CorruptBatchError:
+                marker = None
+            if marker is not None:
+                state.complete_txn(h.producer_id, h.producer_epoch, marker[1], marker[0], h.base_offset,
+                                   h.max_timestamp)
+                while unreplicated and unreplicated[0].last_offset < hw:
+                    unreplicated.popleft()
     return state
 

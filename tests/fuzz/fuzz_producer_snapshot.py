@@ -7,7 +7,8 @@ Properties asserted on any bytes:
    ``CorruptSnapshotError`` (the loader then rebuilds the state from the log); nothing else.
 2. An accepted state snapshots again to bytes that load to the same state and offset.
 3. The loaded state answers ``check`` for batches of its producers (duplicates, sequence gaps,
-   epochs, sequence wrap-around) with an error code or a ``Duplicate``, and takes ``update`` and
+   epochs, sequence wrap-around) with an error code or a ``Duplicate``, and takes ``update``,
+   transaction markers (``check_marker``, ``complete_txn``), ``first_unstable_offset`` and
    ``truncate_to``, without raising.
 
 The snapshot ends in a CRC, so random bytes rarely get past it: if bit 0 of the first input byte
@@ -31,8 +32,8 @@ _INT32_MAX = 2**31 - 1
 _INT16_MIN, _INT16_MAX = -(2**15), 2**15 - 1
 
 
-def _header(pid: int, epoch: int, seq: int, count: int, base_offset: int = 0) -> BatchHeader:
-    return BatchHeader(base_offset, 100, 0, MAGIC_V2, 0, 0, count - 1, 0, 1000, pid, epoch, seq, count)
+def _header(pid: int, epoch: int, seq: int, count: int, base_offset: int = 0, attributes: int = 0) -> BatchHeader:
+    return BatchHeader(base_offset, 100, 0, MAGIC_V2, 0, attributes, count - 1, 0, 1000, pid, epoch, seq, count)
 
 
 def seeds() -> list[bytes]:
@@ -48,6 +49,11 @@ def seeds() -> list[bytes]:
         offset += 2
     state.update(_header(3000, 5, _INT32_MAX - 1, 4), offset)
     out.append(bytes([0]) + state.snapshot(offset + 4))
+    # Transactions: one open, one completed above the high watermark.
+    state.update(_header(4000, 0, 0, 2, attributes=0x10), offset + 4)
+    state.update(_header(5000, 0, 0, 1, attributes=0x10), offset + 6)
+    state.complete_txn(5000, 0, 3, False, offset + 7, 2000)
+    out.append(bytes([FIX_CRC]) + state.snapshot(offset + 8))
     return out
 
 
@@ -89,7 +95,10 @@ def one_input(data: bytes) -> None:
                 first = next(b for b in entry.batches if (b.first_seq, b.last_seq) == (batch.first_seq, batch.last_seq))
                 if verdict != Duplicate(first.first_offset, first.last_offset, first.max_timestamp):
                     raise Finding(f"a retry of {batch} got {verdict!r}")
-        state.update(_header(entry.producer_id, entry.epoch, 0, 1), offset)
+        state.update(_header(entry.producer_id, entry.epoch, 0, 1, attributes=0x10), offset)
+        if state.check_marker(entry.producer_id, entry.epoch, entry.coordinator_epoch) == 0:
+            state.complete_txn(entry.producer_id, entry.epoch, entry.coordinator_epoch, False, offset + 1, 0)
+    state.first_unstable_offset(offset)
     state.truncate_to(offset // 2)
 
 
