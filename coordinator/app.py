@@ -200,7 +200,9 @@ class App:
         # The markers of hosted partitions (WriteTxnMarkers, contract C2): on one node they are
         # also the transaction coordinator's marker writer, in-process.
         self.txn_markers = TxnMarkerApis(self.logs)
-        # LEAD (txngroup, C4): self.txn_markers.internal_marker_writer = self.groups.complete_transaction
+        # A marker on a __consumer_offsets partition goes through the group coordinator, which
+        # stores or drops the producer's pending offsets (contract C4).
+        self.txn_markers.internal_marker_writer = self.groups.complete_transaction
         self.transactions.marker_writer = self.txn_markers
         # (In cluster mode ClusterMarkerChannel, over this, replaces it: ``_build_cluster``.)
         if self.zookeeper is None:
@@ -220,7 +222,9 @@ class App:
         if self.config["transaction.partition.verification.enable"]:
             # KIP-890 part 1 (contract C3): a transaction's first batch on a partition is checked
             # with its coordinator (in cluster mode wherever it runs: ClusterVerifier).
-            produce.verifier = self.verifier if self.verifier is not None else self.transactions
+            verifier = self.verifier if self.verifier is not None else self.transactions
+            produce.verifier = verifier
+            self.groups.verifier = verifier  # TxnOffsetCommit's check, as Kafka's group coordinator
         handlers.update(produce.handlers())
         handlers.update(FetchApis(self.logs, self.throttle).handlers())
         handlers.update(LogDirApis(self.logs).handlers())
