@@ -323,3 +323,49 @@ async def test_a_zombie_is_fenced_and_a_stalled_transaction_times_out(tmp_path: 
 
     await with_node(tmp_path, None, work,
                     settings=("transaction.abort.timed.out.transaction.cleanup.interval.ms=200",))
+
+
+@pytest.mark.asyncio
+async def test_consume_transform_produce_commits_offsets_in_the_transaction(tmp_path: Path) -> None:
+    """The exactly-once loop with kafka-python: AddOffsetsToTxn, TxnOffsetCommit (the group
+    coordinator's) and the marker on the group's __consumer_offsets partition: the offsets of a
+    committed transaction become the group's, those of an aborted one never do."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    source = TopicPartition("orders", 0)
+
+    def work(app: App, port: int) -> None:
+        boot = f"127.0.0.1:{port}"
+        plain = KafkaProducer(bootstrap_servers=boot)
+        for i in range(3):
+            plain.send("orders", f"in-{i}".encode(), partition=0)
+        plain.flush()
+        plain.close(timeout=5)
+        consumer = KafkaConsumer(bootstrap_servers=boot, group_id="eos", enable_auto_commit=False,
+                                 isolation_level="read_committed", consumer_timeout_ms=1500,
+                                 auto_offset_reset="earliest")
+        producer = KafkaProducer(bootstrap_servers=boot, transactional_id="eos-1", max_block_ms=15_000)
+        try:
+            consumer.assign([source])
+            read = list(consumer)
+            assert [m.value for m in read] == [b"in-0", b"in-1", b"in-2"]
+            producer.init_transactions()
+            producer.begin_transaction()
+            for m in read:
+                producer.send("orders", m.value.upper(), partition=1)
+            producer.send_offsets_to_transaction({source: OffsetAndMetadata(3, "", -1)}, consumer.group_metadata())
+            producer.commit_transaction()
+            assert consumer.committed(source) == 3
+            producer.begin_transaction()
+            producer.send("orders", b"never", partition=1)
+            producer.send_offsets_to_transaction({source: OffsetAndMetadata(2, "", -1)}, consumer.group_metadata())
+            producer.abort_transaction()
+            with WireClient("127.0.0.1", port) as c:
+                retry(lambda: describe(c, "eos-1"), lambda s: s.transaction_state == "CompleteAbort")
+            assert consumer.committed(source) == 3
+        finally:
+            producer.close(timeout=5)
+            consumer.close()
+
+    await with_node(tmp_path, None, work)
