@@ -124,6 +124,9 @@ async def test_a_transaction_over_the_wire(tmp_path: Path) -> None:
             pid = r.producer_id
             r = init(c, "txn-1", pid=pid, epoch=0)
             assert (r.error_code, r.producer_id, r.producer_epoch) == (E.NONE, pid, 1)
+            # Another producer id (KIP-360): PRODUCER_FENCED from v4, INVALID_PRODUCER_EPOCH before.
+            assert init(c, "txn-1", version=4, pid=pid + 100, epoch=0).error_code == E.PRODUCER_FENCED
+            assert init(c, "txn-1", version=3, pid=pid + 100, epoch=0).error_code == E.INVALID_PRODUCER_EPOCH
             # Without a transactional id: the idempotent path, from the same id space.
             idem = c.request(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest(
                 version=4, transactional_id=None, transaction_timeout_ms=1, producer_id=-1, producer_epoch=-1))
