@@ -81,9 +81,9 @@ class RecordReplayError(Exception):
 
 class MarkerRefused(NotActiveError):
     """The partition's log refused a transaction marker: its producer epoch is older than the one
-    the log holds for that producer (INVALID_PRODUCER_EPOCH), or, once the log keeps it, its
-    coordinator epoch is older (TRANSACTION_COORDINATOR_FENCED). Nothing was written or replayed
-    (Kafka's ``ProducerAppendInfo.checkProducerEpoch`` / ``appendEndTxnMarker``)."""
+    the log holds for that producer (INVALID_PRODUCER_EPOCH), or its coordinator epoch is
+    (TRANSACTION_COORDINATOR_FENCED). Nothing was written or replayed (Kafka's
+    ``ProducerAppendInfo.checkProducerEpoch`` / ``appendEndTxnMarker``)."""
 
     def __init__(self, partition: int, state: CoordinatorState | None, error_code: int) -> None:
         super().__init__(partition, state)
