@@ -53,7 +53,7 @@ from protocol.kafka_types import KafkaRequest, KafkaResponse, KafkaStruct
 from .. import gc_policy
 from ..context import Handler, RequestContext
 from ..runtime.contract import CoordinatorResult, non_atomic
-from ..runtime.errors import MarkerRefused, RecordTooLarge
+from ..runtime.errors import MarkerRefused, ProducerFenced, RecordTooLarge
 from ..runtime.runtime import CoordinatorRuntime, CoordinatorState, NotActiveError, unanswered
 from .responses import heartbeat_response, join_error, leave_response, sync_response
 from .shard import GroupCoordinatorShard
@@ -496,6 +496,8 @@ class GroupService:
                 answer = await self._write(p, "txn-commit-offset", lambda s: s.txn_commit_offsets(request, v))
                 assert answer is not None
                 return answer
+            except ProducerFenced:
+                error = E.INVALID_PRODUCER_EPOCH
             except NotActiveError as exc:
                 error = _refusal(exc)
         if error == E.COORDINATOR_LOAD_IN_PROGRESS and v < 2:

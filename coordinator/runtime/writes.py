@@ -15,7 +15,15 @@ from typing import Generic, TypeVar
 from protocol.records import build_batch, read_batch_header
 
 from .contract import CoordinatorResult, Record
-from .errors import CommitTimedOut, CoordinatorState, MarkerRefused, NotActiveError, NotEnoughReplicas, RecordTooLarge
+from .errors import (
+    CommitTimedOut,
+    CoordinatorState,
+    MarkerRefused,
+    NotActiveError,
+    NotEnoughReplicas,
+    ProducerFenced,
+    RecordTooLarge,
+)
 from .partition import Partition, PartitionTable, ShardT
 from .snapshot_schedule import SnapshotSchedule
 
@@ -166,13 +174,16 @@ class WritePath(Generic[ShardT]):
         total = size + RECORD_OVERHEAD * len(items) + BATCH_OVERHEAD
         if total > part.plog.config.max_message_bytes:
             raise RecordTooLarge(part.id, part.state, name, total, part.plog.config.max_message_bytes)
+        pid, epoch = result.producer_id, result.producer_epoch
+        plog = part.plog
+        known = plog.producers.producers.get(pid)
+        if known is not None and epoch < known.epoch:
+            raise ProducerFenced(part.id, part.state)
         state = part.writes
         if state.pending is not None:
             self.flush(part, state.pending)
         if part.state is not CoordinatorState.ACTIVE or not self._table.is_current(part):
             raise NotActiveError(part.id, part.state)  # the flush found the partition gone
-        pid, epoch = result.producer_id, result.producer_epoch
-        plog = part.plog
         base = plog.next_offset
         batch = bytearray(build_batch(items, timestamp_ms=self._table.clock.now_ms(), producer_id=pid,
                                       producer_epoch=epoch, base_sequence=0, transactional=True))

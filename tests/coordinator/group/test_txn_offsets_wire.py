@@ -98,6 +98,11 @@ async def test_txn_offset_commit_is_unstable_until_complete_transaction_writes_t
         assert await groups.complete_transaction(TOPIC, 0, 42, 1, False, 5) == E.NONE
         assert await call(fetch, client, True) == (10, E.NONE)
 
+        # A zombie: an older epoch of the producer than its last write here.
+        response = await call(client.request, ApiKey.TXN_OFFSET_COMMIT, 3, txn_commit(3, 99, producer_epoch=0))
+        assert response.topics[0].partitions[0].error_code == E.INVALID_PRODUCER_EPOCH
+        assert await call(fetch, client, True) == (10, E.NONE)
+
         # KIP-890 verification: a producer with nothing pending here is checked first.
         verifier = Verifier()
         groups.verifier = verifier

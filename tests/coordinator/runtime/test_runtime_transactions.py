@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from coordinator.runtime.errors import MarkerRefused
+from coordinator.runtime.errors import MarkerRefused, ProducerFenced
 from coordinator.runtime.runtime import CoordinatorRuntime, CoordinatorState, NotActiveError
 from coordinator.runtime.snapshot import read_snapshot
 from protocol.consumer_offsets import OffsetCommitKey, OffsetCommitValue
@@ -95,6 +95,17 @@ async def test_a_transactional_write_flushes_the_open_batch_and_goes_in_its_own_
     assert not txn.done()
     plog.make_durable()
     assert await txn == "ok" and (await plain)[0] == "ok" and (await after)[0] == "ok"
+
+
+async def test_a_transactional_write_of_an_older_producer_epoch_is_refused_before_replay() -> None:
+    plog = HeaderLog()
+    runtime = await _active_runtime(plog)
+    runtime.write(0, "txn-commit-offset", txn_commit("b", 5, producer_id=7, producer_epoch=3))
+    with pytest.raises(ProducerFenced):  # a zombie of the same transactional id
+        runtime.write(0, "txn-commit-offset", txn_commit("b", 6, producer_id=7, producer_epoch=2))
+    assert len(plog.appended) == 1 and runtime.shard(0).pending == {7: {("b", "t", 0): (0, 3, 5)}}
+    runtime.write(0, "txn-commit-offset", txn_commit("b", 7, producer_id=7, producer_epoch=4))  # a newer one: fine
+    assert runtime.shard(0).pending == {7: {("b", "t", 0): (1, 4, 7)}}
 
 
 async def test_complete_transaction_writes_a_control_batch_replays_the_marker_and_answers_once_durable() -> None:
