@@ -22,6 +22,11 @@ a heartbeat is checked here before it reaches a shard (INVALID_REQUEST with the 
 UNSUPPORTED_ASSIGNOR), and a refusal is the response's error code with no member: loading answers
 COORDINATOR_LOAD_IN_PROGRESS (no blind NONE as for the classic Heartbeat: a KIP-848 member learns
 its assignment from the answer), a write the ISR refused COORDINATOR_NOT_AVAILABLE.
+
+Transactions (KIP-98, KIP-447): TxnOffsetCommit (28) is a transactional write of the group's
+partition (optionally verified first with the transaction coordinator, KIP-890), and
+``complete_transaction`` writes a transaction's COMMIT or ABORT marker there for WriteTxnMarkers
+(contract C4 of issue 32).
 """
 
 from __future__ import annotations
