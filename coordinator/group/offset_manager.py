@@ -400,7 +400,9 @@ class OffsetManager:
                     error = E.GROUP_SUBSCRIBED_TO_TOPIC
                 else:
                     error = E.NONE
-                    if p in committed.get(topic.name, ()):
+                    # A pending transactional offset gets a tombstone too (Kafka's deleteOffsets).
+                    if p in committed.get(topic.name, ()) or (group_id in self.open_by_group
+                                                              and self.has_pending(group_id, topic.name, p)):
                         records.append((OffsetCommitKey(group_id, topic.name, p), None))
                 parts.append(DeletePartition(partition_index=p, error_code=int(error)))
             topics.append(DeleteTopic(name=topic.name, partitions=parts))

@@ -24,6 +24,11 @@ a bad request gets its reason whichever partition its group id hashes to. A refu
 response's error code with no member: loading answers COORDINATOR_LOAD_IN_PROGRESS (no blind NONE
 as for the classic Heartbeat: a KIP-848 member learns its assignment from the answer), a write the
 ISR refused COORDINATOR_NOT_AVAILABLE.
+
+Transactions (KIP-98, KIP-447): TxnOffsetCommit (28) is a transactional write of the group's
+partition (optionally verified first with the transaction coordinator, KIP-890), and
+``complete_transaction`` writes a transaction's COMMIT or ABORT marker there for WriteTxnMarkers
+(contract C4 of issue 32).
 """
 
 from __future__ import annotations
@@ -55,7 +60,7 @@ from protocol.kafka_types import KafkaRequest, KafkaResponse, KafkaStruct
 from .. import gc_policy
 from ..context import Handler, RequestContext
 from ..runtime.contract import CoordinatorResult, non_atomic
-from ..runtime.errors import MarkerRefused, RecordTooLarge
+from ..runtime.errors import MarkerRefused, ProducerFenced, RecordTooLarge
 from ..runtime.runtime import CoordinatorRuntime, CoordinatorState, NotActiveError, unanswered
 from .consumer.validation import HeartbeatError, validate_heartbeat
 from .responses import heartbeat_response, join_error, leave_response, sync_response
@@ -462,6 +467,8 @@ class GroupService:
                 answer = await self._write(p, "txn-commit-offset", lambda s: s.txn_commit_offsets(request, v))
                 assert answer is not None
                 return answer
+            except ProducerFenced:
+                error = E.INVALID_PRODUCER_EPOCH
             except NotActiveError as exc:
                 error = _refusal(exc)
         if error == E.COORDINATOR_LOAD_IN_PROGRESS and v < 2:

@@ -18,13 +18,7 @@ from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Generic
 
-from protocol.records import (
-    ControlRecordType,
-    CorruptBatchError,
-    decode_control_record,
-    decode_records,
-    iter_batch_positions,
-)
+from protocol.records import CorruptBatchError, decode_records, iter_batch_positions, read_end_txn_marker
 
 from .errors import RecordReplayError
 from .partition import Partition, PartitionTable, ShardT
@@ -81,6 +75,19 @@ def replay_steps(part: Partition[ShardT], unknown_version: type[Exception], data
         if header.last_offset < offset:
             last = header.last_offset
             continue  # before the requested offset
+        if header.is_control:
+            # A transaction marker (KIP-98): an empty batch (the cleaner removed its record) and
+            # control types other than ABORT and COMMIT (KRaft's) are ignored, as Kafka's loader does.
+            try:
+                marker = read_end_txn_marker(data, pos, header)
+            except CorruptBatchError as exc:
+                log.warning("skipping a corrupt control batch while loading",
+                            extra={**part.where, "offset": header.base_offset, "reason": exc.reason})
+                marker = None
+            if marker is not None:
+                shard.replay_end_transaction(header.producer_id, header.producer_epoch, marker[0])
+            last = header.last_offset
+            continue
         try:
             records = decode_records(data, pos, header)
         except CorruptBatchError as exc:
@@ -89,21 +96,6 @@ def replay_steps(part: Partition[ShardT], unknown_version: type[Exception], data
             last = header.last_offset
             continue
         base = header.base_offset
-        if header.is_control:
-            # A transaction marker (KIP-98): an empty batch (the cleaner removed its record) and
-            # control types other than ABORT and COMMIT (KRaft's) are ignored, as Kafka's loader does.
-            for record in records:
-                try:
-                    kind = decode_control_record(record)[1]
-                except CorruptBatchError as exc:
-                    log.warning("skipping a malformed control record while loading",
-                                extra={**part.where, "offset": base + record.offset_delta, "reason": exc.reason})
-                    continue
-                if kind in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
-                    shard.replay_end_transaction(header.producer_id, header.producer_epoch,
-                                                 kind == ControlRecordType.COMMIT)
-            last = header.last_offset
-            continue
         transactional = header.is_transactional
         replay = shard.replay
         for record in records:

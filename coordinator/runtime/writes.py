@@ -12,16 +12,22 @@ import logging
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from protocol.errors import ErrorCode
-from protocol.records import ControlRecordType, build_batch, control_record, encode_batch, read_batch_header
+from protocol.records import build_batch, read_batch_header
 
-from ..topics.log_manager import PartitionLog
 from .contract import CoordinatorResult, Record
-from .errors import CommitTimedOut, CoordinatorState, MarkerRefused, NotActiveError, NotEnoughReplicas, RecordTooLarge
+from .errors import (
+    CommitTimedOut,
+    CoordinatorState,
+    MarkerRefused,
+    NotActiveError,
+    NotEnoughReplicas,
+    ProducerFenced,
+    RecordTooLarge,
+)
 from .partition import Partition, PartitionTable, ShardT
 from .snapshot_schedule import SnapshotSchedule
 
-__all__ = ["WritePath", "APPEND_BATCH_MAX_BYTES", "unanswered", "append_marker"]
+__all__ = ["WritePath", "APPEND_BATCH_MAX_BYTES", "unanswered"]
 
 log = logging.getLogger("groupcoord.runtime")
 
@@ -48,26 +54,6 @@ def unanswered(done: asyncio.Future[R]) -> None:
 def _read_outcome(done: asyncio.Future[R]) -> None:
     if not done.cancelled():
         done.exception()
-
-
-def append_marker(plog: PartitionLog, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
-                  timestamp_ms: int) -> tuple[int, asyncio.Future[None]] | int:
-    """Append one transaction marker to ``plog``: (its offset, durable) or the error refusing it.
-
-    The control batch is Kafka's (``MemoryRecords.withEndTransactionMarker``): the producer's id
-    and epoch, base sequence -1, transactional and control attributes, one record whose key is
-    (version 0, ABORT 0 / COMMIT 1) and whose value is (version 0, coordinator epoch).
-    Stands in for C1's ``PartitionLog.append_marker`` (docs in the txnstorage branch), which also
-    checks the coordinator epoch; until it lands only the producer epoch is checked here.
-    """
-    entry = plog.producers.producers.get(producer_id)
-    if entry is not None and producer_epoch < entry.epoch:
-        return ErrorCode.INVALID_PRODUCER_EPOCH
-    kind = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
-    batch = bytearray(encode_batch([control_record(kind, coordinator_epoch)], base_timestamp=timestamp_ms,
-                                   producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=-1,
-                                   transactional=True, control=True))
-    return plog.append_batch(batch, read_batch_header(batch, 0))
 
 
 class _Handle(Generic[ShardT]):
@@ -188,13 +174,16 @@ class WritePath(Generic[ShardT]):
         total = size + RECORD_OVERHEAD * len(items) + BATCH_OVERHEAD
         if total > part.plog.config.max_message_bytes:
             raise RecordTooLarge(part.id, part.state, name, total, part.plog.config.max_message_bytes)
+        pid, epoch = result.producer_id, result.producer_epoch
+        plog = part.plog
+        known = plog.producers.producers.get(pid)
+        if known is not None and epoch < known.epoch:
+            raise ProducerFenced(part.id, part.state)
         state = part.writes
         if state.pending is not None:
             self.flush(part, state.pending)
         if part.state is not CoordinatorState.ACTIVE or not self._table.is_current(part):
             raise NotActiveError(part.id, part.state)  # the flush found the partition gone
-        pid, epoch = result.producer_id, result.producer_epoch
-        plog = part.plog
         base = plog.next_offset
         batch = bytearray(build_batch(items, timestamp_ms=self._table.clock.now_ms(), producer_id=pid,
                                       producer_epoch=epoch, base_sequence=0, transactional=True))
@@ -226,8 +215,8 @@ class WritePath(Generic[ShardT]):
             raise NotActiveError(partition, part.state)
         # Kafka replays the marker before the append and reverts on a refusal; here the log
         # decides first and nothing runs in between (one event-loop step), which is the same.
-        appended = append_marker(plog, producer_id, producer_epoch, commit, coordinator_epoch,
-                                 self._table.clock.now_ms())
+        appended = plog.append_marker(producer_id, producer_epoch, commit, coordinator_epoch,
+                                      self._table.clock.now_ms())
         if isinstance(appended, int):
             raise MarkerRefused(partition, part.state, appended)
         offset, durable = appended

@@ -101,6 +101,15 @@ def test_a_tombstone_drops_the_pending_offsets_of_its_partition() -> None:
     assert fetched(ctx, "g", [0, 1]) == [(-1, E.NONE), (6, E.NONE)]
 
 
+def test_offset_delete_tombstones_a_partition_with_only_a_pending_offset() -> None:
+    ctx = GroupTestContext()
+    ctx.txn_commit_offsets("g", {("foo", 0): 6})
+    assert errors(ctx.delete_offsets("g", {"foo": [0, 1]})) == {("foo", 0): E.NONE, ("foo", 1): E.NONE}
+    assert ctx.last_records == [(offset_key("g", "foo", 0), None)]
+    ctx.end_transaction(PID, commit=True)
+    assert fetched(ctx, "g", [0], stable=True) == [(-1, E.NONE)]
+
+
 def test_a_marker_of_a_producer_without_pending_offsets_changes_nothing() -> None:
     ctx = GroupTestContext()
     ctx.commit_offsets("g", {("foo", 0): 5})

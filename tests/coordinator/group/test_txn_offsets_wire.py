@@ -5,6 +5,7 @@ WriteTxnMarkers calls for ``__consumer_offsets`` partitions, contract C4 of issu
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from coordinator.group.config import GroupConfig
 from coordinator.group.coordinator_type import group_coordinator_type
 from coordinator.group.service import GroupService
 from coordinator.runtime.runtime import CoordinatorRuntime
+from coordinator.runtime.snapshot import read_snapshot
 from coordinator.server.server import KafkaServer
 from coordinator.topics.log_manager import LogManager
 from coordinator.topics.registry import TopicRegistry
@@ -98,6 +100,11 @@ async def test_txn_offset_commit_is_unstable_until_complete_transaction_writes_t
         assert await groups.complete_transaction(TOPIC, 0, 42, 1, False, 5) == E.NONE
         assert await call(fetch, client, True) == (10, E.NONE)
 
+        # A zombie: an older epoch of the producer than its last write here.
+        response = await call(client.request, ApiKey.TXN_OFFSET_COMMIT, 3, txn_commit(3, 99, producer_epoch=0))
+        assert response.topics[0].partitions[0].error_code == E.INVALID_PRODUCER_EPOCH
+        assert await call(fetch, client, True) == (10, E.NONE)
+
         # KIP-890 verification: a producer with nothing pending here is checked first.
         verifier = Verifier()
         groups.verifier = verifier
@@ -122,3 +129,48 @@ async def test_txn_offset_commit_is_unstable_until_complete_transaction_writes_t
         groups.shutdown()
         await server.shutdown(grace=1.0)
         await logs.close_all()
+
+
+@pytest.mark.asyncio
+async def test_pending_offsets_survive_a_restart_from_the_snapshot_file_and_the_log_tail(tmp_path: Path,
+                                                                                          caplog: Any) -> None:
+    """The group shard through the runtime and real files: pending offsets written to the
+    snapshot (with their producers and offsets) and a marker in the log after it complete them."""
+    config = load_config(data_dir=str(tmp_path), overrides=["offsets.topic.num.partitions=1"])
+
+    async def start() -> tuple[LogManager, CoordinatorRuntime[Any], GroupService]:
+        logs = LogManager(tmp_path, TopicRegistry(tmp_path), config)
+        await logs.open_all()
+        if logs.get(TOPIC, 0) is None:
+            logs.topic_created(logs.registry.create(TOPIC, 1, {"cleanup.policy": "compact"}))
+        runtime: CoordinatorRuntime[Any] = CoordinatorRuntime(logs, group_coordinator_type(GroupConfig()))
+        await runtime.load(0)
+        return logs, runtime, GroupService(runtime, lambda: 1)
+
+    logs, runtime, groups = await start()
+    commit = txn_commit(3, 10)
+    await runtime.write(0, "txn-commit-offset", lambda s: s.txn_commit_offsets(commit, 3))
+    other = txn_commit(3, 20, producer_id=43)
+    await runtime.write(0, "txn-commit-offset", lambda s: s.txn_commit_offsets(other, 3))
+    assert await groups.complete_transaction(TOPIC, 0, 43, 1, True, 5) == E.NONE  # 43's record is the later one
+    await runtime.snapshot_all()  # 42's transaction is open: its offset goes into the snapshot
+    expected = (runtime.shard(0).hard_state(), runtime.shard(0).pending_state())
+    assert expected[1] == {42: {("g", "foo", 0): (0, expected[1][42][("g", "foo", 0)][1], True)}}  # superseded
+    assert await groups.complete_transaction(TOPIC, 0, 42, 1, True, 5) == E.NONE  # in the log after the snapshot
+    after = runtime.shard(0).hard_state()
+    runtime.unload_all()
+    await logs.close_all()
+
+    snapshot = read_snapshot(tmp_path / f"{TOPIC}-0")
+    # At offset 3 (two transactional records, 43's marker): the stored offset, 42's pending one and,
+    # after it, the stored value again as the plain record that supersedes it on replay.
+    assert snapshot is not None and (snapshot.offset, snapshot.records) == (3, 3)
+
+    caplog.set_level(logging.INFO, logger="groupcoord")
+    logs, runtime, groups = await start()
+    assert [r for r in caplog.records if r.getMessage() == "snapshot loaded"]
+    shard = runtime.shard(0)
+    assert shard.hard_state() == after and shard.pending_state() == {}
+    assert shard.offset_manager.committed("g")[("foo", 0)].offset == 20  # the last log position won
+    runtime.unload_all()
+    await logs.close_all()

@@ -12,12 +12,19 @@ from typing import Any
 
 import pytest
 
-from coordinator.runtime.errors import MarkerRefused
+from coordinator.runtime.errors import MarkerRefused, ProducerFenced
 from coordinator.runtime.runtime import CoordinatorRuntime, CoordinatorState, NotActiveError
 from coordinator.runtime.snapshot import read_snapshot
 from protocol.consumer_offsets import OffsetCommitKey, OffsetCommitValue
 from protocol.errors import ErrorCode as E
-from protocol.records import ControlRecordType, decode_control_record, decode_records
+from protocol.records import (
+    ControlRecordType,
+    decode_control_record,
+    decode_records,
+    encode_end_txn_marker,
+    read_batch_header,
+    read_end_txn_marker,
+)
 from tests.coordinator.runtime.test_runtime import (
     COUNTERS,
     ManualLog,
@@ -41,8 +48,23 @@ class HeaderLog(ManualLog):
     def append_batch(self, batch: bytearray, header: Any) -> tuple[int, asyncio.Future[None]]:
         base, durable = super().append_batch(batch, header)
         self.appended.append((base, header, bytes(batch)))
-        self.producers.update(header, base)
+        if header.is_control:
+            marker = read_end_txn_marker(batch, 0, header)
+            assert marker is not None
+            self.producers.complete_txn(header.producer_id, header.producer_epoch, marker[1], marker[0], base,
+                                        header.max_timestamp)
+        else:
+            self.producers.update(header, base)
         return base, durable
+
+    def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                      timestamp_ms: int) -> tuple[int, asyncio.Future[None]] | int:
+        """What ``PartitionLog.append_marker`` does, on this log."""
+        error = self.producers.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        if error:
+            return error
+        batch = bytearray(encode_end_txn_marker(producer_id, producer_epoch, commit, coordinator_epoch, timestamp_ms))
+        return self.append_batch(batch, read_batch_header(batch, 0))
 
 
 def txn_commit(group: str, offset: int, producer_id: int, producer_epoch: int = 0) -> Any:
@@ -75,6 +97,17 @@ async def test_a_transactional_write_flushes_the_open_batch_and_goes_in_its_own_
     assert await txn == "ok" and (await plain)[0] == "ok" and (await after)[0] == "ok"
 
 
+async def test_a_transactional_write_of_an_older_producer_epoch_is_refused_before_replay() -> None:
+    plog = HeaderLog()
+    runtime = await _active_runtime(plog)
+    runtime.write(0, "txn-commit-offset", txn_commit("b", 5, producer_id=7, producer_epoch=3))
+    with pytest.raises(ProducerFenced):  # a zombie of the same transactional id
+        runtime.write(0, "txn-commit-offset", txn_commit("b", 6, producer_id=7, producer_epoch=2))
+    assert len(plog.appended) == 1 and runtime.shard(0).pending == {7: {("b", "t", 0): (0, 3, 5)}}
+    runtime.write(0, "txn-commit-offset", txn_commit("b", 7, producer_id=7, producer_epoch=4))  # a newer one: fine
+    assert runtime.shard(0).pending == {7: {("b", "t", 0): (1, 4, 7)}}
+
+
 async def test_complete_transaction_writes_a_control_batch_replays_the_marker_and_answers_once_durable() -> None:
     plog = HeaderLog()
     runtime = await _active_runtime(plog)
@@ -94,7 +127,7 @@ async def test_complete_transaction_writes_a_control_batch_replays_the_marker_an
     await asyncio.gather(await_txn, plain)
 
 
-async def test_a_marker_with_an_older_producer_epoch_is_refused_and_changes_nothing() -> None:
+async def test_a_marker_the_log_refuses_is_neither_written_nor_replayed() -> None:
     plog = HeaderLog()
     runtime = await _active_runtime(plog)
     runtime.write(0, "txn-commit-offset", txn_commit("b", 5, producer_id=7, producer_epoch=3))
@@ -102,9 +135,14 @@ async def test_a_marker_with_an_older_producer_epoch_is_refused_and_changes_noth
         runtime.complete_transaction(0, 7, 2, False, 0)
     assert refused.value.error_code == E.INVALID_PRODUCER_EPOCH
     assert len(plog.appended) == 1 and runtime.shard(0).markers == []
+    runtime.complete_transaction(0, 7, 3, False, 4)
+    with pytest.raises(MarkerRefused) as refused:
+        runtime.complete_transaction(0, 7, 3, True, 3)  # an older transaction coordinator
+    assert refused.value.error_code == E.TRANSACTION_COORDINATOR_FENCED
+    assert len(plog.appended) == 2 and runtime.shard(0).markers == [(7, 3, False)]
     runtime.unload(0)
     with pytest.raises(NotActiveError):
-        runtime.complete_transaction(0, 7, 3, False, 0)
+        runtime.complete_transaction(0, 7, 3, False, 4)
 
 
 async def test_load_and_a_snapshot_taken_with_a_transaction_open_keep_its_producer_and_offsets(tmp_path: Path) -> None:
