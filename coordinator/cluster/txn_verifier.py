@@ -32,7 +32,7 @@ from kafka.protocol.producer import AddPartitionsToTxnRequest, AddPartitionsToTx
 
 from protocol.errors import ErrorCode
 
-from .coordinator_topics import TRANSACTION_STATE
+from ..topics.registry import TRANSACTION_STATE
 from .node_client import CONNECTION_ERRORS, NodeConnection, NodeQueues
 from .view import ClusterView
 

@@ -25,12 +25,12 @@ from kafka.protocol.producer import (
 )
 
 from coordinator.cluster.coordinator_leadership import CoordinatorLeadership
-from coordinator.cluster.coordinator_topics import TRANSACTION_STATE
 from coordinator.cluster.replica_manager import NOT_A_REPLICA
 from coordinator.cluster.txn_marker_channel import PARTITION_DELETED, ClusterMarkerChannel
 from coordinator.cluster.txn_verifier import ClusterVerifier
 from coordinator.cluster.view import ClusterView
 from coordinator.cluster.znodes import BrokerRegistration, PartitionState, TopicAssignment
+from coordinator.topics.registry import TRANSACTION_STATE
 from protocol.errors import ErrorCode
 from protocol.hashing import partition_for
 
