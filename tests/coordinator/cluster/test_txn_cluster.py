@@ -217,8 +217,8 @@ def test_a_new_coordinator_completes_a_prepared_commit(cluster: LocalCluster) ->
     """The coordinator C writes PrepareCommit while the leader X of one partition is stopped (its
     marker cannot be written); C is SIGKILLed; the third node Y takes over the id's partition,
     loads PrepareCommit and re-sends the markers; once X is back, the commit completes there."""
-    txn_id = next(f"tx-failover-{i}" for i in range(1000)
-                  if _state_leader(cluster, partition_for(f"tx-failover-{i}", TXN_PARTITIONS)) == 1)
+    leaders = _txn_state_leaders(cluster)
+    txn_id = next(f"tx-failover-{i}" for i in range(1000) if leaders[partition_for(f"tx-failover-{i}", TXN_PARTITIONS)] == 1)
     c, x, y = 1, 2, 3
     assert _find_coordinator(cluster, txn_id) == c
     _create_topic(cluster, "failover", {0: [x], 1: [y]})
@@ -245,12 +245,18 @@ def test_a_new_coordinator_completes_a_prepared_commit(cluster: LocalCluster) ->
     assert _read(cluster, "failover", [0, 1], "read_committed", 2) == [b"on-x", b"on-y"]
 
 
-def _state_leader(cluster: LocalCluster, partition: int) -> int:
+def _txn_state_leaders(cluster: LocalCluster) -> dict[int, int]:
+    """The leader of each ``__transaction_state`` partition, the topic created first if need be."""
+    _find_coordinator(cluster, "tx-bootstrap")
     zk = _zk(cluster)
     try:
-        if zk.exists(f"/brokers/topics/{TXN_STATE}/partitions/{partition}/state") is None:
-            _find_coordinator(cluster, "tx-bootstrap")
-        return int(_state(zk, TXN_STATE, partition)["leader"])
+        def read() -> dict[int, int] | None:
+            try:
+                return {p: int(_state(zk, TXN_STATE, p)["leader"]) for p in range(TXN_PARTITIONS)}
+            except Exception:  # a state not written yet (NoNodeError): read again
+                return None
+        leaders: dict[int, int] = wait_for(read, 20, f"every {TXN_STATE} partition has a state")
+        return leaders
     finally:
         zk.stop()
         zk.close()
