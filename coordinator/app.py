@@ -12,6 +12,7 @@ import asyncio
 import logging
 import os
 import signal
+from collections.abc import Callable
 
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey
 
@@ -23,13 +24,16 @@ from .admin.group_configs import FileGroupConfigs, GroupConfigs
 from .admin.reassignments import ReassignmentApis
 from .cluster.controller import Controller
 from .cluster.controller_election import ControllerElection
+from .cluster.coordinator_leadership import CoordinatorLeadership
 from .cluster.dynamic_configs import ZkConfigs
 from .cluster.liveness import StallGuard
 from .cluster.producer_id_blocks import ProducerIdBlocks
 from .cluster.replica_fetcher import FetchSettings
-from .cluster.replica_manager import NOT_A_REPLICA, ReplicaManager
+from .cluster.replica_manager import ReplicaManager
 from .cluster.replica_racks import ReplicaRacks
 from .cluster.topic_store import ZkTopicStore
+from .cluster.txn_marker_channel import ClusterMarkerChannel
+from .cluster.txn_verifier import ClusterVerifier
 from .cluster.view import ClusterView
 from .cluster.warming import WarmingMarks
 from .cluster.zk_watcher import ZkWatcher
@@ -41,6 +45,7 @@ from .data_dir import DataDir, new_cluster_id
 from .group.config import GroupConfig
 from .group.coordinator_type import group_coordinator_type
 from .group.service import GroupService
+from .group.shard import GroupCoordinatorShard
 from .runtime.coordinator_types import CoordinatorTypes
 from .runtime.runtime import CoordinatorRuntime
 from .server.server import Handler, KafkaServer
@@ -59,7 +64,7 @@ from .topics.txn_markers import TxnMarkerApis
 from .transactions.config import TransactionConfig
 from .transactions.coordinator_type import transaction_coordinator_type
 from .transactions.service import TransactionService, next_node_coordinator_epoch
-from .transactions.shard import TransactionHooks
+from .transactions.shard import TransactionHooks, TransactionShard
 
 __all__ = ["App"]
 
@@ -83,6 +88,10 @@ class App:
         self.dynamic_configs: ZkConfigs | None = None
         self.throttle: ReplicationThrottle | None = None
         self.stall_guard: StallGuard | None = None
+        #: Cluster mode: the coordinators' leadership, the markers and verifications across nodes.
+        self.coordinator_leadership: CoordinatorLeadership | None = None
+        self.marker_channel: ClusterMarkerChannel | None = None
+        self.verifier: ClusterVerifier | None = None
         cluster_id_source = None
         if config["zookeeper.connect"]:
             zookeeper = self.zookeeper = ZooKeeper(config["zookeeper.connect"],
@@ -191,10 +200,11 @@ class App:
         # The markers of hosted partitions (WriteTxnMarkers, contract C2): on one node they are
         # also the transaction coordinator's marker writer, in-process.
         self.txn_markers = TxnMarkerApis(self.logs)
-        # LEAD (txngroup, C4): self.txn_markers.internal_marker_writer = self.groups.complete_transaction
+        # A marker on a __consumer_offsets partition goes through the group coordinator, which
+        # stores or drops the producer's pending offsets (contract C4).
+        self.txn_markers.internal_marker_writer = self.groups.complete_transaction
         self.transactions.marker_writer = self.txn_markers
-        # LEAD (txncluster): in cluster mode ClusterMarkerChannel(node.node_id, self.view, self.txn_markers)
-        # is the marker writer instead (see TXN.md, txncluster).
+        # (In cluster mode ClusterMarkerChannel, over this, replaces it: ``_build_cluster``.)
         if self.zookeeper is None:
             self.topics.listeners.append(self.transactions)
         # Cluster mode: the coordinator follows the leadership of the offsets partitions
@@ -211,8 +221,10 @@ class App:
         produce = ProduceApis(self.logs)
         if self.config["transaction.partition.verification.enable"]:
             # KIP-890 part 1 (contract C3): a transaction's first batch on a partition is checked
-            # with its coordinator. LEAD (txncluster): ClusterVerifier in cluster mode.
-            produce.verifier = self.transactions
+            # with its coordinator (in cluster mode wherever it runs: ClusterVerifier).
+            verifier = self.verifier if self.verifier is not None else self.transactions
+            produce.verifier = verifier
+            self.groups.verifier = verifier  # TxnOffsetCommit's check, as Kafka's group coordinator
         handlers.update(produce.handlers())
         handlers.update(FetchApis(self.logs, self.throttle).handlers())
         handlers.update(LogDirApis(self.logs).handlers())
@@ -330,25 +342,28 @@ class App:
                                 max_bytes=int(config["replica.fetch.response.max.bytes"]),
                                 partition_max_bytes=int(config["replica.fetch.max.bytes"]),
                                 backoff_s=int(config["replica.fetch.backoff.ms"]) / 1000.0))
-        # LEAD (txncluster's CoordinatorLeadership replaces this listener and the warming lambdas).
+        # Every coordinator type follows the leadership of its topic's partitions: the leader
+        # epoch is the coordinator epoch (cluster/coordinator_leadership.py).
         services: dict[str, GroupService | TransactionService] = {
             CONSUMER_OFFSETS: self.groups, TRANSACTION_STATE: self.transactions}
-
-        def follow_offsets_leadership(topic: str, partition: int, leading: bool, epoch: int) -> None:
-            service = services.get(topic)
-            if service is not None:
-                if leading:
-                    service.become_coordinator(partition, epoch)  # the leader epoch is the coordinator epoch
-                else:
-                    # Reassigned away: no log left to keep a standby copy of.
-                    service.resign(partition, standby=epoch != NOT_A_REPLICA)
-
-        self.replicas.leadership_listeners.append(follow_offsets_leadership)
+        runtimes: dict[str, CoordinatorRuntime[GroupCoordinatorShard] | CoordinatorRuntime[TransactionShard]] = {
+            CONSUMER_OFFSETS: self.runtime, TRANSACTION_STATE: self.txn_runtime}
+        self.coordinator_leadership = CoordinatorLeadership()
         # A standby still replaying (just restarted, or newly a replica) is published, so the
         # controller elects a warm replica when it has the choice (cluster/warming.py).
         marks = WarmingMarks(self.zookeeper, node.node_id)
-        self.runtime.standby_listeners.append(lambda p, warming: marks.set(CONSUMER_OFFSETS, p, warming))
-        self.txn_runtime.standby_listeners.append(lambda p, warming: marks.set(TRANSACTION_STATE, p, warming))
+        def publish(topic: str) -> Callable[[int, bool], None]:
+            return lambda partition, warming: marks.set(topic, partition, warming)
+
+        for ctype in self.coordinator_types:
+            self.coordinator_leadership.register(ctype.topic, services[ctype.topic])
+            runtimes[ctype.topic].standby_listeners.append(publish(ctype.topic))
+        self.replicas.leadership_listeners.append(self.coordinator_leadership.on_leadership)
+        # Transactions across nodes: markers to each partition's leader, KIP-890 verification at
+        # each id's coordinator (cluster/txn_marker_channel.py, cluster/txn_verifier.py).
+        self.marker_channel = ClusterMarkerChannel(node.node_id, self.view, self.txn_markers)
+        self.transactions.marker_writer = self.marker_channel
+        self.verifier = ClusterVerifier(node.node_id, self.view, self.transactions)
         self.election = ControllerElection(self.zookeeper, node.node_id)
         self.controller = Controller(self.election, self.view,
                                      unclean_leader_election=bool(config["unclean.leader.election.enable"]),
@@ -372,6 +387,10 @@ class App:
                  extra={"zookeeper": config["zookeeper.connect"], "broker_id": node.node_id})
 
     async def _stop_cluster(self) -> None:
+        if self.marker_channel is not None:
+            await self.marker_channel.close()
+        if self.verifier is not None:
+            await self.verifier.close()
         if self.stall_guard is not None:
             await self.stall_guard.stop()
         if self.watcher is not None:

@@ -590,10 +590,11 @@ class Log:
             return count
 
     # -- compaction ---------------------------------------------------------------------------
-    async def clean(self, *, force: bool = False) -> CleanResult | None:
-        """Run one compaction pass if the dirty ratio calls for it (or ``force``). See ``storage.cleaner``."""
+    async def clean(self, *, force: bool = False, max_offset: int | None = None) -> CleanResult | None:
+        """Run one compaction pass if the dirty ratio calls for it (or ``force``), below
+        ``max_offset`` (the last stable offset) if given. See ``storage.cleaner``."""
         self._check_open()
-        return await clean_log(self, force=force)
+        return await clean_log(self, force=force, max_offset=max_offset)
 
     # -- lifecycle ----------------------------------------------------------------------------
     def _write_checkpoint(self, name: str, value: int) -> None:

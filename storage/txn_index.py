@@ -103,7 +103,11 @@ class TransactionIndex:
     def flush(self) -> None:
         """fsync the file if entries were appended since the last flush."""
         if self._unsynced:
-            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                fd = os.open(self.path, os.O_RDONLY)
+            except FileNotFoundError:  # its segment was deleted meanwhile (truncation)
+                self._unsynced = False
+                return
             try:
                 os.fsync(fd)
             finally:
@@ -178,8 +182,15 @@ def rebuild(segments: Sequence[_Segment], rebuild_from: int) -> int:
     """Rewrite the ``.txnindex`` of every segment based at or above ``rebuild_from`` (and of any
     whose file was corrupt) from its batches (rule 2). Transactions open at such a segment's
     start are found by replaying the transactional batches of the earlier ones, so every
-    segment's batches are scanned. Blocking; returns the number of entries written."""
-    if not any(s.base_offset >= rebuild_from or s.txn_index.corrupt for s in segments):
+    segment's batches are scanned — unless no segment to rebuild holds a control batch (no topic
+    without transactions has one): then none gets an entry, which one scan of them shows.
+    Blocking; returns the number of entries written."""
+    targets = [s for s in segments if s.base_offset >= rebuild_from or s.txn_index.corrupt is not None]
+    if not targets:
+        return 0
+    if not any(h.attributes & CONTROL_MASK for s in targets for _p, h, _b, _o in s.batches(with_bytes=False)):
+        for seg in targets:
+            seg.txn_index.replace(())
         return 0
     ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
     written = 0

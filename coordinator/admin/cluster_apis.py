@@ -19,7 +19,6 @@ from kafka.protocol.metadata import ApiVersionsResponse, FindCoordinatorResponse
 from protocol.acl_operations import CLUSTER_OPERATIONS, OMITTED, TOPIC_OPERATIONS, authorized
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
-from protocol.hashing import partition_for
 from protocol.kafka_types import KafkaRequest, KafkaResponse, KafkaStruct
 from protocol.responses import api_version_entries
 
@@ -294,17 +293,13 @@ class ClusterApis:
         # __transaction_state for a transactional id). A missing topic is created and, like a
         # partition without a live leader, answered COORDINATOR_NOT_AVAILABLE (clients retry).
         # Whether the partition is loaded there yet is not checked.
-        assignment = view.topics.get(topic)
-        if assignment is None or not assignment.partitions:
-            if assignment is None:
+        broker = view.coordinator(topic, key)
+        if broker is None:
+            if topic not in view.topics:
                 try:
                     create()
                 except (TopicError, OSError):
                     pass
-            return _Coordinator(ErrorCode.COORDINATOR_NOT_AVAILABLE, _NOT_AVAILABLE)
-        leader = view.leader(topic, partition_for(key, len(assignment.partitions)))
-        broker = view.brokers.get(leader)
-        if broker is None:
             return _Coordinator(ErrorCode.COORDINATOR_NOT_AVAILABLE, _NOT_AVAILABLE)
         return _Coordinator(ErrorCode.NONE, None, broker.broker_id, broker.host, broker.port)
 

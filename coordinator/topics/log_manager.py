@@ -228,7 +228,8 @@ class LogManager:
                     continue
                 try:
                     if plog.log.options.cleanup_policy == "compact":
-                        await plog.log.clean()
+                        # Never past the last stable offset: open transactions stay whole.
+                        await plog.log.clean(max_offset=plog.last_stable_offset)
                     elif retention_due:
                         await plog.log.apply_retention()
                 except Exception:

@@ -185,13 +185,10 @@ class PartitionLog:
             queued = self.log.append_validated(batch, header)
             self._next_offset = base + header.last_offset_delta + 1
             self.producers.update(header, base)
-        return base, self._durable(queued, base)
-
-    def _durable(self, queued: asyncio.Future[AppendResult], base: int) -> asyncio.Future[None]:
         durable: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         # A callback rather than a task: this runs for every coordinator write.
         queued.add_done_callback(lambda f: self._appended(f, base, durable))
-        return durable
+        return base, durable
 
     def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
                       timestamp_ms: int) -> tuple[int, asyncio.Future[None]] | int:
@@ -235,7 +232,11 @@ class PartitionLog:
         when no transaction holds it back."""
         hw = self.high_watermark
         first = self.producers.first_unstable_offset(hw)
-        return hw if first is None or first > hw else first
+        if first is None or first >= hw:
+            return hw
+        # Retention or DeleteRecords may have moved the log start past an open transaction's
+        # start: the LSO is never below the log start (Kafka's maybeIncrementFirstUnstableOffset).
+        return max(first, self.log.log_start_offset)
 
     def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[tuple[int, int]]:
         """``(producer_id, first_offset)`` of the aborted transactions with a marker at or above

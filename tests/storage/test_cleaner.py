@@ -191,7 +191,7 @@ async def test_interrupted_swap_recovers_a_complete_log(tmp_path: Path, stage: s
     before = all_records(log)
     old = log.segments[0]
     omap = _build_offset_map(list(log.segments[:-1]))
-    new = _clean_segment(old, omap, log.clock(), DAY, _Counts(), dirty=True)
+    new, _entries = _clean_segment(old, omap, log.clock(), DAY, _Counts(), dirty=True)
     new.close()
     cleaned = segment_path(log.directory, old.base_offset, LOG_SUFFIX + CLEANED_SUFFIX)
     swap = segment_path(log.directory, old.base_offset, LOG_SUFFIX + SWAP_SUFFIX)

@@ -7,6 +7,8 @@ import struct
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from coordinator.topics.partition_log import PRODUCER_SNAPSHOT, PartitionConfig, PartitionLog, load_producer_state
 from protocol.errors import ErrorCode
@@ -23,6 +25,7 @@ from protocol.records import (
 from storage import Log, LogOptions
 from storage.producer_state import CompletedTxn, ProducerStateManager
 from storage.txn_index import ENTRY_SIZE, AbortedTxn, decode_entries
+from tests.storage.helpers import all_batches
 
 OPTS = LogOptions(segment_bytes=100_000, index_interval_bytes=100, flush_policy="none", file_delete_delay_ms=0)
 CONFIG = PartitionConfig(max_message_bytes=1 << 20, log_append_time=False, compression=None)
@@ -168,6 +171,17 @@ async def test_lso_markers_and_the_txnindex(tmp_path: Path) -> None:
 
 
 @pytest.mark.asyncio
+async def test_the_lso_is_never_below_the_log_start(tmp_path: Path) -> None:
+    plog = open_plog(tmp_path)
+    await append(plog, data(1, 0, 0, txn=True))  # 0
+    await append(plog, data(n=3))  # 1-3
+    assert plog.last_stable_offset == 0
+    await plog.log.advance_log_start_offset(2)  # DeleteRecords
+    assert plog.last_stable_offset == 2
+    await plog.close()
+
+
+@pytest.mark.asyncio
 async def test_marker_refusals_and_markers_for_unknown_producers(tmp_path: Path) -> None:
     plog = open_plog(tmp_path)
     await append(plog, data(1, 2, 0, txn=True))
@@ -285,4 +299,165 @@ async def test_coordinator_built_control_batches_go_through_append_batch(tmp_pat
     await append(plog, encode_end_txn_marker(5, 1, commit, 2, 0))
     assert not plog.has_open_transaction(5)
     assert plog.aborted_transactions(0, 2) == ([] if commit else [(5, 0)])
+    await plog.close()
+
+
+# --- property: random interleavings against a model ---------------------------------------------
+
+_OPS = st.lists(st.tuples(st.integers(0, 3), st.sampled_from(["txn", "txn", "plain", "commit", "abort"]),
+                          st.integers(1, 3)), max_size=30)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=_OPS, bounds=st.tuples(st.integers(0, 60), st.integers(0, 60)))
+def test_random_interleavings_match_a_model(tmp_path_factory: pytest.TempPathFactory,
+                                            ops: list[tuple[int, str, int]], bounds: tuple[int, int]) -> None:
+    root = tmp_path_factory.mktemp("txn")
+    asyncio.run(_interleave(root, ops, bounds))
+
+
+async def _interleave(root: Path, ops: list[tuple[int, str, int]], bounds: tuple[int, int]) -> None:
+    options = LogOptions(segment_bytes=300, index_interval_bytes=100, flush_policy="none", file_delete_delay_ms=0)
+    plog = open_plog(root, options)
+    seqs = dict.fromkeys(range(4), 0)
+    ongoing: dict[int, int] = {}
+    aborted: list[AbortedTxn] = []
+    end = 0
+    for pid, kind, n in ops:
+        if kind in ("txn", "plain"):
+            batch = data(pid, 0, seqs[pid], n, txn=kind == "txn")
+            verdict = plog.producers.check(read_batch_header(batch, 0))
+            if kind == "plain" and pid in ongoing:
+                assert verdict == ErrorCode.INVALID_TXN_STATE
+                continue
+            assert verdict == ErrorCode.NONE
+            assert await append(plog, batch) == end
+            seqs[pid] += n
+            if kind == "txn":
+                ongoing.setdefault(pid, end)
+            end += n
+        else:
+            assert await marker(plog, pid, commit=kind == "commit") == end
+            first = ongoing.pop(pid, None)
+            if first is not None and kind == "abort":
+                aborted.append(AbortedTxn(pid, first, end, min(ongoing.values(), default=end + 1)))
+            end += 1
+        assert plog.last_stable_offset == min(ongoing.values(), default=end)
+        assert {p for p in range(4) if plog.has_open_transaction(p)} == set(ongoing)
+
+    def expected(fetch: int, upper: int) -> list[tuple[int, int]]:
+        hits = [a for a in aborted if a.last_offset >= fetch and a.first_offset < upper]
+        return [(a.producer_id, a.first_offset) for a in sorted(hits, key=lambda a: a.first_offset)]
+
+    fetch, upper = min(bounds), max(bounds)
+    assert plog.aborted_transactions(0, end) == expected(0, end)
+    if fetch < end:
+        assert plog.aborted_transactions(fetch, upper) == expected(fetch, upper)
+    assert [e for s in plog.log.segments for e in s.txn_index.entries] == aborted
+    # A crash that loses every .txnindex and the recovery point: all rebuilt from the batches.
+    plog.log.abort()
+    for path in (root / "t-0").iterdir():
+        if path.suffix == ".txnindex" or path.name == "recovery-point-offset-checkpoint":
+            path.unlink()
+    plog = open_plog(root, options)
+    assert [e for s in plog.log.segments for e in s.txn_index.entries] == aborted
+    assert plog.last_stable_offset == min(ongoing.values(), default=end)
+    assert plog.aborted_transactions(0, end) == expected(0, end)
+    await plog.close()
+
+
+# --- the cleaner (Kafka's LogCleaner on transactions) --------------------------------------------
+
+
+def keyed(key: bytes, value: bytes, pid: int = -1, seq: int = -1, *, txn: bool = False) -> bytearray:
+    return bytearray(build_batch([(key, value)], timestamp_ms=1000, producer_id=pid, producer_epoch=0 if pid >= 0 else -1,
+                                 base_sequence=seq, transactional=txn))
+
+
+def _compacted(tmp_path: Path, now: list[int]) -> PartitionLog:
+    options = LogOptions(segment_bytes=100_000, index_interval_bytes=100, flush_policy="none", file_delete_delay_ms=0,
+                         cleanup_policy="compact", delete_retention_ms=1000)
+    storage = Log.open(tmp_path, "t", 0, options, clock=lambda: now[0])
+    return PartitionLog("t", 0, storage, CONFIG, load_producer_state(storage))
+
+
+def _contents(plog: PartitionLog) -> list[tuple[int, bool, bytes | None]]:
+    """(offset, is control, value) of every record left."""
+    out = []
+    for h, raw in all_batches(plog.log):
+        for r in decode_records(raw, 0, h):
+            out.append((h.base_offset + r.offset_delta, h.is_control, None if h.is_control else r.value))
+    return out
+
+
+@pytest.mark.asyncio
+async def test_cleaner_drops_aborted_data_then_its_marker_after_the_horizon(tmp_path: Path) -> None:
+    now = [10_000]
+    plog = _compacted(tmp_path, now)
+    await append(plog, keyed(b"a", b"v1"))  # 0
+    await append(plog, keyed(b"a", b"aborted", 1, 0, txn=True))  # 1
+    await marker(plog, 1, commit=False)  # 2
+    await plog.log.roll()
+    await append(plog, keyed(b"b", b"x"))  # 3, active
+    assert await plog.log.clean(force=True, max_offset=plog.last_stable_offset) is not None
+    # The aborted record is gone and never shadowed v1; its marker and index entry stay this pass.
+    assert _contents(plog) == [(0, False, b"v1"), (2, True, None), (3, False, b"x")]
+    assert plog.aborted_transactions(0, 4) == [(1, 1)]
+    # Next pass: no data of the transaction left, so the marker becomes a tombstone-like batch.
+    await plog.log.clean(force=True, max_offset=plog.last_stable_offset)
+    assert _contents(plog) == [(0, False, b"v1"), (2, True, None), (3, False, b"x")]
+    assert plog.aborted_transactions(0, 4) == []
+    assert not (tmp_path / "t-0" / f"{0:020d}.txnindex").exists()
+    now[0] += 1001  # past delete.retention.ms
+    await plog.log.clean(force=True, max_offset=plog.last_stable_offset)
+    assert _contents(plog) == [(0, False, b"v1"), (3, False, b"x")]
+    await plog.close()
+
+
+@pytest.mark.asyncio
+async def test_cleaner_never_passes_the_lso_and_keeps_a_commit_while_its_data_remains(tmp_path: Path) -> None:
+    now = [10_000]
+    plog = _compacted(tmp_path, now)
+    await append(plog, keyed(b"c", b"in txn", 2, 0, txn=True))  # 0: open
+    await append(plog, keyed(b"c", b"y"))  # 1
+    await plog.log.roll()
+    await append(plog, keyed(b"c", b"z"))  # 2
+    await plog.log.roll()
+    assert plog.last_stable_offset == 0
+    assert await plog.log.clean(force=True, max_offset=plog.last_stable_offset) is None
+    assert [o for o, _c, _v in _contents(plog)] == [0, 1, 2]
+    await marker(plog, 2, commit=True)  # 3
+    await plog.log.roll()
+    await append(plog, keyed(b"d", b"w"))  # 4, active
+    await plog.log.clean(force=True, max_offset=plog.last_stable_offset)
+    # Superseded records go (the committed one too); the COMMIT stays: a batch of it was seen.
+    assert _contents(plog) == [(2, False, b"z"), (3, True, None), (4, False, b"w")]
+    await plog.log.clean(force=True, max_offset=plog.last_stable_offset)
+    assert (3, True, None) in _contents(plog)  # stamped, within the horizon
+    now[0] += 1001
+    await plog.log.clean(force=True, max_offset=plog.last_stable_offset)
+    assert _contents(plog) == [(2, False, b"z"), (4, False, b"w")]
+    await plog.close()
+
+
+@pytest.mark.asyncio
+async def test_a_txnindex_of_an_unknown_version_is_rebuilt_and_orphans_are_dropped(tmp_path: Path) -> None:
+    plog = open_plog(tmp_path)
+    await append(plog, data(1, 0, 0, txn=True))  # 0
+    await marker(plog, 1, commit=False)  # 1
+    await plog.log.roll()
+    await append(plog, data(n=1))  # 2
+    await plog.close()
+    directory = tmp_path / "t-0"
+    index = directory / f"{0:020d}.txnindex"
+    assert index.read_bytes() == struct.pack(">hqqqq", 0, 1, 0, 1, 2)
+    index.write_bytes(struct.pack(">hqqqq", 1, 1, 0, 1, 2))  # a version this reader does not know
+    orphan = directory / f"{99:020d}.txnindex"
+    orphan.write_bytes(b"")
+    plog = open_plog(tmp_path)  # a clean shutdown: nothing rescanned, yet the index is rebuilt
+    assert plog.log.load_result.rescanned_from is None
+    assert any("txnindex" in r for r in plog.log.load_result.repairs)
+    assert index.read_bytes() == struct.pack(">hqqqq", 0, 1, 0, 1, 2)
+    assert not orphan.exists()
+    assert plog.aborted_transactions(0, 3) == [(1, 0)]
     await plog.close()

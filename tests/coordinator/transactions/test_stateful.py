@@ -137,5 +137,5 @@ class TransactionMachine(RuleBasedStateMachine):
 
 
 TransactionMachine.TestCase.settings = settings(
-    max_examples=80, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    max_examples=150, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 test_transaction_state_machine = TransactionMachine.TestCase

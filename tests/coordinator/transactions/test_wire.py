@@ -44,13 +44,15 @@ class RecordingWriter:
         return {tp: self.answer for tp in partitions}
 
 
-async def with_node(data_dir: Path, writer: RecordingWriter, work: Callable[[App, int], Any],
+async def with_node(data_dir: Path, writer: RecordingWriter | None, work: Callable[[App, int], Any],
                     settings: tuple[str, ...] = ()) -> Any:
-    """Run a node in this loop, ``work(app, port)`` in a thread (blocking clients), then stop it."""
+    """Run a node in this loop, ``work(app, port)`` in a thread (blocking clients), then stop it.
+    ``writer`` None: the node's own marker writer (its hosted partitions)."""
     port = free_port()
     app = App(load_config(data_dir=str(data_dir), listen=f"127.0.0.1:{port}",
                           overrides=["transaction.state.log.num.partitions=4", *settings]))
-    app.transactions.marker_writer = writer
+    if writer is not None:
+        app.transactions.marker_writer = writer
     app.transactions.marker_retry_backoff_ms = 20
     running = asyncio.ensure_future(app.run())
     try:
@@ -122,6 +124,9 @@ async def test_a_transaction_over_the_wire(tmp_path: Path) -> None:
             pid = r.producer_id
             r = init(c, "txn-1", pid=pid, epoch=0)
             assert (r.error_code, r.producer_id, r.producer_epoch) == (E.NONE, pid, 1)
+            # Another producer id (KIP-360): PRODUCER_FENCED from v4, INVALID_PRODUCER_EPOCH before.
+            assert init(c, "txn-1", version=4, pid=pid + 100, epoch=0).error_code == E.PRODUCER_FENCED
+            assert init(c, "txn-1", version=3, pid=pid + 100, epoch=0).error_code == E.INVALID_PRODUCER_EPOCH
             # Without a transactional id: the idempotent path, from the same id space.
             idem = c.request(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest(
                 version=4, transactional_id=None, transaction_timeout_ms=1, producer_id=-1, producer_epoch=-1))
@@ -240,3 +245,130 @@ async def test_kafka_python_transactional_producer_initialises_and_fences(tmp_pa
             first.close(timeout=5)
 
     await with_node(tmp_path, RecordingWriter(), work)
+
+
+@pytest.mark.asyncio
+async def test_kafka_python_commits_and_aborts_end_to_end(tmp_path: Path) -> None:
+    """The node's own markers (TxnMarkerApis): a committed transaction's record is read under
+    read_committed, an aborted one's only under read_uncommitted, and the coordinator completes both."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    def read(port: int, isolation: str) -> list[bytes]:
+        consumer = KafkaConsumer(bootstrap_servers=f"127.0.0.1:{port}", isolation_level=isolation,
+                                 enable_auto_commit=False, consumer_timeout_ms=1500)
+        try:
+            consumer.assign([TopicPartition("orders", 0)])
+            consumer.seek_to_beginning()
+            return [m.value for m in consumer]
+        finally:
+            consumer.close()
+
+    def work(app: App, port: int) -> None:
+        producer = KafkaProducer(bootstrap_servers=f"127.0.0.1:{port}", transactional_id="e2e", max_block_ms=15_000)
+        try:
+            producer.init_transactions()
+            producer.begin_transaction()
+            producer.send("orders", b"kept", partition=0)
+            producer.commit_transaction()
+            producer.begin_transaction()
+            producer.send("orders", b"dropped", partition=0)
+            producer.flush()
+            producer.abort_transaction()
+        finally:
+            producer.close(timeout=5)
+        with WireClient("127.0.0.1", port) as c:
+            done = retry(lambda: describe(c, "e2e"), lambda s: s.transaction_state == "CompleteAbort")
+            assert (done.transaction_state, done.producer_epoch) == ("CompleteAbort", 0)
+        assert read(port, "read_committed") == [b"kept"]
+        assert read(port, "read_uncommitted") == [b"kept", b"dropped"]
+
+    await with_node(tmp_path, None, work)
+
+
+@pytest.mark.asyncio
+async def test_a_zombie_is_fenced_and_a_stalled_transaction_times_out(tmp_path: Path) -> None:
+    """Two producers with one transactional id: the second's init aborts the first's open
+    transaction and fences it. A producer that stalls past its timeout is aborted by the
+    coordinator under a bumped epoch and fenced too (reference §2.5)."""
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError
+
+    def producer(port: int, txn: str, timeout_ms: int = 60_000) -> KafkaProducer:
+        p = KafkaProducer(bootstrap_servers=f"127.0.0.1:{port}", transactional_id=txn, max_block_ms=15_000,
+                          transaction_timeout_ms=timeout_ms)
+        p.init_transactions()
+        return p
+
+    def work(app: App, port: int) -> None:
+        with WireClient("127.0.0.1", port) as c:
+            zombie = producer(port, "z")
+            zombie.begin_transaction()
+            zombie.send("orders", b"zombie", partition=0)
+            zombie.flush()
+            successor = producer(port, "z")  # aborts the zombie's transaction first
+            assert describe(c, "z").producer_epoch == 2  # fence (+1), then the successor's own (+1)
+            with pytest.raises(KafkaError) as fenced:
+                zombie.commit_transaction()
+            assert "Fenced" in repr(fenced.value) or "Epoch" in repr(fenced.value), repr(fenced.value)
+            zombie.close(timeout=5)
+            successor.close(timeout=5)
+
+            stalled = producer(port, "slow", timeout_ms=500)
+            stalled.begin_transaction()
+            stalled.send("orders", b"late", partition=1)
+            stalled.flush()
+            done = retry(lambda: describe(c, "slow"), lambda s: s.transaction_state == "CompleteAbort")
+            assert (done.transaction_state, done.producer_epoch) == ("CompleteAbort", 1)
+            with pytest.raises(KafkaError) as timed_out:
+                stalled.commit_transaction()
+            assert "Fenced" in repr(timed_out.value) or "Epoch" in repr(timed_out.value), repr(timed_out.value)
+            stalled.close(timeout=5)
+
+    await with_node(tmp_path, None, work,
+                    settings=("transaction.abort.timed.out.transaction.cleanup.interval.ms=200",))
+
+
+@pytest.mark.asyncio
+async def test_consume_transform_produce_commits_offsets_in_the_transaction(tmp_path: Path) -> None:
+    """The exactly-once loop with kafka-python: AddOffsetsToTxn, TxnOffsetCommit (the group
+    coordinator's) and the marker on the group's __consumer_offsets partition: the offsets of a
+    committed transaction become the group's, those of an aborted one never do."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    source = TopicPartition("orders", 0)
+
+    def work(app: App, port: int) -> None:
+        boot = f"127.0.0.1:{port}"
+        plain = KafkaProducer(bootstrap_servers=boot)
+        for i in range(3):
+            plain.send("orders", f"in-{i}".encode(), partition=0)
+        plain.flush()
+        plain.close(timeout=5)
+        consumer = KafkaConsumer(bootstrap_servers=boot, group_id="eos", enable_auto_commit=False,
+                                 isolation_level="read_committed", consumer_timeout_ms=1500,
+                                 auto_offset_reset="earliest")
+        producer = KafkaProducer(bootstrap_servers=boot, transactional_id="eos-1", max_block_ms=15_000)
+        try:
+            consumer.assign([source])
+            read = list(consumer)
+            assert [m.value for m in read] == [b"in-0", b"in-1", b"in-2"]
+            producer.init_transactions()
+            producer.begin_transaction()
+            for m in read:
+                producer.send("orders", m.value.upper(), partition=1)
+            producer.send_offsets_to_transaction({source: OffsetAndMetadata(3, "", -1)}, consumer.group_metadata())
+            producer.commit_transaction()
+            assert consumer.committed(source) == 3
+            producer.begin_transaction()
+            producer.send("orders", b"never", partition=1)
+            producer.send_offsets_to_transaction({source: OffsetAndMetadata(2, "", -1)}, consumer.group_metadata())
+            producer.abort_transaction()
+            with WireClient("127.0.0.1", port) as c:
+                retry(lambda: describe(c, "eos-1"), lambda s: s.transaction_state == "CompleteAbort")
+            assert consumer.committed(source) == 3
+        finally:
+            producer.close(timeout=5)
+            consumer.close()
+
+    await with_node(tmp_path, None, work)
