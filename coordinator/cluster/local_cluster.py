@@ -37,15 +37,13 @@ def _kept_port(zoo_cfg: Path) -> int | None:
 
 class LocalCluster:
     def __init__(self, directory: Path, nodes: int, base_port: int, host: str = "127.0.0.1",
-                 settings: list[str] | None = None, tick_time_ms: int = 2000, module: str = "coordinator") -> None:
+                 settings: list[str] | None = None, tick_time_ms: int = 2000) -> None:
         if nodes < 1:
             raise ClusterError("a cluster needs at least one node (--nodes)")
         self.directory = Path(directory)
         self.host = host
         self.ports = [base_port + i for i in range(nodes)]
         self.settings = list(settings or [])
-        #: The module each node runs as ``python -m <module> serve ...`` (tests may run a wrapper).
-        self.module = module
         zk_dir = self.directory / "zookeeper"
         self.zookeeper = LocalZooKeeper(zk_dir, port=_kept_port(zk_dir / "zoo.cfg"), tick_time_ms=tick_time_ms)
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
@@ -71,7 +69,7 @@ class LocalCluster:
             raise
 
     def _start_node(self, broker_id: int, port: int) -> None:
-        args = [sys.executable, "-m", self.module, "serve", "--data-dir", str(self.directory / f"node-{broker_id}"),
+        args = [sys.executable, "-m", "coordinator", "serve", "--data-dir", str(self.directory / f"node-{broker_id}"),
                 "--listen", f"{self.host}:{port}", "--set", f"broker.id={broker_id}",
                 "--set", f"zookeeper.connect={self.zookeeper.connect}"]
         for item in self.settings:

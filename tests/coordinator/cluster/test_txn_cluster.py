@@ -27,8 +27,7 @@ from protocol.apis import ApiKey, request_class
 from protocol.errors import ErrorCode
 from protocol.hashing import partition_for
 from protocol.records import build_batch
-from tests.conftest import free_ports
-from tests.coordinator.cluster.conftest import SESSION_MS, wait_for
+from tests.coordinator.cluster.conftest import SESSION_MS, running_cluster, wait_for
 from tests.coordinator.cluster.test_replication import _zk
 from tests.wire_client import WireClient
 
@@ -41,23 +40,12 @@ TXN_PARTITIONS = 50
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    """Three nodes as ``conftest.running_cluster`` starts them, run through ``txn_node`` (the
-    cluster-mode transaction wiring). A replica that stops fetching leaves the ISR after 2 s, so a
-    stopped node does not hold acks=all writes for long; the transaction state log accepts one
-    in-sync replica, so the failover test's survivor can write alone."""
-    cluster = LocalCluster(tmp_path_factory.mktemp("txn") / "cluster", 3, free_ports(3), tick_time_ms=500,
-                           module="tests.coordinator.cluster.txn_node",
-                           settings=[f"zookeeper.session.timeout.ms={SESSION_MS}", "replica.fetch.backoff.ms=200",
-                                     "replica.lag.time.max.ms=2000", "transaction.state.log.min.isr=1",
-                                     "offsets.topic.num.partitions=3"])
-    cluster.start()
-    try:
-        yield cluster
-    finally:
-        for proc in cluster.procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGCONT)
-        cluster.stop()
+    # A replica that stops fetching leaves the ISR after 2 s, so a stopped node does not hold
+    # acks=all writes for long; the transaction state log accepts one in-sync replica, so the
+    # failover test's survivor can write alone.
+    with running_cluster(tmp_path_factory.mktemp("txn") / "cluster", "replica.lag.time.max.ms=2000",
+                         "transaction.state.log.min.isr=1", "offsets.topic.num.partitions=3") as c:
+        yield c
 
 
 def _port(cluster: LocalCluster, broker: int) -> int:
