@@ -20,8 +20,8 @@ import struct
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Generic, TypeVar
 
-from protocol.apis import ApiKey, response_class
-from protocol.kafka_types import KafkaMessageClass, KafkaRequest, KafkaResponse
+from protocol.client import decode_response, encode_request
+from protocol.kafka_types import KafkaRequest, KafkaResponse
 
 __all__ = ["NodeConnection", "NodeQueues", "CONNECTION_ERRORS"]
 
@@ -61,43 +61,25 @@ class NodeConnection:
             self._writer.close()
         self._reader = self._writer = None
 
-    async def call(self, api_key: int, version: int, request: KafkaRequest,
-                   response: KafkaMessageClass | None = None) -> KafkaResponse:
-        """Send ``request`` at ``version`` and read its answer, decoded with ``response`` (by
-        default the api table's class of ``api_key``). Connects first if needed; on any error the
-        connection is closed and the error raised."""
+    async def call(self, api_key: int, version: int, request: KafkaRequest) -> KafkaResponse:
+        """Send ``request`` at ``version`` and read its answer. Connects first if needed; on any
+        error the connection is closed and the error raised."""
         try:
             await self.connect()
             assert self._reader is not None and self._writer is not None
             self._correlation += 1
             cid = self._correlation
-            self._writer.write(_encode(api_key, version, cid, request, self.client_id))
+            self._writer.write(encode_request(api_key, version, cid, request, client_id=self.client_id))
             await self._writer.drain()
             size = struct.unpack(">i", await asyncio.wait_for(self._reader.readexactly(4), self.timeout_s))[0]
             frame = await asyncio.wait_for(self._reader.readexactly(size), self.timeout_s)
+            got, response = decode_response(api_key, version, frame)
+            if got != cid:
+                raise ConnectionError(f"correlation id {got} != {cid}")
         except BaseException:
             self.close()
             raise
-        cls = response if response is not None else response_class(api_key)
-        (got,) = struct.unpack_from(">i", frame, 0)
-        if got != cid:
-            self.close()
-            raise ConnectionError(f"correlation id {got} != {cid}")
-        # Response header v1 (flexible versions) adds empty tagged fields; ApiVersions keeps v0.
-        pos = 5 if cls.flexible_version_q(version) and api_key != ApiKey.API_VERSIONS else 4
-        decoded: KafkaResponse = cls.decode(frame[pos:], version=version)
-        return decoded
-
-
-def _encode(api_key: int, version: int, correlation_id: int, request: KafkaRequest, client_id: str) -> bytes:
-    """One request frame, size prefix included: request header v1, or v2 when flexible (as
-    ``protocol/client.py`` writes it, from the request's own class, so messages the api table does
-    not list yet can be sent)."""
-    flexible = type(request).flexible_version_q(version)
-    name = client_id.encode()
-    header = struct.pack(">hhih", api_key, version, correlation_id, len(name)) + name + (b"\x00" if flexible else b"")
-    body: bytes = request.encode(version=version)
-    return struct.pack(">i", len(header) + len(body)) + header + body
+        return response
 
 
 class NodeQueues(Generic[T]):

@@ -31,8 +31,7 @@ import logging
 from dataclasses import dataclass
 from typing import Protocol
 
-from kafka.protocol.producer import WriteTxnMarkersRequest, WriteTxnMarkersResponse
-
+from protocol.apis import ApiKey, request_class
 from protocol.errors import ErrorCode
 
 from .node_client import CONNECTION_ERRORS, NodeConnection, NodeQueues
@@ -48,7 +47,6 @@ MarkerTarget = tuple[str, int]
 PARTITION_DELETED = int(ErrorCode.UNKNOWN_TOPIC_ID)
 #: Kafka 4.0 removed v0; v1 is flexible. v2 (KIP-1228) only adds the transaction version (TV2).
 WRITE_TXN_MARKERS_VERSION = 1
-_WRITE_TXN_MARKERS = 27
 
 
 class LocalMarkerWriter(Protocol):
@@ -124,7 +122,7 @@ class ClusterMarkerChannel:
         return NodeConnection(broker_id, endpoint, f"txn-marker-sender-{self.broker_id}", self.timeout_s)
 
     async def _send(self, connection: NodeConnection, batch: list[_Marker]) -> None:
-        cls = WriteTxnMarkersRequest
+        cls = request_class(ApiKey.WRITE_TXN_MARKERS)
         request = cls(markers=[
             cls.WritableTxnMarker(
                 producer_id=m.producer_id, producer_epoch=m.producer_epoch, transaction_result=m.commit,
@@ -133,8 +131,7 @@ class ClusterMarkerChannel:
                 coordinator_epoch=m.coordinator_epoch)
             for m in batch])
         try:
-            response = await connection.call(_WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, request,
-                                             WriteTxnMarkersResponse)
+            response = await connection.call(ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, request)
         except CONNECTION_ERRORS as exc:
             log.info("transaction markers not answered; the coordinator retries",
                      extra={"leader": connection.broker_id, "error": repr(exc)})

@@ -28,11 +28,10 @@ import logging
 from dataclasses import dataclass
 from typing import Protocol
 
-from kafka.protocol.producer import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
-
+from protocol.apis import ApiKey, request_class
 from protocol.errors import ErrorCode
 
-from .coordinator_topics import TRANSACTION_STATE
+from ..topics.registry import TRANSACTION_STATE
 from .node_client import CONNECTION_ERRORS, NodeConnection, NodeQueues
 from .view import ClusterView
 
@@ -44,7 +43,6 @@ TopicPartition = tuple[str, int]
 
 #: The first version with a batch of transactions and ``VerifyOnly`` (broker to broker only).
 VERIFY_VERSION = 4
-_ADD_PARTITIONS_TO_TXN = 24
 
 
 class LocalVerifier(Protocol):
@@ -104,7 +102,7 @@ class ClusterVerifier:
         return NodeConnection(broker_id, endpoint, f"txn-verifier-{self.broker_id}", self.timeout_s)
 
     async def _send(self, connection: NodeConnection, batch: list[_Check]) -> None:
-        cls = AddPartitionsToTxnRequest
+        cls = request_class(ApiKey.ADD_PARTITIONS_TO_TXN)
         request = cls(transactions=[
             cls.AddPartitionsToTxnTransaction(
                 transactional_id=c.transactional_id, producer_id=c.producer_id, producer_epoch=c.producer_epoch,
@@ -113,8 +111,7 @@ class ClusterVerifier:
                         for topic, indexes in _by_topic(c.partitions).items()])
             for c in batch])
         try:
-            response = await connection.call(_ADD_PARTITIONS_TO_TXN, VERIFY_VERSION, request,
-                                             AddPartitionsToTxnResponse)
+            response = await connection.call(ApiKey.ADD_PARTITIONS_TO_TXN, VERIFY_VERSION, request)
         except CONNECTION_ERRORS as exc:
             log.info("verification not answered", extra={"coordinator": connection.broker_id, "error": repr(exc)})
             _fail(batch)

@@ -25,12 +25,12 @@ from kafka.protocol.producer import (
 )
 
 from coordinator.cluster.coordinator_leadership import CoordinatorLeadership
-from coordinator.cluster.coordinator_topics import TRANSACTION_STATE
 from coordinator.cluster.replica_manager import NOT_A_REPLICA
 from coordinator.cluster.txn_marker_channel import PARTITION_DELETED, ClusterMarkerChannel
 from coordinator.cluster.txn_verifier import ClusterVerifier
 from coordinator.cluster.view import ClusterView
 from coordinator.cluster.znodes import BrokerRegistration, PartitionState, TopicAssignment
+from coordinator.topics.registry import TRANSACTION_STATE
 from protocol.errors import ErrorCode
 from protocol.hashing import partition_for
 
@@ -208,6 +208,22 @@ async def test_a_leader_that_cannot_be_reached_is_answered_not_leader(nodes: dic
         await channel.close()
     assert result == {("a", 0): ErrorCode.NOT_LEADER_OR_FOLLOWER, ("a", 1): 0}
     await nodes[2].start()  # for the fixture's stop
+
+
+@pytest.mark.asyncio
+async def test_a_retry_goes_to_the_partitions_new_leader(nodes: dict[int, FakeNode]) -> None:
+    """The coordinator retries NOT_LEADER_OR_FOLLOWER (reference §2.4); the channel reads the
+    leader from the view at each call, so the retry reaches the node that leads now."""
+    view = make_view(nodes, {("a", 0): 2})
+    nodes[2].marker_codes[("a", 0)] = ErrorCode.NOT_LEADER_OR_FOLLOWER  # node 2 has just lost it
+    channel = ClusterMarkerChannel(ME, view, LocalWriter(), timeout_s=5)
+    try:
+        assert await channel.write_markers(4, 0, True, 1, [("a", 0)]) == {("a", 0): ErrorCode.NOT_LEADER_OR_FOLLOWER}
+        view.set_state("a", 0, PartitionState(3, 6, (1, 3), 1, zk_version=1))
+        assert await channel.write_markers(4, 0, True, 1, [("a", 0)]) == {("a", 0): 0}
+    finally:
+        await channel.close()
+    assert len(nodes[2].requests) == 1 and len(nodes[3].requests) == 1
 
 
 # --- the verifier -------------------------------------------------------------------------------------

@@ -1,21 +1,26 @@
-"""``__transaction_state`` in cluster mode: asked for on first use, written to a real ZooKeeper
-as Kafka's ZooKeeper mode writes a topic, with Kafka's partition count, replication factor and
-topic configs — and not before as many nodes are alive as its replication factor."""
+"""``__transaction_state`` in cluster mode (``TopicService.create_transaction_state_topic`` over
+the cluster's ``ZkTopicStore``): written to a real ZooKeeper as Kafka's ZooKeeper mode writes a
+topic, with Kafka's partition count, replication factor and topic configs — and not before as
+many nodes are alive as its replication factor (Kafka's documentation of
+``transaction.state.log.replication.factor``: creation fails until the cluster is that big)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from coordinator.cluster.coordinator_topics import TRANSACTION_STATE, ask_for_coordinator_topic, transaction_state_topic
 from coordinator.cluster.local_zookeeper import LocalZooKeeper
 from coordinator.cluster.topic_store import ZkTopicStore
 from coordinator.cluster.view import ClusterView
 from coordinator.cluster.znodes import BrokerRegistration
 from coordinator.cluster.zookeeper import ZooKeeper
+from coordinator.config import load_config
+from coordinator.topics.registry import TRANSACTION_STATE, TopicRegistry
+from coordinator.topics.service import TopicService
 from tests.coordinator.cluster.conftest import chroot_for
 
 pytestmark = pytest.mark.timeout(60)
@@ -29,13 +34,15 @@ def zk(zookeeper: LocalZooKeeper, request: pytest.FixtureRequest) -> Iterator[Zo
     session.close()
 
 
-def _view(brokers: int) -> ClusterView:
+def _service(tmp_path: Path, zk: ZooKeeper, brokers: int, *settings: str) -> TopicService:
     view = ClusterView()
     view.set_brokers({b: BrokerRegistration(b, "127.0.0.1", 9000 + b) for b in range(1, brokers + 1)})
-    return view
+    service = TopicService(TopicRegistry(tmp_path, persistent=False), load_config(overrides=list(settings)))
+    service.store = ZkTopicStore(zk, view)
+    return service
 
 
-async def _created(zk: ZooKeeper, timeout_s: float = 10.0) -> bool:
+async def _created(zk: ZooKeeper, timeout_s: float) -> bool:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
     while loop.time() < deadline:
@@ -46,15 +53,15 @@ async def _created(zk: ZooKeeper, timeout_s: float = 10.0) -> bool:
 
 
 @pytest.mark.asyncio
-async def test_transaction_state_is_created_with_kafkas_layout_once_enough_nodes_live(zk: ZooKeeper) -> None:
-    spec = transaction_state_topic()
+async def test_transaction_state_is_created_with_kafkas_layout_once_enough_nodes_live(tmp_path: Path,
+                                                                                     zk: ZooKeeper) -> None:
     # Two live nodes, replication factor 3: not yet (FindCoordinator answers COORDINATOR_NOT_AVAILABLE).
-    assert not ask_for_coordinator_topic(ZkTopicStore(zk, _view(2)), spec)
+    assert _service(tmp_path, zk, 2).create_transaction_state_topic() is None
     assert not await _created(zk, 0.3)
 
-    view = _view(3)
-    assert ask_for_coordinator_topic(ZkTopicStore(zk, view), spec)
-    assert await _created(zk)
+    # Created in the background: every node adopts it from its view.
+    assert _service(tmp_path, zk, 3).create_transaction_state_topic() is None
+    assert await _created(zk, 10)
     topic = json.loads(zk.client.get(f"/brokers/topics/{TRANSACTION_STATE}")[0])
     assert sorted(map(int, topic["partitions"])) == list(range(50))
     assert all(sorted(replicas) == [1, 2, 3] for replicas in topic["partitions"].values())
@@ -66,7 +73,10 @@ async def test_transaction_state_is_created_with_kafkas_layout_once_enough_nodes
                        "segment.bytes": "104857600"}
 
 
-def test_the_minimum_isr_never_exceeds_the_replication_factor() -> None:
-    assert transaction_state_topic(replication_factor=1).configs["min.insync.replicas"] == "1"
-    assert transaction_state_topic(num_partitions=5, replication_factor=3, min_insync_replicas=3).configs[
-        "min.insync.replicas"] == "3"
+@pytest.mark.asyncio
+async def test_the_minimum_isr_never_exceeds_the_replication_factor(tmp_path: Path, zk: ZooKeeper) -> None:
+    _service(tmp_path, zk, 1, "transaction.state.log.replication.factor=1",
+             "transaction.state.log.num.partitions=2").create_transaction_state_topic()
+    assert await _created(zk, 10)
+    configs = json.loads(zk.client.get(f"/config/topics/{TRANSACTION_STATE}")[0])["config"]
+    assert configs["min.insync.replicas"] == "1"
