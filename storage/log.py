@@ -53,7 +53,7 @@ from pathlib import Path
 
 from protocol.records import BatchHeader, decode_records
 
-from .cleaner import CleanResult, clean_log
+from .cleaner import CleanResult, LastRecords, clean_log
 from .errors import CorruptCheckpointError, InvalidBatchError, LogClosedError, OffsetOutOfRangeError, StorageIOError
 from .files import (
     CLEAN_SHUTDOWN_FILE,
@@ -590,11 +590,13 @@ class Log:
             return count
 
     # -- compaction ---------------------------------------------------------------------------
-    async def clean(self, *, force: bool = False, max_offset: int | None = None) -> CleanResult | None:
+    async def clean(self, *, force: bool = False, max_offset: int | None = None,
+                    last_records: Callable[[], LastRecords] | None = None) -> CleanResult | None:
         """Run one compaction pass if the dirty ratio calls for it (or ``force``), below
-        ``max_offset`` (the last stable offset) if given. See ``storage.cleaner``."""
+        ``max_offset`` (the last stable offset) if given, keeping the last batch of the active
+        producers ``last_records`` returns. See ``storage.cleaner``."""
         self._check_open()
-        return await clean_log(self, force=force, max_offset=max_offset)
+        return await clean_log(self, force=force, max_offset=max_offset, last_records=last_records)
 
     # -- lifecycle ----------------------------------------------------------------------------
     def _write_checkpoint(self, name: str, value: int) -> None:

@@ -271,6 +271,12 @@ class ProducerStateManager:
         return [ProducerInfo(e.producer_id, e.epoch, -1 if e.last_seq is None else e.last_seq, e.last_timestamp,
                              e.coordinator_epoch, e.current_txn_first_offset) for e in self.producers.values()]
 
+    def last_records(self) -> dict[int, tuple[int, int]]:
+        """producer id -> (last offset of its last data batch, -1 if none since its epoch began;
+        its epoch): what the cleaner keeps of each producer (Kafka's
+        ``lastRecordsOfActiveProducers``; ``storage.cleaner``)."""
+        return {pid: (e.batches[-1].last_offset if e.batches else -1, e.epoch) for pid, e in self.producers.items()}
+
     def replay(self, headers: Iterable[BatchHeader]) -> None:
         """Rebuild from data batch headers read from the log (their base offsets are the real
         ones); markers are replayed with ``complete_txn``."""

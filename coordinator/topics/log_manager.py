@@ -228,8 +228,7 @@ class LogManager:
                     continue
                 try:
                     if plog.log.options.cleanup_policy == "compact":
-                        # Never past the last stable offset: open transactions stay whole.
-                        await plog.log.clean(max_offset=plog.last_stable_offset)
+                        await plog.clean()
                     elif retention_due:
                         await plog.log.apply_retention()
                 except Exception:

@@ -49,6 +49,7 @@ from protocol.records import (
     read_end_txn_marker,
 )
 from protocol.responses import FileRange
+from storage.cleaner import CleanResult
 from storage.files import atomic_write
 from storage.log import AppendResult, FileSlice, Log
 from storage.producer_state import CompletedTxn, ProducerInfo, ProducerStateManager
@@ -243,6 +244,14 @@ class PartitionLog:
         ``fetch_offset`` and a first offset below ``upper_bound``, by first offset (Kafka's
         ``LocalLog.collectAbortedTransactions``, from the ``.txnindex`` files)."""
         return self.log.collect_aborted_txns(fetch_offset, upper_bound)
+
+    async def clean(self, *, force: bool = False) -> CleanResult | None:
+        """One compaction pass (``storage.cleaner``) below the last stable offset, so open
+        transactions stay whole, keeping the last batch of every producer with state here, so
+        their idempotence and transaction state survive a rebuild from the log (Kafka's
+        ``LogCleaner`` rules (1) and (2))."""
+        return await self.log.clean(force=force, max_offset=self.last_stable_offset,
+                                    last_records=lambda: self.producers.last_records())
 
     def producer_entries(self) -> list[ProducerInfo]:
         """Every producer with state here (DescribeProducers, KIP-664)."""
