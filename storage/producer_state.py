@@ -271,6 +271,17 @@ class ProducerStateManager:
         return [ProducerInfo(e.producer_id, e.epoch, -1 if e.last_seq is None else e.last_seq, e.last_timestamp,
                              e.coordinator_epoch, e.current_txn_first_offset) for e in self.producers.values()]
 
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> list[int]:
+        """Forget producers without an open transaction whose last timestamp is at least
+        ``expiration_ms`` before ``now_ms`` (``producer.id.expiration.ms``, Kafka's
+        ``ProducerStateManager.removeExpiredProducers``); a producer with an open transaction here
+        never expires, or the LSO would lose it. Returns their ids."""
+        expired = [pid for pid, e in self.producers.items()
+                   if e.current_txn_first_offset < 0 and now_ms - e.last_timestamp >= expiration_ms]
+        for pid in expired:
+            del self.producers[pid]
+        return expired
+
     def last_records(self) -> dict[int, tuple[int, int]]:
         """producer id -> (last offset of its last data batch, -1 if none since its epoch began;
         its epoch): what the cleaner keeps of each producer (Kafka's

@@ -253,6 +253,11 @@ class PartitionLog:
         return await self.log.clean(force=force, max_offset=self.last_stable_offset,
                                     last_records=lambda: self.producers.last_records())
 
+    def remove_expired_producers(self, expiration_ms: int) -> int:
+        """Forget producers idle for ``expiration_ms`` by the log's clock, open transactions
+        excepted (``ProducerStateManager.remove_expired``); how many went."""
+        return len(self.producers.remove_expired(self.log.clock(), expiration_ms))
+
     def producer_entries(self) -> list[ProducerInfo]:
         """Every producer with state here (DescribeProducers, KIP-664)."""
         return self.producers.entries()
