@@ -138,7 +138,7 @@ class LogManager:
             # (Kafka never fsyncs it and relies on offsets.commit.required.acks=-1 reaching the
             # ISR instead: which is what cluster mode does — partition_log.py rule 2).
             options = replace(options, flush_policy="fsync")
-        storage = Log.open(self.data_dir, info.name, partition, options)
+        storage = Log.open(self.data_dir, info.name, partition, options, high_watermark=high_watermark)
         return PartitionLog(info.name, partition, storage, settings, load_producer_state(storage, high_watermark))
 
     async def open_partition(self, info: TopicInfo, partition: int) -> PartitionLog:

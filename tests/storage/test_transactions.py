@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from coordinator.topics import partition_log
 from coordinator.topics.partition_log import PRODUCER_SNAPSHOT, PartitionConfig, PartitionLog, load_producer_state
 from protocol.errors import ErrorCode
 from protocol.records import (
@@ -549,4 +550,35 @@ async def test_cleaner_keeps_the_last_marker_of_a_producer_without_data_since(tm
     # Past the horizon the marker's record goes, but its batch stays, empty (Kafka's RETAIN_EMPTY).
     batches = [(h.base_offset, h.is_control, h.records_count, h.producer_epoch) for h, _raw in all_batches(plog.log)]
     assert batches == [(1, True, 0, 1), (2, False, 1, -1), (3, False, 1, -1)]
+    await plog.close()
+
+
+@pytest.mark.asyncio
+async def test_an_unclean_restart_reads_the_log_once_for_the_txnindex_and_producer_state(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    plog = open_plog(tmp_path)
+    await append(plog, data(1, 0, 0, txn=True))  # 0
+    await append(plog, data(2, 0, 0))  # 1: idempotent
+    await plog.log.roll()
+    await append(plog, data(3, 0, 0, txn=True))  # 2: still open at the crash
+    await marker(plog, 1, commit=False)  # 3
+    await append(plog, data(2, 0, 1))  # 4
+    await plog.log.flush()
+    plog.log.abort()  # a crash: the segment holding the marker is rescanned
+
+    def second_pass(*_args: object) -> ProducerStateManager:
+        raise AssertionError("the log was replayed a second time")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(partition_log, "_rebuild_producer_state", second_pass)
+        plog = open_plog(tmp_path)
+    assert plog.log.load_result.rescanned_from is not None
+    assert plog.aborted_transactions(0, 5) == [(1, 0)]
+    assert plog.last_stable_offset == 2 and plog.has_open_transaction(3) and not plog.has_open_transaction(1)
+    retry = data(2, 0, 1)
+    assert plog.producers.check(read_batch_header(retry, 0)) == Duplicate(4, 4, 1000)
+    # The same state a replay of its own builds.
+    assert plog.producers.snapshot(5) == partition_log._rebuild_producer_state(plog.log).snapshot(5)
+    # Handed over once; and only for the high watermark recovery used.
+    assert plog.log.take_replayed_producers(None) is None
     await plog.close()
