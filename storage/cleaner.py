@@ -338,8 +338,13 @@ def _clean_segment(old: LogSegment, omap: _OffsetMap, now: int, delete_retention
             new.note_appended(pos, headers)
             parts, headers, buffered = [], [], 0
 
-    def keep_empty(h: BatchHeader) -> None:
+    def keep_empty(h: BatchHeader, buf: bytes | memoryview, off: int) -> None:
         nonlocal buffered
+        if h.records_count == 0 and not h.attributes & DELETE_HORIZON_MASK:  # emptied before: as it is
+            parts.append(memoryview(buf)[off : off + LOG_OVERHEAD + h.batch_length])
+            headers.append(h)
+            buffered += LOG_OVERHEAD + h.batch_length
+            return
         data = _empty_batch(h)
         parts.append(data)
         headers.append(read_batch_header(data, 0))
@@ -361,7 +366,7 @@ def _clean_segment(old: LogSegment, omap: _OffsetMap, now: int, delete_retention
                         counts.batches += 1
                     elif h.records_count:
                         counts.records += h.records_count
-                        keep_empty(h)
+                        keep_empty(h, buf, off)
                     else:
                         parts.append(memoryview(buf)[off : off + size])
                         headers.append(h)
@@ -395,7 +400,7 @@ def _clean_segment(old: LogSegment, omap: _OffsetMap, now: int, delete_retention
         if txns.on_data(h):  # aborted transactional data: dropped whatever its keys
             counts.records += h.records_count
             if _keeps_last(h, last_records):
-                keep_empty(h)
+                keep_empty(h, buf, off)
                 continue
             counts.batches += 1
             continue
@@ -407,7 +412,7 @@ def _clean_segment(old: LogSegment, omap: _OffsetMap, now: int, delete_retention
             if n == 0:
                 counts.records += h.records_count
                 if _keeps_last(h, last_records):
-                    keep_empty(h)
+                    keep_empty(h, buf, off)
                     continue
                 counts.batches += 1
                 continue
@@ -440,7 +445,7 @@ def _clean_segment(old: LogSegment, omap: _OffsetMap, now: int, delete_retention
             keep.append(r)
         if not keep:
             if _keeps_last(h, last_records):
-                keep_empty(h)
+                keep_empty(h, buf, off)
                 continue
             counts.batches += 1
             continue
