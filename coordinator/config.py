@@ -35,6 +35,7 @@ IntSetting = Literal[
     "leader.replication.throttled.rate", "follower.replication.throttled.rate", "replication.quota.window.num",
     "replication.quota.window.size.seconds", "message.max.bytes", "log.segment.bytes", "log.retention.ms",
     "log.retention.bytes", "log.retention.check.interval.ms", "log.cleaner.backoff.ms",
+    "producer.id.expiration.ms", "producer.id.expiration.check.interval.ms",
     "log.flush.interval.messages", "offsets.topic.num.partitions", "offsets.topic.segment.bytes",
     "offsets.retention.minutes", "offsets.retention.check.interval.ms", "offsets.snapshot.min.records",
     "offsets.commit.timeout.ms", "offset.metadata.max.bytes", "group.initial.rebalance.delay.ms",
@@ -275,6 +276,13 @@ _SETTINGS = [
             "How often compacted logs are checked for a cleaning pass."),
     Setting("log.flush.interval.messages", _int(1, INT64_MAX), INT64_MAX, "an integer >= 1",
             "Hosted topics: fsync after this many messages (Kafka's default: never, rely on the OS)."),
+    # Idempotent/transactional producer state per partition (KIP-854, Kafka's names, int bounds and
+    # defaults: https://cwiki.apache.org/confluence/display/KAFKA/KIP-854+Separate+configuration+for+producer+ID+expiry).
+    Setting("producer.id.expiration.ms", _int(1, INT32_MAX), 86400000, "milliseconds >= 1",
+            "A producer with no open transaction whose last write is older than this is forgotten by "
+            "each partition (its retries are then no longer recognised as duplicates)."),
+    Setting("producer.id.expiration.check.interval.ms", _int(1, INT32_MAX), 600000, "milliseconds >= 1",
+            "How often partitions look for expired producers."),
     # --- group coordinator ------------------------------------------------------------------------
     # Kafka's names and defaults: https://kafka.apache.org/documentation/#brokerconfigs, set in
     # https://github.com/apache/kafka/blob/trunk/group-coordinator/src/main/java/org/apache/kafka/coordinator/group/GroupCoordinatorConfig.java

@@ -16,6 +16,13 @@ Theory of operation (after Kafka's ``LogCleaner``):
   * Batches keep their base offset, last offset delta, producer id/epoch/sequence, leader epoch,
     compression and flags; untouched batches are copied byte for byte; batches left empty are
     dropped. Offsets of retained records never change, so the log gains gaps and nothing else.
+  * Except the last batch of each active producer (the caller passes them, from the partition's
+    producer state): it stays even when all its records go, as an empty batch with the same
+    offsets, producer id, epoch and sequences (Kafka's ``RETAIN_EMPTY``, rule (1) of the
+    ``LogCleaner`` class comment), so producer state rebuilt from the log after a restart still
+    knows the producer's last sequence and recognises a retried batch as a duplicate. For a
+    producer whose last entry is a marker (its epoch bumped, no data since), that marker's batch
+    is the one kept.
   * Transactions (KIP-98; Kafka's ``CleanedTransactionMetadata``): nothing at or above the last
     stable offset is cleanable (the caller passes it as ``max_offset``), so no open transaction
     is ever cleaned. The batches of aborted transactions (the ``.txnindex`` entries say which)
@@ -49,6 +56,7 @@ import functools
 import logging
 import os
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,7 +88,7 @@ from .log_parts import CleanerLog
 from .segment import LogSegment
 from .txn_index import AbortedTxn
 
-__all__ = ["CleanResult", "clean_log", "dirty_ratio", "run_cleaner"]
+__all__ = ["CleanResult", "LastRecords", "clean_log", "dirty_ratio", "run_cleaner"]
 
 logger = logging.getLogger("groupcoord.storage")
 
@@ -89,6 +97,42 @@ logger = logging.getLogger("groupcoord.storage")
 _warned_past_end: set[Path] = set()
 #: Buffer this much cleaned output before each write: big writes, bounded memory.
 _WRITE_CHUNK = 1 << 20
+
+#: producer id -> (last offset of its last data batch, -1 if it has none since its epoch began;
+#: its epoch): the active producers whose last batch a pass keeps (Kafka's
+#: ``lastRecordsOfActiveProducers``; ``ProducerStateManager.last_records``).
+LastRecords = Mapping[int, tuple[int, int]]
+_NO_RECORD = (-2, -2)
+
+
+def _keeps_last(h: BatchHeader, last_records: LastRecords) -> bool:
+    """Whether ``h`` is the last batch of an active producer (module docstring)."""
+    if h.producer_id < 0 or not last_records:
+        return False
+    last_offset, epoch = last_records.get(h.producer_id, _NO_RECORD)
+    if last_offset >= 0:
+        return h.base_offset + h.last_offset_delta == last_offset
+    return last_offset == -1 and h.attributes & CONTROL_MASK != 0 and h.producer_epoch == epoch
+
+
+def _empty_batch(h: BatchHeader) -> bytes:
+    """``h``'s batch without records: same offsets, producer id, epoch, sequence and flags
+    (Kafka's ``DefaultRecordBatch.writeEmptyHeader``: uncompressed, no delete horizon, base and
+    max timestamp both the batch's max timestamp)."""
+    return encode_batch(
+        [],
+        base_offset=h.base_offset,
+        base_timestamp=h.max_timestamp,
+        max_timestamp=h.max_timestamp,
+        producer_id=h.producer_id,
+        producer_epoch=h.producer_epoch,
+        base_sequence=h.base_sequence,
+        partition_leader_epoch=h.partition_leader_epoch,
+        transactional=h.is_transactional,
+        control=h.is_control,
+        log_append_time=h.log_append_time,
+        last_offset_delta=h.last_offset_delta,
+    )
 
 
 @dataclass(slots=True)
@@ -270,11 +314,13 @@ class _Counts:
 
 
 def _clean_segment(old: LogSegment, omap: _OffsetMap, now: int, delete_retention_ms: int,
-                   counts: _Counts, *, dirty: bool = False,
-                   txns: _Transactions | None = None) -> tuple[LogSegment, list[AbortedTxn]]:
+                   counts: _Counts, *, dirty: bool = False, txns: _Transactions | None = None,
+                   last_records: LastRecords | None = None) -> tuple[LogSegment, list[AbortedTxn]]:
     """The cleaned copy of ``old`` and its ``.txnindex`` entries (written by ``_swap``).
-    ``txns``: the pass's walk over aborted transactions, shared by its segments in order."""
+    ``txns``: the pass's walk over aborted transactions, shared by its segments in order;
+    ``last_records``: the active producers, whose last batch stays (module docstring)."""
     txns = txns or _Transactions([])
+    last_records = last_records or {}
     entries: list[AbortedTxn] = []
     new = LogSegment(old.directory, old.base_offset, index_interval_bytes=old.index_interval_bytes,
                      now_ms=old.created_ms, suffix=LOG_SUFFIX + CLEANED_SUFFIX)
@@ -292,6 +338,18 @@ def _clean_segment(old: LogSegment, omap: _OffsetMap, now: int, delete_retention
             new.note_appended(pos, headers)
             parts, headers, buffered = [], [], 0
 
+    def keep_empty(h: BatchHeader, buf: bytes | memoryview, off: int) -> None:
+        nonlocal buffered
+        if h.records_count == 0 and not h.attributes & DELETE_HORIZON_MASK:  # emptied before: as it is
+            parts.append(memoryview(buf)[off : off + LOG_OVERHEAD + h.batch_length])
+            headers.append(h)
+            buffered += LOG_OVERHEAD + h.batch_length
+            return
+        data = _empty_batch(h)
+        parts.append(data)
+        headers.append(read_batch_header(data, 0))
+        buffered += len(data)
+
     offset_map = omap.last
     survivors = omap.survivors
     special = omap.special
@@ -304,7 +362,15 @@ def _clean_segment(old: LogSegment, omap: _OffsetMap, now: int, delete_retention
             if removable:
                 horizon = h.base_timestamp if h.attributes & DELETE_HORIZON_MASK else None
                 if horizon is not None and now >= horizon:
-                    counts.batches += 1
+                    if not _keeps_last(h, last_records):
+                        counts.batches += 1
+                    elif h.records_count:
+                        counts.records += h.records_count
+                        keep_empty(h, buf, off)
+                    else:
+                        parts.append(memoryview(buf)[off : off + size])
+                        headers.append(h)
+                        buffered += size
                     continue
                 if horizon is None:
                     # Removable from now on, like a tombstone: first stamp the delete horizon.
@@ -333,6 +399,9 @@ def _clean_segment(old: LogSegment, omap: _OffsetMap, now: int, delete_retention
             continue
         if txns.on_data(h):  # aborted transactional data: dropped whatever its keys
             counts.records += h.records_count
+            if _keeps_last(h, last_records):
+                keep_empty(h, buf, off)
+                continue
             counts.batches += 1
             continue
         if dirty and h.base_offset not in special:
@@ -342,6 +411,9 @@ def _clean_segment(old: LogSegment, omap: _OffsetMap, now: int, delete_retention
             n = bisect.bisect_right(survivors, base + h.last_offset_delta) - bisect.bisect_left(survivors, base)
             if n == 0:
                 counts.records += h.records_count
+                if _keeps_last(h, last_records):
+                    keep_empty(h, buf, off)
+                    continue
                 counts.batches += 1
                 continue
             if n == h.records_count:
@@ -372,6 +444,9 @@ def _clean_segment(old: LogSegment, omap: _OffsetMap, now: int, delete_retention
                 tombstone = True
             keep.append(r)
         if not keep:
+            if _keeps_last(h, last_records):
+                keep_empty(h, buf, off)
+                continue
             counts.batches += 1
             continue
         if changed or (tombstone and horizon is None):
@@ -429,9 +504,11 @@ def _swap(old: LogSegment, new: LogSegment, entries: list[AbortedTxn]) -> None:
     new.write_indexes(sync=True)
 
 
-async def clean_log(log: CleanerLog, *, force: bool = False, max_offset: int | None = None) -> CleanResult | None:
+async def clean_log(log: CleanerLog, *, force: bool = False, max_offset: int | None = None,
+                    last_records: Callable[[], LastRecords] | None = None) -> CleanResult | None:
     """One compaction pass over ``log``; None if the policy or the dirty ratio says not now.
-    ``max_offset``: the partition's last stable offset; nothing at or above it is cleaned."""
+    ``max_offset``: the partition's last stable offset; nothing at or above it is cleaned.
+    ``last_records``: the active producers (read once, when a pass runs), whose last batch stays."""
     if log.options.cleanup_policy != "compact":
         return None
     loop = asyncio.get_running_loop()
@@ -441,6 +518,7 @@ async def clean_log(log: CleanerLog, *, force: bool = False, max_offset: int | N
             return None
         now = log.clock()
         started = time.perf_counter()
+        active = last_records() if last_records is not None else {}
         counts = _Counts()
         dirty_aborted = _aborted_from(log._segments, plan.dirty[0].base_offset) if plan.dirty else []
         omap = await loop.run_in_executor(None, _build_offset_map, plan.dirty, log.options.cleaner_max_keys,
@@ -457,7 +535,7 @@ async def clean_log(log: CleanerLog, *, force: bool = False, max_offset: int | N
         for old in cleanable:
             new, entries = await loop.run_in_executor(
                 None, functools.partial(_clean_segment, old, omap, now, log.options.delete_retention_ms, counts,
-                                        dirty=id(old) in dirty, txns=txns))
+                                        dirty=id(old) in dirty, txns=txns, last_records=active))
             read += old.size
             if old not in log._segments or log.closed:
                 new.close()

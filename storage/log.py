@@ -53,7 +53,7 @@ from pathlib import Path
 
 from protocol.records import BatchHeader, decode_records
 
-from .cleaner import CleanResult, clean_log
+from .cleaner import CleanResult, LastRecords, clean_log
 from .errors import CorruptCheckpointError, InvalidBatchError, LogClosedError, OffsetOutOfRangeError, StorageIOError
 from .files import (
     CLEAN_SHUTDOWN_FILE,
@@ -71,6 +71,7 @@ from .files import (
 from .group_commit import AppendResult, BatchesInput, GroupCommitWriter, validate_batches
 from .leader_epoch import LeaderEpochCache
 from .options import LogOptions
+from .producer_state import ProducerStateManager
 from .recovery import LoadResult, load_segments
 from .segment import LogSegment
 from .txn_index import AbortedTxn, collect_aborted
@@ -185,12 +186,14 @@ class Log:
     # -- opening ----------------------------------------------------------------------------
     @classmethod
     def open(cls, root: Path | str, topic: str, partition: int, options: LogOptions | None = None, *,
-             clock: Callable[[], int] | None = None) -> Log:
-        """Open (creating if needed) and recover ``<root>/<topic>-<partition>``. Blocking."""
+             clock: Callable[[], int] | None = None, high_watermark: int | None = None) -> Log:
+        """Open (creating if needed) and recover ``<root>/<topic>-<partition>``. Blocking.
+        ``high_watermark``: for producer state recovery rebuilds (``take_replayed_producers``)."""
         options = options or LogOptions()
         clock = clock or _wall_ms
         directory = partition_dir(Path(root), topic, partition)
-        loaded = load_segments(directory, index_interval_bytes=options.index_interval_bytes, now_ms=clock())
+        loaded = load_segments(directory, index_interval_bytes=options.index_interval_bytes, now_ms=clock(),
+                               high_watermark=high_watermark)
         return cls(directory, options, loaded, clock)
 
     @classmethod
@@ -199,6 +202,18 @@ class Log:
         """``open`` in an executor thread, so recovery does not stall the event loop."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(None, lambda: cls.open(root, topic, partition, options, clock=clock))
+
+    def take_replayed_producers(self, high_watermark: int | None) -> ProducerStateManager | None:
+        """The producer state recovery rebuilt while replaying the whole log for the ``.txnindex``
+        (an unclean restart with markers in rescanned segments), if it used ``high_watermark``
+        and nothing was appended since; None otherwise. Handed over once (then forgotten)."""
+        loaded = self.load_result
+        state, loaded.producers = loaded.producers, None
+        if state is None or loaded.producers_high_watermark != high_watermark:
+            return None
+        if self.log_end_offset != loaded.recovery_point:  # the log end when loaded
+            return None
+        return state
 
     # -- state ------------------------------------------------------------------------------
     @property
@@ -590,11 +605,13 @@ class Log:
             return count
 
     # -- compaction ---------------------------------------------------------------------------
-    async def clean(self, *, force: bool = False, max_offset: int | None = None) -> CleanResult | None:
+    async def clean(self, *, force: bool = False, max_offset: int | None = None,
+                    last_records: Callable[[], LastRecords] | None = None) -> CleanResult | None:
         """Run one compaction pass if the dirty ratio calls for it (or ``force``), below
-        ``max_offset`` (the last stable offset) if given. See ``storage.cleaner``."""
+        ``max_offset`` (the last stable offset) if given, keeping the last batch of the active
+        producers ``last_records`` returns. See ``storage.cleaner``."""
         self._check_open()
-        return await clean_log(self, force=force, max_offset=max_offset)
+        return await clean_log(self, force=force, max_offset=max_offset, last_records=last_records)
 
     # -- lifecycle ----------------------------------------------------------------------------
     def _write_checkpoint(self, name: str, value: int) -> None:

@@ -42,19 +42,19 @@ from __future__ import annotations
 
 import struct
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import crc32c as _crc32c
 
 from protocol.errors import ErrorCode
-from protocol.records import BatchHeader
+from protocol.records import BatchHeader, CorruptBatchError, read_end_txn_marker
 
 from .errors import CorruptSnapshotError
 
 __all__ = ["ProducerStateManager", "BatchMetadata", "ProducerEntry", "ProducerInfo", "CompletedTxn", "Duplicate",
-           "BATCHES_PER_PRODUCER"]
+           "BATCHES_PER_PRODUCER", "replay_segments"]
 
 BATCHES_PER_PRODUCER = 5
 NO_PRODUCER_ID = -1
@@ -271,6 +271,23 @@ class ProducerStateManager:
         return [ProducerInfo(e.producer_id, e.epoch, -1 if e.last_seq is None else e.last_seq, e.last_timestamp,
                              e.coordinator_epoch, e.current_txn_first_offset) for e in self.producers.values()]
 
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> list[int]:
+        """Forget producers without an open transaction whose last timestamp is at least
+        ``expiration_ms`` before ``now_ms`` (``producer.id.expiration.ms``, Kafka's
+        ``ProducerStateManager.removeExpiredProducers``); a producer with an open transaction here
+        never expires, or the LSO would lose it. Returns their ids."""
+        expired = [pid for pid, e in self.producers.items()
+                   if e.current_txn_first_offset < 0 and now_ms - e.last_timestamp >= expiration_ms]
+        for pid in expired:
+            del self.producers[pid]
+        return expired
+
+    def last_records(self) -> dict[int, tuple[int, int]]:
+        """producer id -> (last offset of its last data batch, -1 if none since its epoch began;
+        its epoch): what the cleaner keeps of each producer (Kafka's
+        ``lastRecordsOfActiveProducers``; ``storage.cleaner``)."""
+        return {pid: (e.batches[-1].last_offset if e.batches else -1, e.epoch) for pid, e in self.producers.items()}
+
     def replay(self, headers: Iterable[BatchHeader]) -> None:
         """Rebuild from data batch headers read from the log (their base offsets are the real
         ones); markers are replayed with ``complete_txn``."""
@@ -362,3 +379,42 @@ class ProducerStateManager:
             raise CorruptSnapshotError("snapshot has trailing bytes")
         state._first_ongoing_stale = bool(state.ongoing)
         return state, log_offset
+
+
+class _Segment(Protocol):
+    def batches(self, start: int = 0, end: int | None = None, *,
+                with_bytes: bool = True) -> Iterable[tuple[int, BatchHeader, bytes, int]]: ...
+
+    def read_bytes(self, position: int, length: int) -> bytes: ...
+
+
+def replay_segments(segments: Sequence[_Segment], high_watermark: int,
+                    on_abort: Callable[[int, CompletedTxn, int], None] | None = None) -> ProducerStateManager:
+    """The producer state of a log rebuilt from its segments (rule 3): every data batch header and
+    every transaction marker, in offset order. Completed transactions whose marker is below
+    ``high_watermark`` are dropped as the replay goes, so memory stays bounded by the transactions
+    still unstable. ``on_abort(segment index, transaction, LSO at the abort)`` is told of each ABORT
+    that closed a transaction: what its ``.txnindex`` entry holds (``txn_index.rebuild``)."""
+    state = ProducerStateManager()
+    unreplicated = state.unreplicated
+    for i, seg in enumerate(segments):
+        for pos, h, buf, off in seg.batches(with_bytes=False):
+            if not h.attributes & _CONTROL:
+                state.update(h, h.base_offset)
+                continue
+            if len(buf) - off < h.size:
+                buf, off = seg.read_bytes(pos, h.size), 0
+            try:
+                marker = read_end_txn_marker(buf, off, h)
+            except CorruptBatchError:
+                marker = None  # recovery checked the CRC: not a marker we can act on
+            if marker is None:
+                continue  # emptied by the cleaner, or not a transaction marker
+            done = state.complete_txn(h.producer_id, h.producer_epoch, marker[1], marker[0], h.base_offset,
+                                      h.max_timestamp)
+            if done is not None and done.is_aborted and on_abort is not None:
+                first = state.first_ongoing_offset()
+                on_abort(i, done, h.base_offset + 1 if first is None else first)
+            while unreplicated and unreplicated[0].last_offset < high_watermark:
+                unreplicated.popleft()
+    return state

@@ -21,7 +21,8 @@ sequence of passes (after Kafka's ``LogLoader``):
   Pass 5. Derive the log start offset, fsync what was recovered and move the recovery point to
           the log end. Rebuild the ``.txnindex`` of every scanned segment and of any whose file
           is damaged (``txn_index.rebuild``): an entry may have been lost with the data's tail,
-          or written for a marker the cut removed.
+          or written for a marker the cut removed. When that replays the whole log, the producer
+          state it built is kept for the partition, which would otherwise replay it again.
 
 Rules:
   1. Opening never raises because of file contents; every byte dropped is reported in a warning
@@ -63,6 +64,7 @@ from .files import (
     read_checkpoint,
     segment_path,
 )
+from .producer_state import ProducerStateManager
 from .segment import LogSegment
 from .txn_index import rebuild as rebuild_txn_indexes
 
@@ -87,6 +89,11 @@ class LoadResult:
     #: Base offset of the first segment scanned batch by batch (not trusted), None if none was:
     #: files that may lag the data (the leader-epoch cache) are refreshed from there on.
     rescanned_from: int | None = None
+    #: The producer state the ``.txnindex`` rebuild replayed the whole log for (None: it did not),
+    #: with completed transactions below ``producers_high_watermark`` dropped (None: the log
+    #: end). The partition takes it (``Log.take_replayed_producers``) rather than replay again.
+    producers: ProducerStateManager | None = None
+    producers_high_watermark: int | None = None
 
 
 def _unlink(path: Path) -> None:
@@ -96,7 +103,10 @@ def _unlink(path: Path) -> None:
         pass
 
 
-def load_segments(directory: Path, *, index_interval_bytes: int, now_ms: int) -> LoadResult:
+def load_segments(directory: Path, *, index_interval_bytes: int, now_ms: int,
+                  high_watermark: int | None = None) -> LoadResult:
+    """Passes 1-5 of the module docstring. ``high_watermark``: for the producer state a
+    ``.txnindex`` rebuild yields (``LoadResult.producers``)."""
     directory.mkdir(parents=True, exist_ok=True)
     repairs: list[str] = []
 
@@ -225,5 +235,7 @@ def load_segments(directory: Path, *, index_interval_bytes: int, now_ms: int) ->
     for seg in segments:
         if seg.txn_index.corrupt is not None:
             warn(f"{seg.txn_index.path}: {seg.txn_index.corrupt}; rebuilt it from the log")
-    rebuild_txn_indexes(segments, _NO_OFFSET if rescanned_from is None else rescanned_from)
-    return LoadResult(segments, log_start, log_end, clean, repairs, truncated_total, scanned, rescanned_from)
+    _written, producers = rebuild_txn_indexes(segments, _NO_OFFSET if rescanned_from is None else rescanned_from,
+                                              high_watermark)
+    return LoadResult(segments, log_start, log_end, clean, repairs, truncated_total, scanned, rescanned_from,
+                      producers, high_watermark)

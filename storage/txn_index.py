@@ -29,13 +29,17 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
-from protocol.records import CONTROL_MASK, TRANSACTIONAL_MASK, BatchHeader, CorruptBatchError, read_end_txn_marker
+from protocol.records import CONTROL_MASK, BatchHeader
+
+from .producer_state import CompletedTxn, ProducerStateManager, replay_segments
 
 __all__ = ["AbortedTxn", "TransactionIndex", "TxnIndexCorrupt", "collect_aborted", "rebuild", "ENTRY_SIZE"]
 
 _ENTRY = struct.Struct(">hqqqq")
 ENTRY_SIZE = _ENTRY.size  # 34
 _VERSION = 0
+#: Above every offset: a high watermark past every marker (the log end's meaning).
+_ABOVE_ALL = 2**63
 
 
 class TxnIndexCorrupt(ValueError):
@@ -178,47 +182,37 @@ def collect_aborted(segments: Sequence[_Segment], fetch_offset: int, upper_bound
     return [(e.producer_id, e.first_offset) for e in found]
 
 
-def rebuild(segments: Sequence[_Segment], rebuild_from: int) -> int:
+def rebuild(segments: Sequence[_Segment], rebuild_from: int,
+            high_watermark: int | None = None) -> tuple[int, ProducerStateManager | None]:
     """Rewrite the ``.txnindex`` of every segment based at or above ``rebuild_from`` (and of any
     whose file was corrupt) from its batches (rule 2). Transactions open at such a segment's
-    start are found by replaying the transactional batches of the earlier ones, so every
-    segment's batches are scanned — unless no segment to rebuild holds a control batch (no topic
-    without transactions has one): then none gets an entry, which one scan of them shows.
-    Blocking; returns the number of entries written."""
+    start are found by replaying the earlier ones, so every segment's batches are scanned —
+    unless no segment to rebuild holds a control batch (no topic without transactions has one):
+    then none gets an entry, which one scan of them shows.
+
+    The whole-log replay is the producer state's (``producer_state.replay_segments``), so it is
+    returned too (completed transactions below ``high_watermark`` dropped; None: the log end):
+    the partition takes it instead of reading every header a second time. None when there was
+    no replay. Blocking; returns the number of entries written and that state."""
     targets = [s for s in segments if s.base_offset >= rebuild_from or s.txn_index.corrupt is not None]
     if not targets:
-        return 0
+        return 0, None
     if not any(h.attributes & CONTROL_MASK for s in targets for _p, h, _b, _o in s.batches(with_bytes=False)):
         for seg in targets:
             seg.txn_index.replace(())
-        return 0
-    ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
+        return 0, None
+    redo = [seg.base_offset >= rebuild_from or seg.txn_index.corrupt is not None for seg in segments]
+    entries: list[list[AbortedTxn]] = [[] for _ in segments]
+
+    def on_abort(i: int, txn: CompletedTxn, last_stable_offset: int) -> None:
+        if redo[i]:
+            entries[i].append(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, last_stable_offset))
+
+    state = replay_segments(segments, _ABOVE_ALL if high_watermark is None else high_watermark, on_abort)
     written = 0
-    for seg in segments:
-        redo = seg.base_offset >= rebuild_from or seg.txn_index.corrupt is not None
-        entries: list[AbortedTxn] = []
-        for pos, h, buf, off in seg.batches(with_bytes=False):
-            attrs = h.attributes
-            if not attrs & TRANSACTIONAL_MASK:
-                continue
-            if not attrs & CONTROL_MASK:
-                ongoing.setdefault(h.producer_id, h.base_offset)
-                continue
-            if len(buf) - off < h.size:
-                buf, off = seg.read_bytes(pos, h.size), 0
-            try:
-                marker = read_end_txn_marker(buf, off, h)
-            except CorruptBatchError:
-                marker = None  # recovery checked the CRC: not a marker we can act on
-            if marker is None:
-                continue
-            first = ongoing.pop(h.producer_id, None)
-            if first is not None and not marker[0] and redo:
-                marker_offset = h.base_offset
-                lso = min(ongoing.values(), default=marker_offset + 1)
-                entries.append(AbortedTxn(h.producer_id, first, marker_offset, lso))
-        if redo:
-            seg.txn_index.replace(entries)
+    for seg, again, found in zip(segments, redo, entries, strict=True):
+        if again:
+            seg.txn_index.replace(found)
             seg.txn_index.flush()
-            written += len(entries)
-    return written
+            written += len(found)
+    return written, state

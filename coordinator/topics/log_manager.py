@@ -138,7 +138,7 @@ class LogManager:
             # (Kafka never fsyncs it and relies on offsets.commit.required.acks=-1 reaching the
             # ISR instead: which is what cluster mode does — partition_log.py rule 2).
             options = replace(options, flush_policy="fsync")
-        storage = Log.open(self.data_dir, info.name, partition, options)
+        storage = Log.open(self.data_dir, info.name, partition, options, high_watermark=high_watermark)
         return PartitionLog(info.name, partition, storage, settings, load_producer_state(storage, high_watermark))
 
     async def open_partition(self, info: TopicInfo, partition: int) -> PartitionLog:
@@ -211,15 +211,35 @@ class LogManager:
                 log.exception("closing a log failed", extra={"partition": f"{plog.topic}-{plog.partition}"})
         self._logs.clear()
 
+    def remove_expired_producers(self) -> int:
+        """Drop, in every partition, the producers idle longer than ``producer.id.expiration.ms``
+        (open transactions excepted; ``PartitionLog.remove_expired_producers``); how many went."""
+        expiration_ms = self.config["producer.id.expiration.ms"]
+        removed = 0
+        for plog in list(self._logs.values()):
+            removed += plog.remove_expired_producers(expiration_ms)
+        if removed:
+            log.info("expired idle producers", extra={"producers": removed})
+        return removed
+
     async def _maintain(self) -> None:
-        """Compaction every ``log.cleaner.backoff.ms`` (each pass checks the dirty ratio) and
-        retention every ``log.retention.check.interval.ms``, as Kafka schedules them."""
+        """Compaction every ``log.cleaner.backoff.ms`` (each pass checks the dirty ratio),
+        retention every ``log.retention.check.interval.ms`` and producer expiration every
+        ``producer.id.expiration.check.interval.ms``, as Kafka schedules them."""
         loop = asyncio.get_running_loop()
         backoff = int(self.config["log.cleaner.backoff.ms"]) / 1000.0
         retention_every = int(self.config["log.retention.check.interval.ms"]) / 1000.0
+        expiry_every = self.config["producer.id.expiration.check.interval.ms"] / 1000.0
         next_retention = loop.time() + retention_every
+        next_expiry = loop.time() + expiry_every
         while True:
-            await asyncio.sleep(min(backoff, max(next_retention - loop.time(), 0.0)))
+            await asyncio.sleep(min(backoff, max(min(next_retention, next_expiry) - loop.time(), 0.0)))
+            if loop.time() >= next_expiry:
+                next_expiry = loop.time() + expiry_every
+                try:
+                    self.remove_expired_producers()
+                except Exception:
+                    log.exception("producer expiration failed")
             retention_due = loop.time() >= next_retention
             if retention_due:
                 next_retention = loop.time() + retention_every
@@ -228,8 +248,7 @@ class LogManager:
                     continue
                 try:
                     if plog.log.options.cleanup_policy == "compact":
-                        # Never past the last stable offset: open transactions stay whole.
-                        await plog.log.clean(max_offset=plog.last_stable_offset)
+                        await plog.clean()
                     elif retention_due:
                         await plog.log.apply_retention()
                 except Exception:

@@ -19,7 +19,9 @@ Rules:
 3. Producer state survives a clean restart as a snapshot taken at the log end on close; it is used
    only if it was taken exactly at the log end found on open (nothing was appended or lost since),
    and deleted once read (``load_producer_state``). Otherwise the state is rebuilt by replaying
-   every batch header (and every transaction marker).
+   every batch header (and every transaction marker) — or taken from recovery, when it already
+   replayed the whole log to rebuild the ``.txnindex`` (an unclean restart with markers in the
+   rescanned segments), so the log is read once.
 4. Transactions (KIP-98): producer state opens a transaction at a producer's first transactional
    batch and a marker (``append_marker``, or a control batch a coordinator appends) closes it;
    an ABORT that closed one gets a ``.txnindex`` entry in the segment the marker lands in
@@ -49,9 +51,10 @@ from protocol.records import (
     read_end_txn_marker,
 )
 from protocol.responses import FileRange
+from storage.cleaner import CleanResult
 from storage.files import atomic_write
 from storage.log import AppendResult, FileSlice, Log
-from storage.producer_state import CompletedTxn, ProducerInfo, ProducerStateManager
+from storage.producer_state import CompletedTxn, ProducerInfo, ProducerStateManager, replay_segments
 from storage.txn_index import AbortedTxn
 
 from .replication import Replication
@@ -244,6 +247,19 @@ class PartitionLog:
         ``LocalLog.collectAbortedTransactions``, from the ``.txnindex`` files)."""
         return self.log.collect_aborted_txns(fetch_offset, upper_bound)
 
+    async def clean(self, *, force: bool = False) -> CleanResult | None:
+        """One compaction pass (``storage.cleaner``) below the last stable offset, so open
+        transactions stay whole, keeping the last batch of every producer with state here, so
+        their idempotence and transaction state survive a rebuild from the log (Kafka's
+        ``LogCleaner`` rules (1) and (2))."""
+        return await self.log.clean(force=force, max_offset=self.last_stable_offset,
+                                    last_records=lambda: self.producers.last_records())
+
+    def remove_expired_producers(self, expiration_ms: int) -> int:
+        """Forget producers idle for ``expiration_ms`` by the log's clock, open transactions
+        excepted (``ProducerStateManager.remove_expired``); how many went."""
+        return len(self.producers.remove_expired(self.log.clock(), expiration_ms))
+
     def producer_entries(self) -> list[ProducerInfo]:
         """Every producer with state here (DescribeProducers, KIP-664)."""
         return self.producers.entries()
@@ -424,9 +440,12 @@ def _file_range(found: FileSlice) -> FileRange:
 
 
 def load_producer_state(storage: Log, high_watermark: int | None = None) -> ProducerStateManager:
-    """The producer state of a log just opened: its snapshot if taken at this log end, else
-    rebuilt from the batch headers (rule 3). ``high_watermark``: cluster mode's checkpointed one
-    (None: the log end, a single node's), below which completed transactions are stable."""
+    """The producer state of a log just opened: its snapshot if taken at this log end, else the
+    state recovery rebuilt with the ``.txnindex`` (one pass over the log), else rebuilt from the
+    batch headers (rule 3). ``high_watermark``: cluster mode's checkpointed one (None: the log
+    end, a single node's), below which completed transactions are stable; pass the same to
+    ``Log.open``."""
+    replayed = storage.take_replayed_producers(high_watermark)
     path = storage.directory / PRODUCER_SNAPSHOT
     if path.exists():
         try:
@@ -437,31 +456,12 @@ def load_producer_state(storage: Log, high_watermark: int | None = None) -> Prod
         path.unlink()
         if state is not None and at == storage.log_end_offset:
             return state
+    if replayed is not None:
+        return replayed
     return _rebuild_producer_state(storage, high_watermark)
 
 
 def _rebuild_producer_state(storage: Log, high_watermark: int | None = None) -> ProducerStateManager:
-    """Replay every batch header, and every transaction marker, of ``storage``. Completed
-    transactions whose marker is below ``high_watermark`` (None: the log end) are dropped as the
-    replay goes, so memory stays bounded by the transactions still unstable."""
-    state = ProducerStateManager()
-    hw = storage.log_end_offset if high_watermark is None else high_watermark
-    unreplicated = state.unreplicated
-    for seg in storage.segments:
-        for pos, h, buf, off in seg.batches(with_bytes=False):
-            if not h.attributes & CONTROL_MASK:
-                state.update(h, h.base_offset)
-                continue
-            if len(buf) - off < h.size:
-                buf, off = seg.read_bytes(pos, h.size), 0
-            try:
-                marker = read_end_txn_marker(buf, off, h)
-            except CorruptBatchError:
-                marker = None
-            if marker is not None:
-                state.complete_txn(h.producer_id, h.producer_epoch, marker[1], marker[0], h.base_offset,
-                                   h.max_timestamp)
-                while unreplicated and unreplicated[0].last_offset < hw:
-                    unreplicated.popleft()
-    return state
-
+    """Replay every batch header, and every transaction marker, of ``storage``
+    (``storage.producer_state.replay_segments``)."""
+    return replay_segments(storage.segments, storage.log_end_offset if high_watermark is None else high_watermark)

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from protocol.errors import ErrorCode
-from protocol.records import BatchHeader
+from protocol.records import BatchHeader, build_batch, read_batch_header
 from storage.producer_state import Duplicate, ProducerStateManager
 
 
@@ -100,3 +100,16 @@ def test_damaged_snapshot_is_refused() -> None:
         ProducerStateManager.from_snapshot(bytes(data))
     with pytest.raises(ValueError):
         ProducerStateManager.from_snapshot(bytes(data[:8]))
+
+
+def test_remove_expired_spares_open_transactions() -> None:
+    state = ProducerStateManager()
+    for pid, ts, txn in ((1, 100, False), (2, 100, True), (3, 900, False)):
+        batch = build_batch([(b"k", b"v")], timestamp_ms=ts, producer_id=pid, producer_epoch=0, base_sequence=0,
+                            transactional=txn)
+        state.update(read_batch_header(batch, 0), pid)
+    assert state.remove_expired(1099, 1000) == []
+    assert state.remove_expired(1100, 1000) == [1]
+    assert state.remove_expired(10**9, 1000) == [3]
+    assert set(state.producers) == {2} and state.has_open_transaction(2)
+    assert state.last_records() == {2: (2, 0)}

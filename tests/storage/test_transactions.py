@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from coordinator.topics import partition_log
 from coordinator.topics.partition_log import PRODUCER_SNAPSHOT, PartitionConfig, PartitionLog, load_producer_state
 from protocol.errors import ErrorCode
 from protocol.records import (
@@ -23,7 +24,7 @@ from protocol.records import (
     read_end_txn_marker,
 )
 from storage import Log, LogOptions
-from storage.producer_state import CompletedTxn, ProducerStateManager
+from storage.producer_state import CompletedTxn, Duplicate, ProducerStateManager
 from storage.txn_index import ENTRY_SIZE, AbortedTxn, decode_entries
 from tests.storage.helpers import all_batches
 
@@ -460,4 +461,127 @@ async def test_a_txnindex_of_an_unknown_version_is_rebuilt_and_orphans_are_dropp
     assert index.read_bytes() == struct.pack(">hqqqq", 0, 1, 0, 1, 2)
     assert not orphan.exists()
     assert plog.aborted_transactions(0, 3) == [(1, 0)]
+    await plog.close()
+
+
+async def _restart_rebuilding(plog: PartitionLog, tmp_path: Path, now: list[int]) -> PartitionLog:
+    """Close, drop the producer snapshot and reopen: the state is rebuilt from the log alone."""
+    await plog.close()
+    (tmp_path / "t-0" / PRODUCER_SNAPSHOT).unlink()
+    return _compacted(tmp_path, now)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("keep", [True, False])
+async def test_cleaner_keeps_the_last_batch_of_an_active_producer_empty(tmp_path: Path, keep: bool) -> None:
+    now = [10_000]
+    plog = _compacted(tmp_path, now)
+    await append(plog, keyed(b"a", b"v1", 7, 0))  # 0: producer 7's first batch
+    await append(plog, keyed(b"b", b"v1", 7, 1))  # 1: its last batch
+    await append(plog, keyed(b"a", b"v2"))  # 2
+    await append(plog, keyed(b"b", b"v2"))  # 3
+    await plog.log.roll()
+    await append(plog, keyed(b"c", b"x"))  # 4, active
+    if keep:
+        assert await plog.clean(force=True) is not None
+    else:  # the storage-level pass without the active producers: what rule (1) prevents
+        assert await plog.log.clean(force=True, max_offset=plog.last_stable_offset) is not None
+    assert _contents(plog) == [(2, False, b"v2"), (3, False, b"v2"), (4, False, b"x")]
+    batches = [(h.base_offset, h.records_count, h.producer_id, h.base_sequence) for h, _raw in all_batches(plog.log)]
+    if keep:  # batch 0 went, batch 1 stays without its record
+        assert batches == [(1, 0, 7, 1), (2, 1, -1, -1), (3, 1, -1, -1), (4, 1, -1, -1)]
+        empty = all_batches(plog.log)[0][1]
+        await plog.clean(force=True)  # a later pass keeps it as it is
+        assert all_batches(plog.log)[0][1] == empty
+    plog = await _restart_rebuilding(plog, tmp_path, now)
+    retry = keyed(b"b", b"v1", 7, 1)
+    outcome = plog.producers.check(read_batch_header(retry, 0))
+    if keep:
+        assert outcome == Duplicate(1, 1, 1000)  # the retry answers with the original's offset
+        assert plog.producers.check(read_batch_header(keyed(b"d", b"v", 7, 3), 0)) == (
+            ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
+        assert await append(plog, keyed(b"d", b"v", 7, 2)) == 5  # the next sequence
+    else:
+        assert outcome == ErrorCode.NONE  # forgotten: the retry would be written twice
+    await plog.close()
+
+
+@pytest.mark.asyncio
+async def test_cleaner_keeps_an_aborted_last_batch_and_so_its_marker(tmp_path: Path) -> None:
+    now = [10_000]
+    plog = _compacted(tmp_path, now)
+    await append(plog, keyed(b"a", b"aborted", 8, 0, txn=True))  # 0
+    await marker(plog, 8, commit=False)  # 1
+    await plog.log.roll()
+    await append(plog, keyed(b"c", b"x"))  # 2, active
+    for _ in range(2):
+        now[0] += 1001  # past any delete horizon
+        await plog.clean(force=True)
+        # The aborted record is gone; its batch stays empty, so the ABORT marker and its index
+        # entry stay too (data of the transaction is still found, as in Kafka).
+        assert _contents(plog) == [(1, True, None), (2, False, b"x")]
+        assert plog.aborted_transactions(0, 3) == [(8, 0)]
+    plog = await _restart_rebuilding(plog, tmp_path, now)
+    assert not plog.has_open_transaction(8) and plog.last_stable_offset == 3
+    assert plog.producers.check(read_batch_header(keyed(b"a", b"aborted", 8, 0, txn=True), 0)) == Duplicate(0, 0, 1000)
+    # Once the producer moves on, the empty batch is no longer its last: it goes, then (a pass
+    # that finds no data of the transaction, then the horizon) the marker.
+    await append(plog, keyed(b"e", b"v", 8, 1))  # 3
+    await plog.log.roll()
+    for _ in range(2):
+        await plog.clean(force=True)
+        assert [h.base_offset for h, _raw in all_batches(plog.log)] == [1, 2, 3]
+    now[0] += 1001
+    await plog.clean(force=True)
+    assert [h.base_offset for h, _raw in all_batches(plog.log)] == [2, 3]
+    await plog.close()
+
+
+@pytest.mark.asyncio
+async def test_cleaner_keeps_the_last_marker_of_a_producer_without_data_since(tmp_path: Path) -> None:
+    now = [10_000]
+    plog = _compacted(tmp_path, now)
+    await append(plog, keyed(b"a", b"v1", 9, 0))  # 0
+    await marker(plog, 9, commit=True, epoch=1)  # 1: a newer epoch, no data of it here
+    await append(plog, keyed(b"a", b"v2"))  # 2
+    await plog.log.roll()
+    await append(plog, keyed(b"c", b"x"))  # 3, active
+    assert plog.producers.last_records() == {9: (-1, 1)}
+    for _ in range(3):
+        await plog.clean(force=True)
+        now[0] += 1001
+    # Past the horizon the marker's record goes, but its batch stays, empty (Kafka's RETAIN_EMPTY).
+    batches = [(h.base_offset, h.is_control, h.records_count, h.producer_epoch) for h, _raw in all_batches(plog.log)]
+    assert batches == [(1, True, 0, 1), (2, False, 1, -1), (3, False, 1, -1)]
+    await plog.close()
+
+
+@pytest.mark.asyncio
+async def test_an_unclean_restart_reads_the_log_once_for_the_txnindex_and_producer_state(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    plog = open_plog(tmp_path)
+    await append(plog, data(1, 0, 0, txn=True))  # 0
+    await append(plog, data(2, 0, 0))  # 1: idempotent
+    await plog.log.roll()
+    await append(plog, data(3, 0, 0, txn=True))  # 2: still open at the crash
+    await marker(plog, 1, commit=False)  # 3
+    await append(plog, data(2, 0, 1))  # 4
+    await plog.log.flush()
+    plog.log.abort()  # a crash: the segment holding the marker is rescanned
+
+    def second_pass(*_args: object) -> ProducerStateManager:
+        raise AssertionError("the log was replayed a second time")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(partition_log, "_rebuild_producer_state", second_pass)
+        plog = open_plog(tmp_path)
+    assert plog.log.load_result.rescanned_from is not None
+    assert plog.aborted_transactions(0, 5) == [(1, 0)]
+    assert plog.last_stable_offset == 2 and plog.has_open_transaction(3) and not plog.has_open_transaction(1)
+    retry = data(2, 0, 1)
+    assert plog.producers.check(read_batch_header(retry, 0)) == Duplicate(4, 4, 1000)
+    # The same state a replay of its own builds.
+    assert plog.producers.snapshot(5) == partition_log._rebuild_producer_state(plog.log).snapshot(5)
+    # Handed over once; and only for the high watermark recovery used.
+    assert plog.log.take_replayed_producers(None) is None
     await plog.close()

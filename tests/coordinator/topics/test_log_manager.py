@@ -1,6 +1,7 @@
 """The log manager and one partition's log on real files: in cluster mode a partition opens with
-its checkpointed high watermark (a damaged checkpoint is logged and ignored), and the partition
-log counts the cuts of its tail for a reader that runs ahead of it (the hot standby)."""
+its checkpointed high watermark (a damaged checkpoint is logged and ignored), the partition
+log counts the cuts of its tail for a reader that runs ahead of it (the hot standby), and idle
+producers expire (``producer.id.expiration.ms``) unless a transaction of theirs is open."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from coordinator.config import load_config
 from coordinator.topics.log_manager import LogManager
 from coordinator.topics.partition_log import PartitionLog
 from coordinator.topics.registry import TopicInfo, TopicRegistry
-from protocol.records import build_batch
+from protocol.errors import ErrorCode
+from protocol.records import build_batch, read_batch_header
 from storage.files import HW_CHECKPOINT_FILE, write_hw_checkpoint
 
 pytestmark = pytest.mark.asyncio
@@ -89,5 +91,44 @@ async def test_the_partition_log_records_each_cut_of_its_tail(tmp_path: Path) ->
         await plog.truncate_to(4)
         assert (plog.truncations, plog.truncation_offsets) == (2, [8, 4])
         assert plog.log_end_offset == plog.next_offset == 4
+    finally:
+        await logs.close_all()
+
+
+async def test_idle_producers_expire_but_never_with_an_open_transaction(tmp_path: Path) -> None:
+    registry = TopicRegistry(tmp_path, persistent=False)
+    info = registry.create(TOPIC, 1)
+    logs = LogManager(tmp_path, registry, load_config(data_dir=str(tmp_path), overrides=["producer.id.expiration.ms=1000"]))
+    plog = await logs.open_partition(info, 0)
+    now = [0]
+    plog.log.clock = lambda: now[0]  # the log's injected clock: stepped, never slept on
+
+    async def append(pid: int, seq: int, timestamp: int, *, txn: bool = False) -> None:
+        batch = bytearray(build_batch([(b"k", b"v")], timestamp_ms=timestamp, producer_id=pid, producer_epoch=0,
+                                      base_sequence=seq, transactional=txn))
+        await plog.append_batch(batch, read_batch_header(batch, 0))[1]
+
+    try:
+        await append(1, 0, 1000)  # idempotent, last written at 1000
+        await append(2, 0, 1000, txn=True)  # its transaction stays open
+        await append(3, 0, 1500)
+        now[0] = 1999
+        assert logs.remove_expired_producers() == 0
+        now[0] = 2000  # producer 1 idle for exactly producer.id.expiration.ms
+        assert logs.remove_expired_producers() == 1
+        assert {e.producer_id for e in plog.producer_entries()} == {2, 3}
+        # Forgotten: any sequence of producer 1 is accepted again, as from an unknown producer.
+        late = build_batch([(b"k", b"v")], timestamp_ms=2000, producer_id=1, producer_epoch=0, base_sequence=7)
+        assert plog.producers.check(read_batch_header(late, 0)) == ErrorCode.NONE
+        now[0] = 10_000
+        assert logs.remove_expired_producers() == 1  # producer 3; 2 holds the LSO, kept
+        assert plog.has_open_transaction(2) and plog.last_stable_offset == 1
+        done = plog.append_marker(2, 0, True, 0, timestamp_ms=10_000)
+        assert not isinstance(done, int)
+        await done[1]
+        now[0] = 10_999
+        assert logs.remove_expired_producers() == 0
+        now[0] = 11_000  # idle since its marker
+        assert logs.remove_expired_producers() == 1 and plog.producer_entries() == []
     finally:
         await logs.close_all()
