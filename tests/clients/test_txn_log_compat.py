@@ -1,0 +1,261 @@
+"""Byte compatibility of a transactional partition's files with Kafka's (issue 32, "Done when").
+
+A real ``groupcoord serve`` takes, over the wire, transactional data of two producers with
+interleaved committed and aborted transactions (Produce with a transactional id, KIP-98), plain
+idempotent and non-idempotent batches, and the transaction markers (WriteTxnMarkers, API 27, as a
+transaction coordinator sends them; one with a bumped producer epoch, as an abort on timeout, one
+for a producer that wrote nothing here). Small segments spread it over several files. The server
+stops, then:
+
+* ``tests/clients/java/TxnSegmentCheck.java`` reads every ``.log`` segment with Kafka's own
+  ``FileRecords`` (kafka-clients 3.9.1): ``ensureValid()`` (CRC-32C) per batch, the header fields,
+  ``EndTransactionMarker.deserialize`` per control record, and each control batch rebuilt by
+  Kafka's ``MemoryRecords.withEndTransactionMarker`` from what it read, compared byte for byte;
+* the ``.txnindex`` files (no Kafka jar here holds ``TransactionIndex``; it is in kafka-storage)
+  are read at the field offsets of Kafka's ``AbortedTxn.java`` and checked against the aborted
+  transactions written, with ``TransactionIndex.java``'s file rules.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka.protocol.admin import CreateTopicsRequest
+from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest, WriteTxnMarkersRequest
+
+from protocol.apis import ApiKey
+from protocol.records import build_batch
+from tests.clients.tools import run_java, unique_topic
+from tests.conftest import ServerProcess
+from tests.wire_client import WireClient
+
+pytestmark = [pytest.mark.clients, pytest.mark.timeout(120)]
+
+#: A transactional id no coordinator knows: without a verifier (main's one-node server has none
+#: yet), Produce only needs one to be present for transactional batches.
+TXN_ID = "made-up-txn-id"
+#: Small segments (bytes): a few batches each, so transactions span segments and the ``.txnindex``
+#: entries land in several files.
+SEGMENT_BYTES = 400
+
+
+@dataclass
+class Expected:
+    """What was written, batch by batch, and the aborted transactions Kafka's rules index."""
+
+    topic: str
+    batches: list[dict[str, Any]] = field(default_factory=list)
+    #: (producer id, first offset, marker offset, last stable offset at the abort)
+    aborted: list[tuple[int, int, int, int]] = field(default_factory=list)
+    open: dict[int, int] = field(default_factory=dict)  # producer id -> first offset
+    next_offset: int = 0
+
+
+class Writer:
+    def __init__(self, c: WireClient, topic: str) -> None:
+        self.c = c
+        self.expected = Expected(topic)
+        self.seq: dict[tuple[int, int], int] = {}
+
+    def init_pid(self) -> int:
+        resp = self.c.request(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest(
+            version=4, transactional_id=None, transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1))
+        assert resp.error_code == 0 and resp.producer_epoch == 0, resp
+        return int(resp.producer_id)
+
+    def data(self, pid: int, epoch: int, values: list[bytes], transactional: bool) -> None:
+        seq = self.seq.get((pid, epoch), 0) if pid >= 0 else -1
+        batch = build_batch([(None, v) for v in values], timestamp_ms=int(time.time() * 1000), producer_id=pid,
+                            producer_epoch=epoch, base_sequence=seq, transactional=transactional)
+        P = ProduceRequest.TopicProduceData
+        req = ProduceRequest(version=9, transactional_id=TXN_ID if transactional else None, acks=-1,
+                             timeout_ms=5000, topic_data=[P(name=self.expected.topic, partition_data=[
+                                 P.PartitionProduceData(index=0, records=batch)])])
+        resp = self.c.request(ApiKey.PRODUCE, 9, req).responses[0].partition_responses[0]
+        e = self.expected
+        assert (resp.error_code, resp.base_offset) == (0, e.next_offset), resp
+        if pid >= 0:
+            self.seq[(pid, epoch)] = seq + len(values)
+        e.batches.append({"base": e.next_offset, "last": e.next_offset + len(values) - 1, "count": len(values),
+                          "pid": pid, "epoch": epoch, "base_seq": seq,
+                          "last_seq": seq + len(values) - 1 if pid >= 0 else -1,
+                          "txn": transactional, "control": False,
+                          "records": [{"offset": e.next_offset + i, "value": v.hex()} for i, v in enumerate(values)]})
+        if transactional:
+            e.open.setdefault(pid, e.next_offset)
+        e.next_offset += len(values)
+
+    def marker(self, pid: int, epoch: int, commit: bool, coordinator_epoch: int) -> None:
+        M = WriteTxnMarkersRequest.WritableTxnMarker
+        req = WriteTxnMarkersRequest(version=1, markers=[M(
+            producer_id=pid, producer_epoch=epoch, transaction_result=commit, coordinator_epoch=coordinator_epoch,
+            topics=[M.WritableTxnMarkerTopic(name=self.expected.topic, partition_indexes=[0])])])
+        (result,) = self.c.request(ApiKey.WRITE_TXN_MARKERS, 1, req).markers
+        assert [(p.partition_index, p.error_code) for t in result.topics for p in t.partitions] == [(0, 0)]
+        e = self.expected
+        offset = e.next_offset
+        e.batches.append({"base": offset, "last": offset, "count": 1, "pid": pid, "epoch": epoch, "base_seq": -1,
+                          "last_seq": -1, "txn": True, "control": True,
+                          "markers": [{"offset": offset, "type": "COMMIT" if commit else "ABORT",
+                                       "coordinator_epoch": coordinator_epoch, "key_version": 0,
+                                       "value_version": 0, "value_size": 6}],
+                          "same_as_kafka_writer": True})
+        first = e.open.pop(pid, None)
+        if first is not None and not commit:
+            # Kafka's rule (ProducerStateManager.lastStableOffset, reference §3.4): the first offset
+            # of the earliest other open transaction, else the marker's offset + 1.
+            e.aborted.append((pid, first, offset, min(e.open.values(), default=offset + 1)))
+        e.next_offset += 1
+
+
+@dataclass
+class Written:
+    data_dir: Path
+    expected: Expected
+    #: Every line TxnSegmentCheck printed for every ``.log`` file of the data directory.
+    java: list[dict[str, Any]]
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory: pytest.TempPathFactory) -> Written:
+    data = tmp_path_factory.mktemp("txn-log-compat") / "data"
+    server = ServerProcess(data)
+    server.start()
+    topic = unique_topic("txn-compat")
+    try:
+        with WireClient(server.host, server.port) as c:
+            CT = CreateTopicsRequest.CreatableTopic
+            resp = c.request(ApiKey.CREATE_TOPICS, 7, CreateTopicsRequest(version=7, timeout_ms=5000, topics=[CT(
+                name=topic, num_partitions=1, replication_factor=1, assignments=[],
+                configs=[CT.CreatableTopicConfig(name="segment.bytes", value=str(SEGMENT_BYTES))])]))
+            assert resp.topics[0].error_code == 0, resp
+            w = Writer(c, topic)
+            a, b, idem, stranger = w.init_pid(), w.init_pid(), w.init_pid(), w.init_pid()
+            w.data(a, 0, [b"a0", b"a1"], True)
+            w.data(b, 0, [b"b0"], True)
+            w.data(idem, 0, [b"i0", b"i1", b"i2"], False)
+            w.data(a, 0, [b"a2"], True)
+            w.marker(a, 0, False, 5)               # aborted while b's is open: LSO = b's first
+            w.data(b, 0, [b"b1"], True)
+            w.marker(b, 0, True, 5)
+            w.data(-1, -1, [b"plain"], False)      # neither idempotent nor transactional
+            w.data(idem, 0, [b"i3"], False)
+            w.data(a, 0, [b"a3"], True)
+            w.data(b, 0, [b"b2", b"b3"], True)
+            w.marker(a, 0, True, 5)
+            w.marker(stranger, 0, False, 5)        # wrote nothing here: a marker, no index entry
+            w.data(a, 0, [b"a4"], True)
+            w.marker(a, 1, False, 6)               # the coordinator bumped the epoch (a timeout)
+            w.marker(b, 0, False, 6)               # nothing else open: LSO = marker + 1
+            w.data(a, 1, [b"a5"], True)            # the new epoch starts at sequence 0
+            w.marker(a, 1, True, 6)
+            w.data(idem, 0, [b"i4"], False)
+        assert not w.expected.open
+    finally:
+        assert server.stop() == 0, server.log_text()[-4000:]
+    logs = sorted(data.glob("*/*.log"))
+    assert any(p.parent.name == f"{topic}-0" for p in logs), sorted(data.iterdir())
+    res = run_java("TxnSegmentCheck", [str(p) for p in logs]).check()
+    java = [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
+    return Written(data, w.expected, java)
+
+
+def _segments(w: Written) -> list[Path]:
+    segments = sorted((w.data_dir / f"{w.expected.topic}-0").glob("*.log"))
+    assert len(segments) >= 3, "the small segment.bytes should have rolled the log a few times"
+    return segments
+
+
+def test_kafka_reads_every_segment_whole_with_valid_crcs(written: Written) -> None:
+    # ensureValid() threw for no batch (the program exited 0), and Kafka's iterator covered every
+    # byte of every file: no torn or unreadable tail.
+    files = [j for j in written.java if "size" in j]
+    assert len(files) == len(sorted(written.data_dir.glob("*/*.log")))
+    assert all(f["size"] == f["read"] for f in files), files
+
+
+def test_kafka_reads_the_batches_and_markers_we_wrote(written: Written) -> None:
+    e = written.expected
+    segments = _segments(written)
+    names = {f"{e.topic}-0/{p.name}" for p in segments}
+    got = [j for j in written.java if j["file"] in names and "base" in j]
+    # The fields Kafka's RecordBatch reports that the server chose, not the test.
+    for batch in got:
+        assert (batch["magic"], batch["codec"], batch["ts_type"]) == (2, "none", "CreateTime"), batch
+        assert batch["crc"] >= 0
+    # Every batch carries the partition's leader epoch (0 on one node, KIP-101): markers from
+    # writeEndTransactionalMarker's argument, data batches stamped over the producer's -1 as
+    # Kafka's LogValidator does.
+    assert {b["leader_epoch"] for b in got} == {0}
+    chosen = ("file", "magic", "crc", "codec", "ts_type", "max_ts", "leader_epoch")
+    assert [{k: v for k, v in b.items() if k not in chosen} for b in got] == e.batches
+    # Each segment's name is its first batch's base offset (Kafka's LogFileUtils.logFile).
+    for path in segments:
+        first = next(b for b in got if b["file"] == f"{e.topic}-0/{path.name}")
+        assert path.name == f"{first['base']:020d}.log"
+
+
+# --- .txnindex: Kafka's AbortedTxn.java layout, field by field ----------------------------------
+# apache/kafka storage/src/main/java/org/apache/kafka/storage/internals/log/AbortedTxn.java
+# (commit 1eb7644): VERSION_OFFSET 0 (int16, CURRENT_VERSION 0), PRODUCER_ID_OFFSET 2 (int64),
+# FIRST_OFFSET_OFFSET 10 (int64), LAST_OFFSET_OFFSET 18 (int64), LAST_STABLE_OFFSET_OFFSET 26
+# (int64), TOTAL_SIZE 34; big-endian (java.nio.ByteBuffer's default).
+VERSION_OFFSET, PRODUCER_ID_OFFSET, FIRST_OFFSET_OFFSET, LAST_OFFSET_OFFSET, LAST_STABLE_OFFSET_OFFSET = 0, 2, 10, 18, 26
+TOTAL_SIZE = 34
+
+
+def _field(entry: bytes, offset: int, size: int) -> int:
+    return int.from_bytes(entry[offset:offset + size], "big", signed=True)
+
+
+def test_txnindex_files_are_kafkas_layout(written: Written) -> None:
+    e = written.expected
+    segments = _segments(written)
+    bases = [int(p.stem) for p in segments]
+    found: list[tuple[int, int, int, int]] = []
+    indexed_segments = set()
+    for path in sorted((written.data_dir / f"{e.topic}-0").glob("*.txnindex")):
+        # TransactionIndex.java: one file per segment, named as the segment with .txnindex
+        # (LogFileUtils.transactionIndexFile).
+        base = int(path.stem)
+        assert path.name == f"{base:020d}.txnindex" and base in bases, path
+        raw = path.read_bytes()
+        # Its iterator reads whole TOTAL_SIZE entries from position 0, nothing else in the file.
+        assert raw and len(raw) % TOTAL_SIZE == 0, len(raw)
+        last_offsets = []
+        for pos in range(0, len(raw), TOTAL_SIZE):
+            entry = raw[pos:pos + TOTAL_SIZE]
+            # AbortedTxn.version() reads the byte at VERSION_OFFSET, and the iterator refuses a
+            # version above CURRENT_VERSION (0): both bytes of our int16 are 0.
+            assert entry[VERSION_OFFSET] == 0 and _field(entry, VERSION_OFFSET, 2) == 0
+            txn = (_field(entry, PRODUCER_ID_OFFSET, 8), _field(entry, FIRST_OFFSET_OFFSET, 8),
+                   _field(entry, LAST_OFFSET_OFFSET, 8), _field(entry, LAST_STABLE_OFFSET_OFFSET, 8))
+            found.append(txn)
+            last_offsets.append(txn[2])
+            # LogSegment.updateTxnIndex: the entry is in the segment holding its marker, so
+            # sanityCheck's "lastOffset >= the segment's start offset" holds, and it is below the
+            # next segment's base.
+            following = [b for b in bases if b > base]
+            assert base <= txn[2] < (following[0] if following else e.next_offset), (path.name, txn)
+        # TransactionIndex.append: last offsets strictly increase within a file.
+        assert last_offsets == sorted(set(last_offsets))
+        indexed_segments.add(base)
+    assert found == e.aborted
+    assert len(e.aborted) == 3 and len(indexed_segments) >= 2  # the scenario spreads them
+
+
+def test_txnindex_matches_the_abort_markers_kafka_read(written: Written) -> None:
+    # The other way round: every ABORT marker Kafka's reader found that closed a transaction of
+    # data written before it has exactly one entry, whose last offset is that marker's offset.
+    e = written.expected
+    names = {f"{e.topic}-0/{p.name}" for p in _segments(written)}
+    aborts = [b for b in written.java if b["file"] in names and b.get("control")
+              and b["markers"][0]["type"] == "ABORT"]
+    entries = {last: pid for pid, _first, last, _lso in e.aborted}
+    data_pids = {b["pid"] for b in written.java if b["file"] in names and "base" in b and not b["control"]}
+    assert {b["base"]: b["pid"] for b in aborts if b["pid"] in data_pids} == entries
