@@ -26,10 +26,13 @@ from typing import Any
 
 import pytest
 from kafka.protocol.admin import CreateTopicsRequest
+from kafka.protocol.consumer import OffsetCommitRequest
+from kafka.protocol.metadata import FindCoordinatorRequest
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest, WriteTxnMarkersRequest
 
 from protocol.apis import ApiKey
 from protocol.records import build_batch
+from storage.txn_index import AbortedTxn, decode_entries
 from tests.clients.tools import run_java, unique_topic
 from tests.conftest import ServerProcess
 from tests.wire_client import WireClient
@@ -113,6 +116,26 @@ class Writer:
         e.next_offset += 1
 
 
+def commit_offset(c: WireClient, topic: str) -> None:
+    """One offset commit (a simple consumer's), so a ``__consumer_offsets`` segment exists too."""
+    C = OffsetCommitRequest.OffsetCommitRequestTopic
+    req = OffsetCommitRequest(version=8, group_id="txn-compat-group", generation_id_or_member_epoch=-1, member_id="",
+                              group_instance_id=None, topics=[C(name=topic, partitions=[
+                                  C.OffsetCommitRequestPartition(partition_index=0, committed_offset=3,
+                                                                 committed_leader_epoch=-1, committed_metadata="")])])
+    # FindCoordinator creates __consumer_offsets, as a client's first call does.
+    c.request(ApiKey.FIND_COORDINATOR, 4, FindCoordinatorRequest(version=4, key_type=0,
+                                                                 coordinator_keys=["txn-compat-group"]))
+    deadline = time.monotonic() + 20
+    while True:
+        resp = c.request(ApiKey.OFFSET_COMMIT, 8, req)
+        code = resp.topics[0].partitions[0].error_code
+        if code == 0:
+            return
+        assert time.monotonic() < deadline, f"OffsetCommit kept answering {code}"
+        time.sleep(0.1)
+
+
 @dataclass
 class Written:
     data_dir: Path
@@ -155,6 +178,7 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> Written:
             w.data(a, 1, [b"a5"], True)            # the new epoch starts at sequence 0
             w.marker(a, 1, True, 6)
             w.data(idem, 0, [b"i4"], False)
+            commit_offset(c, topic)
         assert not w.expected.open
     finally:
         assert server.stop() == 0, server.log_text()[-4000:]
@@ -177,6 +201,10 @@ def test_kafka_reads_every_segment_whole_with_valid_crcs(written: Written) -> No
     files = [j for j in written.java if "size" in j]
     assert len(files) == len(sorted(written.data_dir.glob("*/*.log")))
     assert all(f["size"] == f["read"] for f in files), files
+    # The group coordinator's records too (their keys and values are not in kafka-clients; the
+    # program reads only their batches).
+    offsets = [j for j in written.java if j["file"].startswith("__consumer_offsets-") and "base" in j]
+    assert offsets and all(not b["txn"] and "records" not in b for b in offsets), offsets
 
 
 def test_kafka_reads_the_batches_and_markers_we_wrote(written: Written) -> None:
@@ -211,6 +239,15 @@ TOTAL_SIZE = 34
 
 def _field(entry: bytes, offset: int, size: int) -> int:
     return int.from_bytes(entry[offset:offset + size], "big", signed=True)
+
+
+def test_txnindex_entry_golden_bytes() -> None:
+    # The entry of Kafka's TransactionIndexTest.testAbortedTxnSerde (producer id 983493, first
+    # offset 137, last offset 299, last stable offset 200), laid out by hand at the offsets above.
+    golden = bytes.fromhex("0000" "00000000000f01c5" "0000000000000089" "000000000000012b" "00000000000000c8")
+    assert len(golden) == TOTAL_SIZE
+    assert AbortedTxn(983493, 137, 299, 200).encode() == golden
+    assert decode_entries(golden) == [AbortedTxn(983493, 137, 299, 200)]
 
 
 def test_txnindex_files_are_kafkas_layout(written: Written) -> None:
