@@ -12,6 +12,7 @@ import asyncio
 import logging
 import os
 import signal
+from collections.abc import Callable
 
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey
 
@@ -23,13 +24,16 @@ from .admin.group_configs import FileGroupConfigs, GroupConfigs
 from .admin.reassignments import ReassignmentApis
 from .cluster.controller import Controller
 from .cluster.controller_election import ControllerElection
+from .cluster.coordinator_leadership import CoordinatorLeadership
 from .cluster.dynamic_configs import ZkConfigs
 from .cluster.liveness import StallGuard
 from .cluster.producer_id_blocks import ProducerIdBlocks
 from .cluster.replica_fetcher import FetchSettings
-from .cluster.replica_manager import NOT_A_REPLICA, ReplicaManager
+from .cluster.replica_manager import ReplicaManager
 from .cluster.replica_racks import ReplicaRacks
 from .cluster.topic_store import ZkTopicStore
+from .cluster.txn_marker_channel import ClusterMarkerChannel
+from .cluster.txn_verifier import ClusterVerifier
 from .cluster.view import ClusterView
 from .cluster.warming import WarmingMarks
 from .cluster.zk_watcher import ZkWatcher
@@ -41,6 +45,7 @@ from .data_dir import DataDir, new_cluster_id
 from .group.config import GroupConfig
 from .group.coordinator_type import group_coordinator_type
 from .group.service import GroupService
+from .group.shard import GroupCoordinatorShard
 from .runtime.coordinator_types import CoordinatorTypes
 from .runtime.runtime import CoordinatorRuntime
 from .server.server import Handler, KafkaServer
@@ -52,10 +57,14 @@ from .topics.log_manager import LogManager
 from .topics.offset_apis import OffsetApis
 from .topics.produce import ProduceApis
 from .topics.producer_ids import ProducerIdApis, ProducerIdManager
-from .topics.registry import CONSUMER_OFFSETS, TopicRegistry
+from .topics.registry import CONSUMER_OFFSETS, TRANSACTION_STATE, TopicRegistry
 from .topics.replication_quota import ReplicationThrottle
 from .topics.service import TopicService
 from .topics.txn_markers import TxnMarkerApis
+from .transactions.config import TransactionConfig
+from .transactions.coordinator_type import transaction_coordinator_type
+from .transactions.service import TransactionService, next_node_coordinator_epoch
+from .transactions.shard import TransactionHooks, TransactionShard
 
 __all__ = ["App"]
 
@@ -79,6 +88,10 @@ class App:
         self.dynamic_configs: ZkConfigs | None = None
         self.throttle: ReplicationThrottle | None = None
         self.stall_guard: StallGuard | None = None
+        #: Cluster mode: the coordinators' leadership, the markers and verifications across nodes.
+        self.coordinator_leadership: CoordinatorLeadership | None = None
+        self.marker_channel: ClusterMarkerChannel | None = None
+        self.verifier: ClusterVerifier | None = None
         cluster_id_source = None
         if config["zookeeper.connect"]:
             zookeeper = self.zookeeper = ZooKeeper(config["zookeeper.connect"],
@@ -153,6 +166,47 @@ class App:
         self.groups = GroupService(self.runtime, offsets_partitions, group_config.consumer_assignors)
         if self.zookeeper is None:
             self.topics.listeners.append(self.groups)
+
+        # The transaction coordinator (KIP-98): the second coordinator type, on __transaction_state.
+        txn_config = TransactionConfig(
+            max_timeout_ms=int(config["transaction.max.timeout.ms"]),
+            id_expiration_ms=int(config["transactional.id.expiration.ms"]),
+            abort_timed_out_interval_ms=int(config["transaction.abort.timed.out.transaction.cleanup.interval.ms"]),
+            remove_expired_interval_ms=int(config["transaction.remove.expired.transaction.cleanup.interval.ms"]))
+        txn_hooks = TransactionHooks()
+        transactions = transaction_coordinator_type(txn_config, txn_hooks)
+        assert transactions.topic == TRANSACTION_STATE
+        self.coordinator_types.register(transactions)
+        self.txn_runtime = CoordinatorRuntime(
+            self.logs, transactions,
+            snapshot_min_records=int(config["offsets.snapshot.min.records"]),
+            commit_timeout_ms=int(config["offsets.commit.timeout.ms"]))
+
+        def transaction_state_partitions() -> int | None:
+            info = self.registry.get(TRANSACTION_STATE)
+            return None if info is None else info.num_partitions
+
+        def offsets_partition_count() -> int:
+            return offsets_partitions() or int(config["offsets.topic.num.partitions"])
+
+        self.producer_id_apis = ProducerIdApis(self.producer_ids)
+        self.transactions = TransactionService(
+            self.txn_runtime, txn_hooks, txn_config, transaction_state_partitions, offsets_partition_count,
+            self.producer_ids, self.producer_id_apis.init_producer_id, partition_exists=partition_exists,
+            # One node: a counter raised at every start (see transactions/service.py); a cluster
+            # uses each partition's leader epoch instead.
+            node_coordinator_epoch=next_node_coordinator_epoch(config.data_dir) if self.zookeeper is None else 0,
+            ensure_topic=self.topics.create_transaction_state_topic)
+        # The markers of hosted partitions (WriteTxnMarkers, contract C2): on one node they are
+        # also the transaction coordinator's marker writer, in-process.
+        self.txn_markers = TxnMarkerApis(self.logs)
+        # A marker on a __consumer_offsets partition goes through the group coordinator, which
+        # stores or drops the producer's pending offsets (contract C4).
+        self.txn_markers.internal_marker_writer = self.groups.complete_transaction
+        self.transactions.marker_writer = self.txn_markers
+        # (In cluster mode ClusterMarkerChannel, over this, replaces it: ``_build_cluster``.)
+        if self.zookeeper is None:
+            self.topics.listeners.append(self.transactions)
         # Cluster mode: the coordinator follows the leadership of the offsets partitions
         # (``follow_offsets_leadership`` in ``_build_cluster``).
         self.server: KafkaServer | None = None
@@ -164,17 +218,27 @@ class App:
         handlers.update(ClusterApis(node, self.topics, self.view).handlers())
         handlers.update(TopicApis(node, self.topics).handlers())
         handlers.update(ConfigApis(node, self.config, self.topics, self.dynamic_configs, self.group_configs).handlers())
-        handlers.update(ProduceApis(self.logs).handlers())
+        produce = ProduceApis(self.logs)
+        if self.config["transaction.partition.verification.enable"]:
+            # KIP-890 part 1 (contract C3): a transaction's first batch on a partition is checked
+            # with its coordinator (in cluster mode wherever it runs: ClusterVerifier).
+            verifier = self.verifier if self.verifier is not None else self.transactions
+            produce.verifier = verifier
+            self.groups.verifier = verifier  # TxnOffsetCommit's check, as Kafka's group coordinator
+        handlers.update(produce.handlers())
         handlers.update(FetchApis(self.logs, self.throttle).handlers())
         handlers.update(LogDirApis(self.logs).handlers())
         handlers.update(ElectLeadersApis(self.topics, self.controller).handlers())
         handlers.update(ReassignmentApis(node, self.topics, self.controller).handlers())
         handlers.update(OffsetApis(self.logs).handlers())
         # Transaction markers and producer state of hosted partitions (KIP-98, KIP-664).
-        handlers.update(TxnMarkerApis(self.logs).handlers())
+        handlers.update(self.txn_markers.handlers())
         handlers.update(DescribeProducersApis(self.logs).handlers())
-        handlers.update(ProducerIdApis(self.producer_ids).handlers())
+        handlers.update(self.producer_id_apis.handlers())
         handlers.update(self.groups.handlers())
+        # InitProducerId with a transactional id, and the transaction APIs; without one it goes on
+        # to the idempotent path (producer_id_apis).
+        handlers.update(self.transactions.handlers())
         missing = set(SUPPORTED_VERSIONS) - set(handlers)
         if missing:  # the one api table must only advertise what is implemented
             raise RuntimeError(f"advertised apis without a handler: {sorted(k.name for k in missing)}")
@@ -208,6 +272,7 @@ class App:
         gc_policy.freeze_long_lived()  # the code: modules, classes, schemas (see gc_policy)
         if self.zookeeper is None:
             self.groups.load_all()
+            self.transactions.load_all()
         await self.server.start()
         log.info("listening", extra={"listen": f"{bound_host}:{bound_port}", "advertised": f"{adv_host}:{adv_port}",
                                      "node_id": node.node_id, "cluster_id": node.cluster_id,
@@ -229,7 +294,9 @@ class App:
         self.server.stop_accepting()
         # Snapshot first, so the next start loads the state instead of replaying the log.
         await self.runtime.snapshot_all()
+        await self.txn_runtime.snapshot_all()
         self.groups.shutdown()
+        self.transactions.shutdown()
         await self._stop_cluster()
         await self.server.shutdown()
         await self.logs.close_all()
@@ -275,21 +342,28 @@ class App:
                                 max_bytes=int(config["replica.fetch.response.max.bytes"]),
                                 partition_max_bytes=int(config["replica.fetch.max.bytes"]),
                                 backoff_s=int(config["replica.fetch.backoff.ms"]) / 1000.0))
-        groups = self.groups
-
-        def follow_offsets_leadership(topic: str, partition: int, leading: bool, epoch: int) -> None:
-            if topic == CONSUMER_OFFSETS:
-                if leading:
-                    groups.become_coordinator(partition, epoch)
-                else:
-                    # Reassigned away: no log left to keep a standby copy of.
-                    groups.resign(partition, standby=epoch != NOT_A_REPLICA)
-
-        self.replicas.leadership_listeners.append(follow_offsets_leadership)
+        # Every coordinator type follows the leadership of its topic's partitions: the leader
+        # epoch is the coordinator epoch (cluster/coordinator_leadership.py).
+        services: dict[str, GroupService | TransactionService] = {
+            CONSUMER_OFFSETS: self.groups, TRANSACTION_STATE: self.transactions}
+        runtimes: dict[str, CoordinatorRuntime[GroupCoordinatorShard] | CoordinatorRuntime[TransactionShard]] = {
+            CONSUMER_OFFSETS: self.runtime, TRANSACTION_STATE: self.txn_runtime}
+        self.coordinator_leadership = CoordinatorLeadership()
         # A standby still replaying (just restarted, or newly a replica) is published, so the
         # controller elects a warm replica when it has the choice (cluster/warming.py).
         marks = WarmingMarks(self.zookeeper, node.node_id)
-        self.runtime.standby_listeners.append(lambda p, warming: marks.set(CONSUMER_OFFSETS, p, warming))
+        def publish(topic: str) -> Callable[[int, bool], None]:
+            return lambda partition, warming: marks.set(topic, partition, warming)
+
+        for ctype in self.coordinator_types:
+            self.coordinator_leadership.register(ctype.topic, services[ctype.topic])
+            runtimes[ctype.topic].standby_listeners.append(publish(ctype.topic))
+        self.replicas.leadership_listeners.append(self.coordinator_leadership.on_leadership)
+        # Transactions across nodes: markers to each partition's leader, KIP-890 verification at
+        # each id's coordinator (cluster/txn_marker_channel.py, cluster/txn_verifier.py).
+        self.marker_channel = ClusterMarkerChannel(node.node_id, self.view, self.txn_markers)
+        self.transactions.marker_writer = self.marker_channel
+        self.verifier = ClusterVerifier(node.node_id, self.view, self.transactions)
         self.election = ControllerElection(self.zookeeper, node.node_id)
         self.controller = Controller(self.election, self.view,
                                      unclean_leader_election=bool(config["unclean.leader.election.enable"]),
@@ -313,6 +387,10 @@ class App:
                  extra={"zookeeper": config["zookeeper.connect"], "broker_id": node.node_id})
 
     async def _stop_cluster(self) -> None:
+        if self.marker_channel is not None:
+            await self.marker_channel.close()
+        if self.verifier is not None:
+            await self.verifier.close()
         if self.stall_guard is not None:
             await self.stall_guard.stop()
         if self.watcher is not None:

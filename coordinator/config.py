@@ -43,10 +43,14 @@ IntSetting = Literal[
     "group.consumer.max.session.timeout.ms", "group.consumer.heartbeat.interval.ms",
     "group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms",
     "group.consumer.max.size", "group.consumer.regex.refresh.interval.ms", "group.consumer.assignment.interval.ms",
+    "transaction.state.log.num.partitions", "transaction.state.log.segment.bytes",
+    "transaction.state.log.replication.factor", "transaction.state.log.min.isr", "transaction.max.timeout.ms",
+    "transactional.id.expiration.ms", "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+    "transaction.remove.expired.transaction.cleanup.interval.ms",
 ]
 FlagSetting = Literal[
     "auto.create.topics.enable", "unclean.leader.election.enable", "auto.leader.rebalance.enable",
-    "controlled.shutdown.enable", "delete.topic.enable",
+    "controlled.shutdown.enable", "delete.topic.enable", "transaction.partition.verification.enable",
 ]
 TextSetting = Literal[
     "broker.rack", "zookeeper.connect", "listeners", "advertised.listeners", "log.dirs", "logging.level",
@@ -289,6 +293,28 @@ _SETTINGS = [
             "Cluster mode: how long a commit waits for the ISR before REQUEST_TIMED_OUT."),
     Setting("offset.metadata.max.bytes", _int(0, INT32_MAX), 4096, "an integer >= 0",
             "Longest commit metadata string; longer gets OFFSET_METADATA_TOO_LARGE."),
+    # The transaction coordinator (KIP-98): Kafka's TransactionLogConfig and
+    # TransactionStateManagerConfig names and defaults.
+    Setting("transaction.state.log.num.partitions", _int(1, 10000), 50, "an integer 1..10000",
+            "Partitions of __transaction_state; ids are routed by Java hash of the transactional id "
+            "(never change it once the topic exists)."),
+    Setting("transaction.state.log.segment.bytes", _int(14, INT32_MAX), 104857600, "an integer >= 14",
+            "Segment size of __transaction_state."),
+    Setting("transaction.state.log.replication.factor", _int(1, 32767), 3, "an integer 1..32767",
+            "Cluster mode: replicas of __transaction_state; it is created once this many nodes are alive."),
+    Setting("transaction.state.log.min.isr", _int(1, INT32_MAX), 2, "an integer >= 1",
+            "Cluster mode: min.insync.replicas of __transaction_state (capped at its replication factor)."),
+    Setting("transaction.max.timeout.ms", _int(1, INT32_MAX), 900000, "milliseconds >= 1",
+            "Longest transaction timeout a producer may ask for; longer gets INVALID_TRANSACTION_TIMEOUT."),
+    Setting("transactional.id.expiration.ms", _int(1, INT32_MAX), 604800000, "milliseconds >= 1",
+            "A transactional id idle this long (no transaction running) is removed."),
+    Setting("transaction.abort.timed.out.transaction.cleanup.interval.ms", _int(1, INT32_MAX), 10000,
+            "milliseconds >= 1", "How often transactions past their timeout are aborted."),
+    Setting("transaction.remove.expired.transaction.cleanup.interval.ms", _int(1, INT32_MAX), 3600000,
+            "milliseconds >= 1", "How often expired transactional ids are removed."),
+    Setting("transaction.partition.verification.enable", _bool, True, "true or false",
+            "KIP-890 part 1: a transactional batch that opens a transaction on a partition is checked "
+            "with the transaction coordinator first."),
     Setting("group.initial.rebalance.delay.ms", _int(0, INT32_MAX), 3000, "milliseconds >= 0",
             "How long a new group waits for more members before its first rebalance (KIP-134)."),
     Setting("group.min.session.timeout.ms", _int(0, INT32_MAX), 6000, "milliseconds >= 0",

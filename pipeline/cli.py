@@ -2,7 +2,7 @@
 ``__consumer_offsets`` log with Spark and write the analytics as Parquet plus a report.
 
 Outputs under ``--out`` (one Parquet directory each, see ``outputs.TABLES``): ``latest_offsets``,
-``commit_history``, ``commit_rate``, ``consumer_lag``, ``partition_status``, ``group_status``,
+``pending_offsets``, ``commit_history``, ``commit_rate``, ``consumer_lag``, ``partition_status``, ``group_status``,
 ``generations``, ``membership_changes``, ``consumer_group_epochs``, ``consumer_member_epochs``,
 ``expired_offsets``; and ``report.html`` plus
 ``report.md`` in ``--report`` (default: ``--out`` when that is a local directory). Progress goes
@@ -125,6 +125,7 @@ def run_job(spark: SparkSession, data_dir: str, out: str, *, end_offsets_file: s
                             + (f" from {end_offsets_file}" if end_offsets_file else ""))
 
     latest = write_table(spark, T.latest_offsets(raw), out, "latest_offsets")
+    write_table(spark, T.pending_offsets(raw), out, "pending_offsets")
     with_lag = write_table(spark, T.lag_at_commits(T.commit_history(raw), end_history), out, "commit_history")
     rate = write_table(spark, T.commit_rate(raw, rate_window), out, "commit_rate")
     lag = write_table(spark, T.consumer_lag(latest, end_df), out, "consumer_lag")

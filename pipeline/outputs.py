@@ -21,6 +21,8 @@ __all__ = ["TABLES", "progress", "write_table", "table_path"]
 #: Every table ``pipeline run`` writes, in the order it writes them, with what a row is.
 TABLES: dict[str, str] = {
     "latest_offsets": "the compacted view: one row per (group, topic, partition) still committed - what OffsetFetch answers",
+    "pending_offsets": "transactional offset commits (TxnOffsetCommit) whose transaction has no COMMIT or ABORT "
+                       "marker yet: invisible to OffsetFetch",
     "commit_history": "every offset commit record with its commit time, the end offset then and the lag then",
     "commit_rate": "commits per group per one-minute window",
     "consumer_lag": "per committed partition: log end offset, committed offset, lag",

@@ -5,6 +5,12 @@ Semantics follow the server's own replay (``coordinator/group``): the log is ord
 committed offset, and a tombstone removes it. A GroupMetadata tombstone (the group deleted or
 expired) removes the group, not its offsets: those get tombstones of their own.
 
+Transactional commits (TxnOffsetCommit, KIP-447) sit in transactional batches of their producer:
+such a record counts once the producer's next marker in that log partition is a COMMIT, never if
+it is an ABORT, and is *pending* while there is none (``pending_offsets``). A committed one then
+competes by its own log position with the other records, which is the server's rule (the last
+log position wins: ``coordinator/group/offset_manager.py`` rule 3).
+
 KIP-848 consumer groups (``group.protocol=consumer``) have no generations: their history is the
 group epoch (ConsumerGroupMetadata), the members' subscriptions (ConsumerGroupMemberMetadata,
 a tombstone when a member leaves), the target assignment's epoch and each member's epoch
@@ -31,23 +37,57 @@ from protocol.consumer_group_records import (
 )
 from protocol.consumer_protocol import CONSUMER_PROTOCOL_TYPE, parse_subscribed_topics
 
-from .source.schema import CONSUMER_GROUP, GROUP_METADATA, OFFSET_COMMIT
+from .source.schema import CONSUMER_GROUP, CONTROL, GROUP_METADATA, OFFSET_COMMIT
 
 __all__ = [
-    "offset_commits", "latest_offsets", "commit_history", "commit_rate", "consumer_lag", "lag_at_commits",
+    "offset_commits", "transactional_commits", "pending_offsets", "latest_offsets", "commit_history", "commit_rate", "consumer_lag", "lag_at_commits",
     "burrow_status", "group_status", "group_generations", "membership_changes", "expired_offsets",
     "consumer_group_epochs", "consumer_member_epochs", "walk_consumer_group", "MEMBER_STATES",
     "BURROW_ORDER", "evaluate_window",
 ]
 
 KEY = ["group_id", "topic", "partition"]
+#: A control record's type (Kafka's ``ControlRecordType``).
+ABORT_MARKER, COMMIT_MARKER = 0, 1
 
 #: ``offsets.retention.minutes`` default (KIP-186), in milliseconds.
 OFFSETS_RETENTION_MS = 10_080 * 60_000
 
 
+#: ``transaction_outcome`` of a transactional commit: its producer's next marker, or none yet.
+COMMITTED, ABORTED, PENDING = "committed", "aborted", "pending"
+
+
+def transactional_commits(raw: DataFrame) -> DataFrame:
+    """The OffsetCommit records of transactional batches, each with ``transaction_outcome``: the
+    type of the first marker of its producer after it in its log partition (COMMIT: committed,
+    ABORT: aborted), or pending."""
+    rows = raw.where(F.col("is_transactional") & F.col("record_type").isin(OFFSET_COMMIT, CONTROL))
+    w = (Window.partitionBy("log_partition", "producer_id").orderBy("offset")
+         .rowsBetween(1, Window.unboundedFollowing))
+    marker = F.first(F.when(F.col("record_type") == CONTROL, F.col("control_type")), ignorenulls=True).over(w)
+    return (rows.withColumn("_marker", marker).where(F.col("record_type") == OFFSET_COMMIT)
+            .withColumn("transaction_outcome", F.when(F.col("_marker") == COMMIT_MARKER, F.lit(COMMITTED))
+                        .when(F.col("_marker") == ABORT_MARKER, F.lit(ABORTED)).otherwise(F.lit(PENDING)))
+            .drop("_marker"))
+
+
 def offset_commits(raw: DataFrame) -> DataFrame:
-    return raw.where(F.col("record_type") == OFFSET_COMMIT)
+    """The OffsetCommit records that count: plain ones, and transactional ones whose transaction
+    committed."""
+    commits = raw.where(F.col("record_type") == OFFSET_COMMIT)
+    committed = (transactional_commits(raw).where(F.col("transaction_outcome") == COMMITTED)
+                 .drop("transaction_outcome"))
+    return commits.where(~F.coalesce(F.col("is_transactional"), F.lit(False))).unionByName(committed)
+
+
+def pending_offsets(raw: DataFrame) -> DataFrame:
+    """Transactional offsets whose transaction has no marker yet: invisible to OffsetFetch, which
+    answers UNSTABLE_OFFSET_COMMIT for their partitions to a RequireStable fetch (KIP-447)."""
+    return (transactional_commits(raw).where(F.col("transaction_outcome") == PENDING)
+            .select("producer_id", *KEY, "committed_offset", "commit_metadata",
+                    F.timestamp_millis("commit_timestamp_ms").alias("commit_time"),
+                    "log_partition", F.col("offset").alias("log_offset")))
 
 
 def _latest(commits: DataFrame) -> DataFrame:

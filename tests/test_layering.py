@@ -24,8 +24,9 @@ Rules besides the order:
 * The rules of a coordinator wing (every module of group/ but service.py; transactions/ alike)
   are pure state machines: no asyncio, sockets, threads, files or clock (time and timers are
   injected), so hypothesis drives them.
-* group/ imports neither topics/ nor server/ (lower or not): it reaches the logs only through
-  the runtime, and the network only through what the service hands back.
+* group/ and transactions/ import neither topics/ nor server/ (lower or not): they reach the
+  logs only through the runtime (and, for transactions, the markers through the ``MarkerWriter``
+  handed in), and the network only through what the service hands back.
 * Only the face imports pipeline/ (``groupcoord pipeline run``).
 * No import circle between files, whatever the wings.
 * Every module of protocol/, storage/, coordinator/ and pipeline/ has a wing: a new top-level
@@ -71,7 +72,7 @@ RULES_FORBIDDEN = IO_MODULES | {"time", "os", "io", "shutil", "pathlib", "tempfi
 RULE_WINGS = ("coordinator.group", "coordinator.transactions")
 ADAPTER = "service"
 #: Wings a wing may not import even though they stand below it.
-NOT_IMPORTED = {"group": {"topics", "server"}}
+NOT_IMPORTED = {"group": {"topics", "server"}, "transactions": {"topics", "server"}}
 #: pipeline/ is launched by the command line only.
 ONLY_FACE_IMPORTS = "pipeline"
 
@@ -274,6 +275,13 @@ def test_fails_on_io_in_protocol_and_in_the_group_rules() -> None:
     _only(violations(_tree(coordinator__group__timing="from time import monotonic")), "pure state machines")
     # The adapter may: it runs on the event loop.
     assert violations(_tree(coordinator__group__service="import asyncio")) == []
+
+
+def test_fails_on_transaction_rules_doing_io_or_importing_topics() -> None:
+    _only(violations(_tree(coordinator__transactions__shard="import asyncio")), "pure state machines")
+    assert violations(_tree(coordinator__transactions__service="import asyncio")) == []
+    _only(violations(_tree(coordinator__transactions__service="from ..topics.registry import X",
+                           coordinator__topics__registry="")), "transactions must not import topics")
 
 
 def test_fails_on_group_importing_topics_though_it_stands_below() -> None:

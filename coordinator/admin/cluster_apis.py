@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Callable
 from typing import NamedTuple
 
 from kafka.protocol.admin import DescribeClusterResponse
@@ -18,13 +19,12 @@ from kafka.protocol.metadata import ApiVersionsResponse, FindCoordinatorResponse
 from protocol.acl_operations import CLUSTER_OPERATIONS, OMITTED, TOPIC_OPERATIONS, authorized
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
-from protocol.hashing import partition_for
 from protocol.kafka_types import KafkaRequest, KafkaResponse, KafkaStruct
 from protocol.responses import api_version_entries
 
 from ..cluster.view import ClusterView, PartitionInfo
 from ..context import Handler, NodeInfo, RequestContext
-from ..topics.registry import CONSUMER_OFFSETS, INTERNAL_TOPICS, TopicError, topic_name_error
+from ..topics.registry import CONSUMER_OFFSETS, INTERNAL_TOPICS, TRANSACTION_STATE, TopicError, topic_name_error
 from ..topics.service import TopicService
 
 __all__ = ["ClusterApis"]
@@ -251,9 +251,12 @@ class ClusterApis:
                 return self._single_node_group_coordinator()
             return self._cluster_group_coordinator(self.cluster, key)
         if key_type == KEY_TYPE_TRANSACTION:
-            # No transaction coordinator runs here: the answer Kafka gives while its transaction
-            # state topic cannot be created.
-            return _Coordinator(ErrorCode.COORDINATOR_NOT_AVAILABLE, _NOT_AVAILABLE)
+            # The coordinator of a transactional id is the leader of its __transaction_state
+            # partition (Kafka's KafkaApis.getCoordinator); the topic is created on first use.
+            if self.cluster is None:
+                return self._single_node_transaction_coordinator()
+            return self._cluster_coordinator(self.cluster, TRANSACTION_STATE, key,
+                                             self.topics.create_transaction_state_topic)
         # Share coordinators (KIP-932) and unknown key types.
         return _Coordinator(ErrorCode.INVALID_REQUEST, f"Unsupported key type {key_type}")
 
@@ -273,19 +276,30 @@ class ClusterApis:
             return _Coordinator(ErrorCode.COORDINATOR_NOT_AVAILABLE, _NOT_AVAILABLE)
         return _Coordinator(ErrorCode.NONE, None, self.node.node_id, self.node.host, self.node.port)
 
+    def _single_node_transaction_coordinator(self) -> _Coordinator:
+        if TRANSACTION_STATE not in self.topics.registry:
+            try:
+                self.topics.create_transaction_state_topic()
+            except (TopicError, OSError):
+                return _Coordinator(ErrorCode.COORDINATOR_NOT_AVAILABLE, _NOT_AVAILABLE)
+        return _Coordinator(ErrorCode.NONE, None, self.node.node_id, self.node.host, self.node.port)
+
     def _cluster_group_coordinator(self, view: ClusterView, group: str) -> _Coordinator:
+        return self._cluster_coordinator(view, CONSUMER_OFFSETS, group, self._create_offsets_topic)
+
+    def _cluster_coordinator(self, view: ClusterView, topic: str, key: str, create: Callable[[], object]) -> _Coordinator:
         # reference/cluster_replication.md §4.3: the coordinator is the live leader of partition
-        # abs(javaHash(group)) % N of __consumer_offsets. A missing topic is created and, like a
+        # abs(javaHash(key)) % N of the coordinator's topic (__consumer_offsets for a group,
+        # __transaction_state for a transactional id). A missing topic is created and, like a
         # partition without a live leader, answered COORDINATOR_NOT_AVAILABLE (clients retry).
-        # Whether the group is loaded there yet is not checked.
-        assignment = view.topics.get(CONSUMER_OFFSETS)
-        if assignment is None or not assignment.partitions:
-            if assignment is None:
-                self._create_offsets_topic()
-            return _Coordinator(ErrorCode.COORDINATOR_NOT_AVAILABLE, _NOT_AVAILABLE)
-        leader = view.leader(CONSUMER_OFFSETS, partition_for(group, len(assignment.partitions)))
-        broker = view.brokers.get(leader)
+        # Whether the partition is loaded there yet is not checked.
+        broker = view.coordinator(topic, key)
         if broker is None:
+            if topic not in view.topics:
+                try:
+                    create()
+                except (TopicError, OSError):
+                    pass
             return _Coordinator(ErrorCode.COORDINATOR_NOT_AVAILABLE, _NOT_AVAILABLE)
         return _Coordinator(ErrorCode.NONE, None, broker.broker_id, broker.host, broker.port)
 

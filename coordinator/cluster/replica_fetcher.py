@@ -20,12 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from protocol.apis import ApiKey, request_class
-from protocol.client import decode_response, encode_request
 from protocol.errors import ErrorCode
 from protocol.kafka_types import KafkaRequest, KafkaResponse, KafkaStruct
 from storage.errors import InvalidBatchError
@@ -33,6 +31,7 @@ from storage.log import AppendResult
 
 from ..topics.partition_log import PartitionLog
 from ..topics.replication_quota import ReplicationThrottle
+from .node_client import CONNECTION_ERRORS, NodeConnection
 
 __all__ = ["ReplicaFetcher", "FetchSettings"]
 
@@ -79,9 +78,8 @@ class ReplicaFetcher:
         self.partitions: dict[tuple[str, int], _Followed] = {}
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-        self._correlation = 0
+        self._connection = NodeConnection(leader_id, endpoint, f"replica-fetcher-{settings.broker_id}",
+                                          settings.socket_timeout_s)
 
     # --- membership (event loop) ------------------------------------------------------------------
 
@@ -110,9 +108,7 @@ class ReplicaFetcher:
         self._close()
 
     def _close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-        self._reader = self._writer = None
+        self._connection.close()
 
     # --- the loop -----------------------------------------------------------------------------------
 
@@ -147,7 +143,7 @@ class ReplicaFetcher:
                         continue
                 if ready:
                     await self._fetch_interruptibly(ready)
-            except (TimeoutError, OSError, ConnectionError, asyncio.IncompleteReadError) as exc:
+            except CONNECTION_ERRORS as exc:
                 log.info("fetch from the leader failed; retrying",
                          extra={"leader": self.leader_id, "error": repr(exc)})
                 self._close()
@@ -179,27 +175,10 @@ class ReplicaFetcher:
             pass
 
     async def _connect(self) -> None:
-        if self._writer is not None:
-            return
-        endpoint = self.endpoint()
-        if endpoint is None:
-            raise ConnectionError(f"broker {self.leader_id} is not registered")
-        self._reader, self._writer = await asyncio.wait_for(
-            asyncio.open_connection(*endpoint), self.settings.socket_timeout_s)
+        await self._connection.connect()
 
     async def _call(self, api_key: int, version: int, request: KafkaRequest) -> KafkaResponse:
-        assert self._reader is not None and self._writer is not None
-        self._correlation += 1
-        cid = self._correlation
-        self._writer.write(encode_request(api_key, version, cid, request,
-                                          client_id=f"replica-fetcher-{self.settings.broker_id}"))
-        await self._writer.drain()
-        size = struct.unpack(">i", await asyncio.wait_for(self._reader.readexactly(4), self.settings.socket_timeout_s))[0]
-        frame = await asyncio.wait_for(self._reader.readexactly(size), self.settings.socket_timeout_s)
-        got, response = decode_response(api_key, version, frame)
-        if got != cid:
-            raise ConnectionError(f"correlation id {got} != {cid}")
-        return response
+        return await self._connection.call(api_key, version, request)
 
     # --- truncation (KIP-101/279) ---------------------------------------------------------------------
 

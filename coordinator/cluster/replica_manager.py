@@ -77,7 +77,8 @@ class ReplicaManager:
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         #: Told (topic, partition, leading, leader epoch) whenever this node starts or stops
-        #: leading a partition: the group coordinator follows ``__consumer_offsets`` (issue 14).
+        #: leading a partition: each coordinator type follows its topic's partitions
+        #: (``coordinator_leadership.py``; issue 14 for groups, issue 32 for transactions).
         self.leadership_listeners: list[Callable[[str, int, bool, int], None]] = []
         #: Topics queued for deletion this node has acknowledged dropping (``_acknowledge_deletions``).
         self._deletions_acked: set[str] = set()

@@ -15,6 +15,8 @@ import logging
 from dataclasses import dataclass
 from typing import Protocol
 
+from protocol.hashing import partition_for
+
 from .znodes import DEFAULT_ENTITY, BrokerRegistration, PartitionState, TopicAssignment
 
 __all__ = ["ClusterView", "ViewListener", "PartitionInfo"]
@@ -87,6 +89,23 @@ class ClusterView:
         if state is None or state.leader < 0 or state.leader not in self.brokers:
             return -1
         return state.leader
+
+    def partition_count(self, topic: str) -> int:
+        """The topic's partitions, 0 while the view does not have it."""
+        assignment = self.topics.get(topic)
+        return 0 if assignment is None else len(assignment.partitions)
+
+    def coordinator(self, topic: str, key: str) -> BrokerRegistration | None:
+        """The coordinator of ``key`` on the coordinator topic ``topic``: the live leader of
+        partition ``abs(javaHash(key)) % partitions`` — a group id on ``__consumer_offsets``, a
+        transactional id on ``__transaction_state`` (Kafka's ``partitionFor`` of both
+        coordinators, and ``KafkaApis.getCoordinator`` for FindCoordinator). None while the view
+        does not have the topic or the partition has no live leader (FindCoordinator then
+        answers COORDINATOR_NOT_AVAILABLE, and asks for a missing topic first)."""
+        count = self.partition_count(topic)
+        if count == 0:
+            return None
+        return self.brokers.get(self.leader(topic, partition_for(key, count)))
 
     def dynamic_broker_config(self, broker_id: int, key: str) -> str | None:
         """A dynamic broker config in force for ``broker_id``: its own, else the cluster default."""

@@ -24,6 +24,11 @@ a bad request gets its reason whichever partition its group id hashes to. A refu
 response's error code with no member: loading answers COORDINATOR_LOAD_IN_PROGRESS (no blind NONE
 as for the classic Heartbeat: a KIP-848 member learns its assignment from the answer), a write the
 ISR refused COORDINATOR_NOT_AVAILABLE.
+
+Transactions (KIP-98, KIP-447): TxnOffsetCommit (28) is a transactional write of the group's
+partition (optionally verified first with the transaction coordinator, KIP-890), and
+``complete_transaction`` writes a transaction's COMMIT or ABORT marker there for WriteTxnMarkers
+(contract C4 of issue 32).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from typing import Protocol, TypeVar
 
 from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
 from kafka.protocol.consumer import OffsetDeleteResponse
+from kafka.protocol.producer import TxnOffsetCommitResponse
 
 from protocol.apis import ApiKey
 from protocol.consumer_group_messages import ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse
@@ -54,7 +60,7 @@ from protocol.kafka_types import KafkaRequest, KafkaResponse, KafkaStruct
 from .. import gc_policy
 from ..context import Handler, RequestContext
 from ..runtime.contract import CoordinatorResult, non_atomic
-from ..runtime.errors import RecordTooLarge
+from ..runtime.errors import MarkerRefused, ProducerFenced, RecordTooLarge
 from ..runtime.runtime import CoordinatorRuntime, CoordinatorState, NotActiveError, unanswered
 from .consumer.validation import HeartbeatError, validate_heartbeat
 from .responses import heartbeat_response, join_error, leave_response, sync_response
@@ -64,6 +70,8 @@ __all__ = ["GroupService"]
 
 E = ErrorCode
 T = TypeVar("T")
+TxnTopic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
+TxnPartition = TxnTopic.TxnOffsetCommitResponsePartition
 
 class NamedTopic(Protocol):
     """What the topic listener callbacks read of a topic (the topics wing's ``TopicInfo``, which
@@ -71,6 +79,15 @@ class NamedTopic(Protocol):
 
     @property
     def name(self) -> str: ...
+
+
+class TransactionVerifier(Protocol):
+    """KIP-890 part 1 verification (the transaction coordinator's AddPartitionsToTxn v4 VerifyOnly;
+    contract C3 of issue 32, the same shape as the produce path's ``Verifier``): NONE for a
+    partition in the producer's ongoing transaction, else why not."""
+
+    async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                     partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]: ...
 
 
 #: Group ids whose partition is remembered (a few MB at most).
@@ -155,6 +172,11 @@ class GroupService:
         #: Cluster mode: the load of each partition this node became the leader of.
         self._loads: dict[int, asyncio.Future[None]] = {}
         self._partitions: dict[tuple[str, int], int] = {}
+        #: Set by app.py when ``transaction.partition.verification.enable``: a TxnOffsetCommit of a
+        #: producer with no pending offsets here is first checked with the transaction coordinator
+        #: (Kafka's ``scheduleTransactionalWriteOperation``), so that a late commit of a
+        #: transaction already ended is refused instead of staying pending with no marker to come.
+        self.verifier: TransactionVerifier | None = None
 
     # --- becoming the coordinator -------------------------------------------------------------
 
@@ -429,6 +451,67 @@ class GroupService:
                 _discard(read)
         return OffsetFetchAnswer(groups=[answers[g.group_id] for g in request.groups])
 
+    async def txn_offset_commit(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
+        """TxnOffsetCommit v0-4 (KIP-98, KIP-447): a transactional write of the group's partition,
+        answered once durable; its offsets stay pending until the producer's marker."""
+        v = ctx.api_version
+        p = self.partition_of(request.group_id)
+        error = self._error_for(p)
+        if p is not None and not error and self.verifier is not None \
+                and request.producer_id not in self.runtime.shard(p).offset_manager.pending:
+            error = await self._verify(request, p)
+            if not error:
+                error = self._error_for(p)  # the partition may have moved meanwhile
+        if p is not None and not error:
+            try:
+                answer = await self._write(p, "txn-commit-offset", lambda s: s.txn_commit_offsets(request, v))
+                assert answer is not None
+                return answer
+            except ProducerFenced:
+                error = E.INVALID_PRODUCER_EPOCH
+            except NotActiveError as exc:
+                error = _refusal(exc)
+        if error == E.COORDINATOR_LOAD_IN_PROGRESS and v < 2:
+            # Clients before v2 do not retry COORDINATOR_LOAD_IN_PROGRESS here (KafkaApis
+            # handleTxnOffsetCommitRequest).
+            error = E.COORDINATOR_NOT_AVAILABLE
+        return TxnOffsetCommitResponse(version=v, throttle_time_ms=0, topics=[
+            TxnTopic(name=t.name, partitions=[TxnPartition(partition_index=x.partition_index, error_code=int(error))
+                                              for x in t.partitions]) for t in request.topics])
+
+    async def _verify(self, request: KafkaRequest, partition: int) -> int:
+        """The verification's answer for the group's partition, as TxnOffsetCommit < v5 sends it
+        (Kafka's AddPartitionsToTxnManager: PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH and
+        TRANSACTION_ABORTABLE INVALID_TXN_STATE for clients that predate them)."""
+        assert self.verifier is not None
+        target = (self.runtime.topic, partition)
+        codes = await self.verifier.verify(request.transactional_id, request.producer_id, request.producer_epoch,
+                                           [target])
+        code = codes.get(target, E.NONE)
+        if code == E.PRODUCER_FENCED:
+            return E.INVALID_PRODUCER_EPOCH
+        if code == E.TRANSACTION_ABORTABLE:
+            return E.INVALID_TXN_STATE
+        return code
+
+    async def complete_transaction(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                                   commit: bool, coordinator_epoch: int) -> int:
+        """Write a transaction's COMMIT or ABORT marker on ``__consumer_offsets-<partition>``
+        (contract C4: WriteTxnMarkers for the group coordinator's partitions; Kafka's
+        ``GroupCoordinatorService.completeTransaction``): the pending offsets of the producer
+        are stored or dropped, and the answer comes once the marker is durable. A partition not
+        served here answers NOT_LEADER_OR_FOLLOWER, which the transaction coordinator retries
+        (KafkaApis ``handleWriteTxnMarkersRequest`` maps the coordinator's errors so)."""
+        if topic != self.runtime.topic:
+            return E.UNKNOWN_TOPIC_OR_PARTITION
+        try:
+            await self.runtime.complete_transaction(partition, producer_id, producer_epoch, commit, coordinator_epoch)
+        except MarkerRefused as exc:
+            return exc.error_code
+        except NotActiveError:
+            return E.NOT_LEADER_OR_FOLLOWER
+        return E.NONE
+
     async def offset_delete(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
         v = ctx.api_version
         p = self.partition_of(request.group_id)
@@ -574,6 +657,7 @@ class GroupService:
             ApiKey.OFFSET_COMMIT: self.offset_commit,
             ApiKey.OFFSET_FETCH: self.offset_fetch,
             ApiKey.OFFSET_DELETE: self.offset_delete,
+            ApiKey.TXN_OFFSET_COMMIT: self.txn_offset_commit,
             ApiKey.DESCRIBE_GROUPS: self.describe_groups,
             ApiKey.LIST_GROUPS: self.list_groups,
             ApiKey.DELETE_GROUPS: self.delete_groups,

@@ -15,6 +15,9 @@ log into it record by record with :meth:`GroupCoordinatorShard.replay` and then 
   records, replays them with the same ``replay``, runs ``on_appended`` once they are durable, and
   answers. JoinGroup and SyncGroup answer through the response handle they are given instead.
 * read handlers (OffsetFetch, DescribeGroups, ListGroups) return the response itself.
+* TxnOffsetCommit is a transactional write: its result carries the producer id, and its records
+  are replayed with ``replay_transactional``; the producer's marker, written by the runtime's
+  ``complete_transaction``, with ``replay_end_transaction`` (KIP-447).
 
 Rules:
 
@@ -212,6 +215,10 @@ class GroupCoordinatorShard:
     def delete_offsets(self, request: KafkaRequest, api_version: int) -> CoordinatorResult[KafkaResponse]:
         return self.offset_manager.delete_offsets(request, api_version)
 
+    def txn_commit_offsets(self, request: KafkaRequest, api_version: int) -> CoordinatorResult[KafkaResponse]:
+        """TxnOffsetCommit v0-4 (transactional write op "txn-commit-offset")."""
+        return self.offset_manager.txn_commit_offsets(request, api_version)
+
     # --- admin ---------------------------------------------------------------------------------
 
     def describe_groups(self, request: KafkaRequest, api_version: int) -> KafkaResponse:
@@ -376,6 +383,29 @@ class GroupCoordinatorShard:
             self.consumer_manager.replaced_by_classic(typed_key.group)
         self.group_manager.replay_group_metadata(typed_key, typed_value)
 
+    def replay_transactional(self, offset: int, producer_id: int, producer_epoch: int, key: bytes,
+                             value: bytes | None, written: object = None) -> None:
+        """A record of a transactional batch: an OffsetCommit is pending for the producer until
+        its marker (``offset_manager.py`` rule 3); other records apply as in a plain batch."""
+        if type(written) is OffsetCommitKey:
+            group_id, topic, partition = written.group, written.topic, written.partition
+        elif key_version(key) <= 1:
+            group_id, topic, partition = decode_offset_commit_key(key)
+            if value is not None:
+                offset_commit_fields(value)  # refuse what a later read could not decode
+        else:
+            self.replay(key, value)
+            return
+        self.offset_manager.replay_transactional_offset_commit(offset, producer_id, producer_epoch, group_id, topic,
+                                                               partition, value)
+
+    def replay_end_transaction(self, producer_id: int, producer_epoch: int, commit: bool) -> None:
+        self.offset_manager.replay_end_transaction(producer_id, commit)
+
+    def snapshot_transactional_records(self) -> Iterator[tuple[int, int, int, bytes, bytes | None]]:
+        for offset, producer_id, producer_epoch, key, value in self.offset_manager.snapshot_transactional_records():
+            yield offset, producer_id, producer_epoch, encode_key(key), value
+
     def snapshot_records(self) -> Iterator[tuple[bytes, bytes]]:
         """The hard state as records: replaying them into a fresh shard rebuilds it exactly.
         Groups first, then offsets, each a live value (a snapshot holds no tombstones)."""
@@ -395,7 +425,7 @@ class GroupCoordinatorShard:
         self.consumer_manager.on_loaded()
         # Replay keeps an Empty group for each group with offsets; one whose group record was
         # tombstoned while its offsets stayed gets it back here (unless a consumer group has it).
-        for group_id in self.offset_manager.offsets:
+        for group_id in [*self.offset_manager.offsets, *self.offset_manager.open_by_group]:
             if group_id not in self.group_manager.groups and group_id not in self.consumer_manager.groups:
                 group = self.group_manager.ensure_group(group_id)
                 group.state_timestamp_ms = None  # never persisted: expiry measures from commits
@@ -405,6 +435,13 @@ class GroupCoordinatorShard:
         """Answer every parked response NOT_COORDINATOR; the shard is dropped afterwards."""
         self.group_manager.on_unloaded()
         self.consumer_manager.on_unloaded()
+
+    def pending_state(self) -> dict[int, dict[tuple[str, str, int], tuple[int, bytes, bool]]]:
+        """The pending transactional offsets: producer id -> (group, topic, partition) ->
+        (record offset, value bytes, superseded) (for tests and diagnostics)."""
+        return {pid: {(g, t, p): (o.offset, o.value, o.superseded) for g, by_topic in groups.items()
+                      for t, by_partition in by_topic.items() for p, o in by_partition.items()}
+                for pid, groups in self.offset_manager.pending.items()}
 
     def hard_state(self) -> tuple[dict[str, GroupMetadataValue], dict[str, dict[tuple[str, int], OffsetCommitValue]]]:
         """A copy of everything the records determine (for tests and diagnostics)."""

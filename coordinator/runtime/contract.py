@@ -55,12 +55,21 @@ class CoordinatorResult(Generic[ResponseT]):
     operation whose records exceed the partition's ``max.message.bytes`` is refused
     (``writes.py``). A non-atomic result (a cleanup: tombstones that are each right alone) is
     split over as many batches as it needs instead.
+
+    ``producer_id`` >= 0 (with ``producer_epoch``): a transactional write (TxnOffsetCommit). Its
+    records go to the log in a batch of their own carrying that producer id and epoch, with the
+    transactional attribute and base sequence 0, after the open batch is flushed, as Kafka's
+    runtime writes them (``CoordinatorRuntime.scheduleTransactionalWriteOperation``, KIP-447);
+    they are replayed with ``replay_transactional`` and count only once the producer's COMMIT
+    marker follows (``CoordinatorShard.replay_end_transaction``).
     """
 
     records: list[Record] = field(default_factory=list)
     response: ResponseT | None = None
     on_appended: Callable[[], None] | None = None
     atomic: bool = True
+    producer_id: int = -1
+    producer_epoch: int = -1
 
 
 #: A result with no records and no response (a timer that found nothing to do).
@@ -99,20 +108,42 @@ class ResponseHandle(Protocol):
 class CoordinatorShard(Protocol):
     """The state machine of one partition of a coordinator topic, as the runtime drives it.
 
-    Rule: only ``replay`` changes the state the records describe, and it takes them as the log
-    holds them (key and value bytes; value None is a tombstone), so loading a partition and
-    writing to it run the same code (runtime rule 1).
+    Rule: only the ``replay*`` methods change the state the records describe, and they take them
+    as the log holds them (key and value bytes; value None is a tombstone), so loading a
+    partition and writing to it run the same code (runtime rule 1).
+
+    Transactions (KIP-98, KIP-447): a record of a transactional batch is replayed with
+    ``replay_transactional`` (its producer id, and its offset: Kafka's rule "the last log position
+    wins" compares them), and a COMMIT or ABORT control batch of the producer with
+    ``replay_end_transaction`` — when written (``CoordinatorRuntime.complete_transaction``), when
+    loaded and in the hot standby alike. A shard whose log never holds transactional batches
+    implements both as no-ops and ``snapshot_transactional_records`` as ``return ()``.
     """
 
     def replay(self, key: bytes, value: bytes | None, written: object = None) -> None:
-        """``written``: the typed key of a record the shard's own operation produced, if any (so
-        the shard need not decode what it has just built)."""
+        """A record of a non-transactional batch. ``written``: the typed key of a record the
+        shard's own operation produced, if any (so the shard need not decode what it has just
+        built)."""
+
+    def replay_transactional(self, offset: int, producer_id: int, producer_epoch: int, key: bytes,
+                             value: bytes | None, written: object = None) -> None:
+        """A record of a transactional batch of ``producer_id``, at log offset ``offset``."""
+
+    def replay_end_transaction(self, producer_id: int, producer_epoch: int, commit: bool) -> None:
+        """A transaction marker of ``producer_id``: COMMIT (``commit``) or ABORT."""
 
     def on_loaded(self) -> None:
         """The partition's log is replayed: start the timers the state implies."""
 
     def snapshot_records(self) -> Iterable[tuple[bytes, bytes]]:
         """The state as the records a fully compacted log would keep (``snapshot.py``)."""
+
+    def snapshot_transactional_records(self) -> Iterable[tuple[int, int, int, bytes, bytes | None]]:
+        """The records of transactions still open, as ``(offset, producer_id, producer_epoch,
+        key, value)`` in ascending offset: the snapshot writes them after ``snapshot_records``,
+        each in a batch carrying its producer id and epoch at its original offset, so replaying
+        the snapshot gives them back with what distinguishes them. A ``producer_id`` of -1 is a
+        plain record that must be replayed at that point among them (``snapshot.py``)."""
 
 
 class RecordSerde(Protocol):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["CoordinatorState", "NotActiveError", "NotEnoughReplicas", "CommitTimedOut", "RecordTooLarge", "RecordReplayError"]
+__all__ = ["CoordinatorState", "NotActiveError", "NotEnoughReplicas", "CommitTimedOut", "RecordTooLarge", "RecordReplayError",
+           "MarkerRefused", "ProducerFenced"]
 
 
 class CoordinatorState(enum.Enum):
@@ -76,3 +77,25 @@ class RecordReplayError(Exception):
         self.partition = partition
         self.offset = offset
         self.source = source
+
+
+class MarkerRefused(NotActiveError):
+    """The partition's log refused a transaction marker: its producer epoch is older than the one
+    the log holds for that producer (INVALID_PRODUCER_EPOCH), or its coordinator epoch is
+    (TRANSACTION_COORDINATOR_FENCED). Nothing was written or replayed (Kafka's
+    ``ProducerAppendInfo.checkProducerEpoch`` / ``appendEndTxnMarker``)."""
+
+    def __init__(self, partition: int, state: CoordinatorState | None, error_code: int) -> None:
+        super().__init__(partition, state)
+        self.args = (f"transaction marker refused on partition {partition} (error {error_code})",)
+        self.error_code = error_code
+
+
+class ProducerFenced(NotActiveError):
+    """A transactional write of a producer epoch older than the one the partition's log holds for
+    that producer (a zombie fenced by a newer producer with its transactional id): refused before
+    replay, nothing written. Kafka's log checks the epoch of a coordinator's append
+    (``ProducerAppendInfo`` with origin COORDINATOR) and the write fails with
+    INVALID_PRODUCER_EPOCH."""
+
+    error_code = 47  # INVALID_PRODUCER_EPOCH

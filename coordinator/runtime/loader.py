@@ -6,7 +6,8 @@ shard's ``replay`` for each record; the one difference is whether the caller yie
 loop between slices of records (``slice_records``): a partition being loaded refuses its
 operations anyway, while a standby rebuilt on a serving node must not stall it. Likewise the
 snapshot is read on the loop or in a thread (``off_loop``), and the same trust rule
-(``snapshot.py``) judges it.
+(``snapshot.py``) judges it. Transactional batches replay with their producer id and offsets
+(``replay_transactional``), control batches as transaction markers (``replay_end_transaction``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Generic
 
-from protocol.records import CorruptBatchError, decode_records, iter_batch_positions
+from protocol.records import CorruptBatchError, decode_records, iter_batch_positions, read_end_txn_marker
 
 from .errors import RecordReplayError
 from .partition import Partition, PartitionTable, ShardT
@@ -65,15 +66,28 @@ def replay_steps(part: Partition[ShardT], unknown_version: type[Exception], data
     offset <n> ... failed due to: ...", ``CoordinatorLoaderImpl``):
     https://github.com/apache/kafka/blob/trunk/core/src/main/scala/kafka/coordinator/group/CoordinatorLoaderImpl.scala
     """
-    replay = part.shard.replay
+    shard = part.shard
     replayed = 0
     last = offset - 1
     for pos, header in iter_batch_positions(data):
         if end is not None and header.base_offset >= end:
             break
-        if header.last_offset < offset or header.is_control:
+        if header.last_offset < offset:
             last = header.last_offset
-            continue  # before the requested offset, or a transaction marker
+            continue  # before the requested offset
+        if header.is_control:
+            # A transaction marker (KIP-98): an empty batch (the cleaner removed its record) and
+            # control types other than ABORT and COMMIT (KRaft's) are ignored, as Kafka's loader does.
+            try:
+                marker = read_end_txn_marker(data, pos, header)
+            except CorruptBatchError as exc:
+                log.warning("skipping a corrupt control batch while loading",
+                            extra={**part.where, "offset": header.base_offset, "reason": exc.reason})
+                marker = None
+            if marker is not None:
+                shard.replay_end_transaction(header.producer_id, header.producer_epoch, marker[0])
+            last = header.last_offset
+            continue
         try:
             records = decode_records(data, pos, header)
         except CorruptBatchError as exc:
@@ -82,11 +96,17 @@ def replay_steps(part: Partition[ShardT], unknown_version: type[Exception], data
             last = header.last_offset
             continue
         base = header.base_offset
+        transactional = header.is_transactional
+        replay = shard.replay
         for record in records:
             if record.key is None or base + record.offset_delta < offset:
                 continue
             try:
-                replay(record.key, record.value)
+                if transactional:
+                    shard.replay_transactional(base + record.offset_delta, header.producer_id,
+                                               header.producer_epoch, record.key, record.value)
+                else:
+                    replay(record.key, record.value)
             except unknown_version as exc:
                 # Kafka skips unknown record types with a warning: they may be left over from an
                 # aborted upgrade.

@@ -69,6 +69,12 @@ Rules:
    instead of one each. A batch is flushed early once it reaches ``APPEND_BATCH_MAX_BYTES``; an
    operation's records are never split across batches. Records of a partition that stopped
    being served before its batch was flushed are never written: their answers failed already.
+8. Transactions (KIP-447): a write whose result carries a producer id goes in a batch of its own
+   (the open batch is flushed first) with that producer's id and epoch and the transactional
+   attribute, replayed with ``replay_transactional``; ``complete_transaction`` appends the
+   producer's COMMIT or ABORT control batch and replays it with ``replay_end_transaction``. The
+   loader and the standby replay both from the batch headers, and a snapshot keeps the records
+   of open transactions in batches carrying their producer (``snapshot.py``).
 """
 
 from __future__ import annotations
@@ -82,7 +88,14 @@ from typing import Generic
 from ..topics.log_manager import LogManager, PartitionLog
 from .contract import Clock, CoordinatorResult, ResponseHandle, non_atomic
 from .coordinator_types import CoordinatorType
-from .errors import CommitTimedOut, CoordinatorState, NotActiveError, NotEnoughReplicas, RecordReplayError
+from .errors import (
+    CommitTimedOut,
+    CoordinatorState,
+    MarkerRefused,
+    NotActiveError,
+    NotEnoughReplicas,
+    RecordReplayError,
+)
 from .loader import Loader
 from .partition import Partition, PartitionTable, ShardT
 from .snapshot_schedule import SnapshotSchedule
@@ -91,7 +104,7 @@ from .timers import CoordinatorTimer, SystemClock, TimerFactory, asyncio_timers,
 from .writes import WritePath, unanswered
 
 __all__ = ["CoordinatorRuntime", "CoordinatorState", "NotActiveError", "NotEnoughReplicas", "CommitTimedOut",
-           "unanswered"]
+           "MarkerRefused", "unanswered"]
 
 log = logging.getLogger("groupcoord.runtime")
 
@@ -117,6 +130,9 @@ class CoordinatorRuntime(Generic[ShardT]):
         self._writes = WritePath(self._table, self._snapshots, commit_timeout_ms=commit_timeout_ms)
         self.write = self._writes.write
         self.read = self._writes.read
+        #: ``complete_transaction(partition, producer_id, producer_epoch, commit, coordinator_epoch)``
+        #: writes a COMMIT or ABORT marker and replays it (``writes.py``); resolves once durable.
+        self.complete_transaction = self._writes.complete_transaction
         self._standby = HotStandby(self._table, self._loader, self._snapshots, self._renew_shard)
         #: Partitions promised to ``load`` but not started yet: they answer as loading, as Kafka
         #: does for partitions queued behind others in its loader.

@@ -31,6 +31,16 @@ if nothing changed, so rule 3 does not push an idle coordinator into a full repl
 
 A snapshot that fails a rule is deleted, so that appends after a full replay cannot later make a
 stale snapshot look valid (rule 2 would pass again once the log grows past ``O``).
+
+Open transactions (KIP-447). Pending transactional offsets are state the log implies: a
+TxnOffsetCommit's records whose COMMIT or ABORT marker is not yet written. A compacted log keeps
+them in their transactional batches, and so does a snapshot: after the plain records come the
+shard's ``snapshot_transactional_records``, one batch each, carrying the producer id and epoch
+and the record's original offset as its base offset. Replaying the snapshot then gives the
+shard the same pending records, from the same producers, at the same offsets, which is what
+its later markers need ("the last log position wins" compares offsets), and a marker in the log
+after ``O`` completes them as it would have without the snapshot. Snapshots are therefore taken
+whether or not transactions are open (under exactly-once load one almost always is).
 """
 
 from __future__ import annotations
@@ -86,6 +96,18 @@ class SnapshotEncoder:
         if records:
             self._body += build_batch(records, timestamp_ms=self.captured_ms)
             self._count += len(records)
+
+    def add_transactional(self, records: Iterable[tuple[int, int, int, bytes, bytes | None]]) -> None:
+        """Records of open transactions, ``(offset, producer_id, producer_epoch, key, value)``:
+        each in a batch at its original offset, transactional with its producer (-1: plain)."""
+        for offset, producer_id, producer_epoch, key, value in records:
+            if producer_id < 0:
+                self._body += build_batch([(key, value)], timestamp_ms=self.captured_ms, base_offset=offset)
+            else:
+                self._body += build_batch([(key, value)], timestamp_ms=self.captured_ms, base_offset=offset,
+                                          producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=0,
+                                          transactional=True)
+            self._count += 1
 
     def finish(self) -> bytes:
         head = _HEAD.pack(_MAGIC, self.offset, self.captured_ms, self._count)

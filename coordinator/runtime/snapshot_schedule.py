@@ -54,12 +54,14 @@ class SnapshotSchedule(Generic[ShardT]):
             # A copy of the records, taken in one step so it is the state at ``offset``; the
             # encoding after it pauses between batches so serving goes on.
             records = list(part.shard.snapshot_records())
+            transactional = list(part.shard.snapshot_transactional_records())
             snaps.since_snapshot = 0
-            snaps.snapshot_records = len(records)
+            snaps.snapshot_records = len(records) + len(transactional)
             step = SnapshotEncoder.BATCH_RECORDS
             for i in range(0, len(records), step):
                 encoder.add(records[i:i + step])
                 await asyncio.sleep(0)
+            encoder.add_transactional(transactional)
             data = encoder.finish()
             del records
             if state is CoordinatorState.ACTIVE:

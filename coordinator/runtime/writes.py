@@ -15,7 +15,15 @@ from typing import Generic, TypeVar
 from protocol.records import build_batch, read_batch_header
 
 from .contract import CoordinatorResult, Record
-from .errors import CommitTimedOut, CoordinatorState, NotActiveError, NotEnoughReplicas, RecordTooLarge
+from .errors import (
+    CommitTimedOut,
+    CoordinatorState,
+    MarkerRefused,
+    NotActiveError,
+    NotEnoughReplicas,
+    ProducerFenced,
+    RecordTooLarge,
+)
 from .partition import Partition, PartitionTable, ShardT
 from .snapshot_schedule import SnapshotSchedule
 
@@ -109,7 +117,10 @@ class WritePath(Generic[ShardT]):
         try:
             result = op(part.shard)
             if result.records:
-                self._append(part, name, result.records, result.atomic)
+                if result.producer_id < 0:
+                    self._append(part, name, result.records, result.atomic)
+                else:
+                    self._append_transactional(part, name, result)
         except RecordTooLarge as exc:
             # The responses the operation parked assumed its records: they fail with it.
             refused, state.completions = state.completions[parked:], state.completions[:parked]
@@ -151,6 +162,75 @@ class WritePath(Generic[ShardT]):
             self._oversized(part, name, records, items, size, atomic)
             return
         self._add(part, name, records, items, size)
+
+    def _append_transactional(self, part: Partition[ShardT], name: str, result: CoordinatorResult[R]) -> None:
+        """A transactional write (KIP-447's TxnOffsetCommit): the open batch goes first, then the
+        records in a batch of their own with the producer's id and epoch, at once (no linger),
+        as Kafka's runtime does. Replayed with ``replay_transactional``, each with its offset."""
+        serialize = self._serialize
+        records = result.records
+        items = [serialize(key, value) for key, value in records]
+        size = sum(len(k) + (0 if v is None else len(v)) for k, v in items)
+        total = size + RECORD_OVERHEAD * len(items) + BATCH_OVERHEAD
+        if total > part.plog.config.max_message_bytes:
+            raise RecordTooLarge(part.id, part.state, name, total, part.plog.config.max_message_bytes)
+        pid, epoch = result.producer_id, result.producer_epoch
+        plog = part.plog
+        known = plog.producers.producers.get(pid)
+        if known is not None and epoch < known.epoch:
+            raise ProducerFenced(part.id, part.state)
+        state = part.writes
+        if state.pending is not None:
+            self.flush(part, state.pending)
+        if part.state is not CoordinatorState.ACTIVE or not self._table.is_current(part):
+            raise NotActiveError(part.id, part.state)  # the flush found the partition gone
+        base = plog.next_offset
+        batch = bytearray(build_batch(items, timestamp_ms=self._table.clock.now_ms(), producer_id=pid,
+                                      producer_epoch=epoch, base_sequence=0, transactional=True))
+        replay = part.shard.replay_transactional
+        for i, ((key, value), (typed_key, _typed_value)) in enumerate(zip(items, records)):  # noqa: B905
+            replay(base + i, pid, epoch, key, value, typed_key)
+        state.last_written = base + len(items)
+        self._give(part, batch, {name})
+        part.snapshots.since_snapshot += len(items)
+        self._snapshots.maybe_snapshot(part)
+
+    def complete_transaction(self, partition: int, producer_id: int, producer_epoch: int, commit: bool,
+                             coordinator_epoch: int) -> asyncio.Future[None]:
+        """Write a transaction marker (Kafka's ``CoordinatorRuntime.scheduleTransactionCompletion``):
+        the open batch is flushed, the control batch appended, the marker replayed into the shard
+        (``replay_end_transaction``), and the returned future resolves once the marker is
+        durable. Raises NotActiveError (not served here), NotEnoughReplicas, or MarkerRefused
+        (the log refused the marker: nothing was written or replayed)."""
+        part = self.active(partition)
+        plog = part.plog
+        if not plog.accepts_writes():
+            if plog.is_leader:
+                raise NotEnoughReplicas(partition, part.state)
+            raise NotActiveError(partition, part.state)
+        state = part.writes
+        if state.pending is not None:
+            self.flush(part, state.pending)
+        if part.state is not CoordinatorState.ACTIVE or not self._table.is_current(part):
+            raise NotActiveError(partition, part.state)
+        # Kafka replays the marker before the append and reverts on a refusal; here the log
+        # decides first and nothing runs in between (one event-loop step), which is the same.
+        appended = plog.append_marker(producer_id, producer_epoch, commit, coordinator_epoch,
+                                      self._table.clock.now_ms())
+        if isinstance(appended, int):
+            raise MarkerRefused(partition, part.state, appended)
+        offset, durable = appended
+        durable.add_done_callback(lambda f: self._appended(part, f, {"complete-transaction"}))
+        state.in_op = True
+        try:
+            part.shard.replay_end_transaction(producer_id, producer_epoch, commit)
+        finally:
+            state.in_op = False
+        state.last_written = offset + 1
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._after_durable(part, state.last_written, fut, None, None)
+        self.release_completions(part)
+        return fut
 
     def _oversized(self, part: Partition[ShardT], name: str, records: list[Record],
                    items: list[tuple[bytes, bytes | None]], size: int, atomic: bool) -> None:
@@ -224,9 +304,11 @@ class WritePath(Generic[ShardT]):
                 "operations": sorted(operations)})
             self.fail(part)
             return
-        batch = bytearray(build_batch(pending, timestamp_ms=self._table.clock.now_ms()))
-        header = read_batch_header(batch, 0)
-        _base, durable = plog.append_batch(batch, header)
+        self._give(part, bytearray(build_batch(pending, timestamp_ms=self._table.clock.now_ms())), operations)
+
+    def _give(self, part: Partition[ShardT], batch: bytearray, operations: set[str]) -> None:
+        """Append a batch to the partition's log; a failed append fails the partition."""
+        _base, durable = part.plog.append_batch(batch, read_batch_header(batch, 0))
         durable.add_done_callback(lambda f: self._appended(part, f, operations))
 
     def flush_pending(self) -> None:

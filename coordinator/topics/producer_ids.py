@@ -6,7 +6,9 @@ and only asks for a new id when it must. Producer ids must never be reused, acro
 or a new producer could be taken for a retry of an old one. Ids are reserved in blocks of
 ``BLOCK_SIZE``: the end of the current block is made durable before any id from it is handed out,
 so a restart continues after the reserved block and an fsync costs one per 1,000 producers.
-Transactions are out of scope: a transactional id is refused, as no transaction coordinator runs.
+A transactional id goes to the transaction coordinator (``coordinator/transactions/service.py``),
+which hands this handler only the requests without one and takes its producer ids from the same
+manager: one id space for idempotent and transactional producers, as Kafka's.
 
 In cluster mode the ids must be unique across the nodes, not only across restarts: a block is
 claimed from the cluster (``claim_block``, the cluster wing's ``/latest_producer_id_block`` in
@@ -93,6 +95,7 @@ class ProducerIdApis:
     def init_producer_id(self, ctx: RequestContext, request: KafkaRequest) -> Reply:
         version = ctx.api_version
         if request.transactional_id is not None:
+            # Served by the transaction coordinator; reached only where none is wired.
             return InitProducerIdResponse(version=version, throttle_time_ms=0,
                                           error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, producer_id=-1, producer_epoch=-1)
         if self.manager.claim_block is not None and self.manager.exhausted:

@@ -25,10 +25,13 @@ from pathlib import Path
 
 from ..data_dir import atomic_write
 
-__all__ = ["TopicInfo", "TopicRegistry", "TopicError", "topic_name_error", "CONSUMER_OFFSETS"]
+__all__ = ["TopicInfo", "TopicRegistry", "TopicError", "topic_name_error", "CONSUMER_OFFSETS", "TRANSACTION_STATE",
+           "transaction_state_topic_configs"]
 
 CONSUMER_OFFSETS = "__consumer_offsets"
-INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS})
+#: The transaction coordinator's topic (KIP-98), created on first use like the offsets topic.
+TRANSACTION_STATE = "__transaction_state"
+INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS, TRANSACTION_STATE})
 MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 
@@ -44,6 +47,17 @@ def topic_name_error(name: str | None) -> str | None:
     if not _LEGAL.match(name):
         return f"Topic name {name!r} is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
     return None
+
+
+def transaction_state_topic_configs(segment_bytes: int, min_isr: int | None = None) -> dict[str, str]:
+    """``__transaction_state`` topic configs, as Kafka's ``TransactionStateManager.transactionTopicConfigs``
+    forces them: compacted (one live record per transactional id), uncompressed, never an unclean
+    leader (a lost decision could resurrect an aborted transaction)."""
+    configs = {"cleanup.policy": "compact", "compression.type": "uncompressed",
+               "unclean.leader.election.enable": "false", "segment.bytes": str(segment_bytes)}
+    if min_isr is not None:
+        configs["min.insync.replicas"] = str(min_isr)
+    return configs
 
 
 def _collision_key(name: str) -> str:

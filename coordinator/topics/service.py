@@ -17,7 +17,14 @@ from protocol.errors import ErrorCode
 
 from ..config import Config
 from .configs import offsets_topic_configs, topic_config_error
-from .registry import CONSUMER_OFFSETS, TopicError, TopicInfo, TopicRegistry
+from .registry import (
+    CONSUMER_OFFSETS,
+    TRANSACTION_STATE,
+    TopicError,
+    TopicInfo,
+    TopicRegistry,
+    transaction_state_topic_configs,
+)
 
 __all__ = ["TopicService", "TopicListener", "MAX_PARTITIONS"]
 
@@ -122,6 +129,8 @@ class TopicService:
         the background and None returned (the topic appears once every node has seen it)."""
         if name == CONSUMER_OFFSETS:
             return self.create_offsets_topic()
+        if name == TRANSACTION_STATE:
+            return self.create_transaction_state_topic()
         if self.store is not None:
             self.store.create_in_background(name, int(self.config["num.partitions"]),
                                             int(self.config["default.replication.factor"]), {})
@@ -151,6 +160,24 @@ class TopicService:
             int(self.config["offsets.topic.num.partitions"]),
             offsets_topic_configs(int(self.config["offsets.topic.segment.bytes"])),
         )
+
+    def create_transaction_state_topic(self) -> TopicInfo | None:
+        """``__transaction_state``, created on first use (FindCoordinator for a transactional id,
+        InitProducerId), as Kafka does; in cluster mode once enough nodes are alive, in the
+        background (None meanwhile: the client is answered COORDINATOR_NOT_AVAILABLE and retries)."""
+        existing = self.registry.get(TRANSACTION_STATE)
+        if existing is not None:
+            return existing
+        partitions = int(self.config["transaction.state.log.num.partitions"])
+        segment_bytes = int(self.config["transaction.state.log.segment.bytes"])
+        if self.store is not None:
+            replication = int(self.config["transaction.state.log.replication.factor"])
+            if self.store.live_brokers() >= replication:
+                min_isr = min(int(self.config["transaction.state.log.min.isr"]), replication)
+                self.store.create_in_background(TRANSACTION_STATE, partitions, replication,
+                                                transaction_state_topic_configs(segment_bytes, min_isr))
+            return None
+        return self.create(TRANSACTION_STATE, partitions, transaction_state_topic_configs(segment_bytes))
 
     # --- cluster mode: the registry mirrors ZooKeeper -------------------------------------------
 

@@ -99,6 +99,7 @@ _WIDTH = len(RAW_COLUMNS)
                       "assigned_partitions", "member_epoch", "previous_member_epoch", "member_state",
                       "partitions_pending_revocation", "regular_expression", "resolved_topics",
                       "regex_metadata_version", "regex_resolved_ms"))
+_CONTROL_TYPE = _COL["control_type"]
 _I16 = struct.Struct(">h")
 
 
@@ -188,7 +189,7 @@ def record_row(ctx: SegmentContext, header: BatchHeader, record: Record, pos: in
         if header.is_control:
             # Transaction markers: key (version, ABORT/COMMIT), value (version, coordinator epoch).
             row[_TYPE] = CONTROL
-            row[_KV] = decode_control_record(record)[0]
+            row[_KV], row[_CONTROL_TYPE] = decode_control_record(record)
             row[_VV] = _version_of(value)
             return row
         if key is None:

@@ -127,6 +127,9 @@ RAW_SCHEMA = StructType([
     StructField("resolved_topics", ArrayType(StringType())),
     StructField("regex_metadata_version", LongType()),
     StructField("regex_resolved_ms", LongType()),
+    # CONTROL rows: the transaction marker's type, 0 ABORT or 1 COMMIT (KIP-98 ControlRecordType);
+    # it ends the transaction of the batch's producer_id in that log partition.
+    StructField("control_type", ShortType()),
     # CORRUPT rows only: "<file>: <reason> at byte <position>".
     StructField("error", StringType()),
 ])

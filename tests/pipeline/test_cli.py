@@ -19,7 +19,7 @@ from storage.options import offsets_topic_options
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
-TABLES = ("latest_offsets", "commit_history", "commit_rate", "consumer_lag", "partition_status", "group_status",
+TABLES = ("latest_offsets", "pending_offsets", "commit_history", "commit_rate", "consumer_lag", "partition_status", "group_status",
           "generations", "membership_changes", "consumer_group_epochs", "consumer_member_epochs", "expired_offsets")
 
 

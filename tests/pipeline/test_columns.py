@@ -171,11 +171,12 @@ def test_every_record_type_and_version(every_version: Path) -> None:
     assert got[10]["members"] == [m1, m2] and got[11]["members"] == [m1, m2]
     assert got[12]["members"] is None and got[0]["members"] is None
     # Transactions: the commit, its COMMIT marker, an ABORT marker.
-    txn = ("record_type", "is_transactional", "is_control", "producer_id", "key_version", "value_version", "group_id")
+    txn = ("record_type", "is_transactional", "is_control", "producer_id", "key_version", "value_version", "group_id",
+           "control_type")
     assert [pick(r, *txn) for r in got[13:16]] == [
-        (OFFSET_COMMIT, True, False, 42, 1, 3, "group-t"),
-        (CONTROL, True, True, 42, 0, 0, None),
-        (CONTROL, True, True, 42, 0, 0, None),
+        (OFFSET_COMMIT, True, False, 42, 1, 3, "group-t", None),
+        (CONTROL, True, True, 42, 0, 0, None, ControlRecordType.COMMIT),
+        (CONTROL, True, True, 42, 0, 0, None, ControlRecordType.ABORT),
     ]
     assert [pick(r, "group_id", "partition", "committed_offset", "batch_timestamp_ms") for r in got[16:19]] == [
         ("group-z", p, p, TS + 6) for p in range(3)]  # gzip

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from pipeline import transforms as T
-from pipeline.source.schema import GROUP_METADATA, OFFSET_COMMIT, RAW_COLUMNS, RAW_SCHEMA
+from pipeline.source.schema import CONTROL, GROUP_METADATA, OFFSET_COMMIT, RAW_COLUMNS, RAW_SCHEMA
 
 
 def raw_row(offset: int, **fields: Any) -> tuple:
@@ -59,6 +59,30 @@ def raw(spark: Any) -> Any:
 def test_latest_offsets_follow_the_servers_replay(raw: Any) -> None:
     got = sorted((r["group_id"], r["partition"], r["committed_offset"]) for r in T.latest_offsets(raw).collect())
     assert got == [("a", 0, 9), ("b", 0, 7)]
+
+
+def test_transactional_commits_count_after_a_commit_marker_and_by_their_own_log_position(spark: Any) -> None:
+    def txn(offset: int, pid: int, group: str, value: int) -> tuple:
+        return commit(offset, group, 0, value, ts=offset, producer_id=pid, is_transactional=True)
+
+    def marker(offset: int, pid: int, commit_it: bool) -> tuple:
+        return raw_row(offset, record_type=CONTROL, producer_id=pid, is_transactional=True, is_control=True,
+                       control_type=1 if commit_it else 0)
+
+    rows = [
+        txn(0, 7, "a", 5), marker(1, 7, True),                        # a: committed -> 5
+        commit(2, "b", 0, 3, ts=2), txn(3, 8, "b", 9), marker(4, 8, False),  # b: aborted -> stays 3
+        txn(5, 9, "c", 1), commit(6, "c", 0, 2, ts=6), marker(7, 9, True),  # c: the later plain commit wins
+        txn(8, 7, "d", 4),                                           # d: pending (7's next transaction)
+        txn(9, 10, "e", 6), txn(10, 11, "e", 7), marker(11, 11, True), marker(12, 10, True),  # e: 7 (later record)
+    ]
+    raw = spark.createDataFrame(rows, RAW_SCHEMA)
+    got = sorted((r["group_id"], r["committed_offset"]) for r in T.latest_offsets(raw).collect())
+    assert got == [("a", 5), ("b", 3), ("c", 2), ("e", 7)]
+    pending = [(r["producer_id"], r["group_id"], r["committed_offset"]) for r in T.pending_offsets(raw).collect()]
+    assert pending == [(7, "d", 4)]
+    history = sorted((r["group_id"], r["committed_offset"]) for r in T.commit_history(raw).collect())
+    assert history == [("a", 5), ("b", 3), ("c", 1), ("c", 2), ("e", 6), ("e", 7)]  # no aborted or pending ones
 
 
 def test_expired_and_deleted_offsets(raw: Any) -> None:

@@ -435,9 +435,9 @@ def test_unknown_api_key_is_a_violation() -> None:
         assert str(api_key) in violation.reason
 
 
-# Kafka APIs we do not serve: SASL, transactions, share group heartbeats (KIP-932),
-# client telemetry (which clients only send when a broker advertises it).
-KAFKA_APIS_NOT_SERVED = [17, 24, 25, 26, 28, 36, 76, 71]
+# Kafka APIs we do not serve: SASL, share group heartbeats (KIP-932), client telemetry (which
+# clients only send when a broker advertises it).
+KAFKA_APIS_NOT_SERVED = [17, 36, 76, 71]
 
 
 def test_kafka_apis_we_do_not_serve_are_violations() -> None:

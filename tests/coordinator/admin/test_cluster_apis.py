@@ -104,8 +104,11 @@ def test_find_coordinator_creates_offsets_topic_and_answers_every_version(server
 
 def test_find_coordinator_other_key_types(shared_server) -> None:
     with WireClient(shared_server.host, shared_server.port) as c:
+        # A transactional id's coordinator: this node (__transaction_state is created on first use).
         resp = c.request(ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(version=3, key="txn", key_type=1))
-        assert resp.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert (resp.error_code, resp.node_id, resp.port) == (ErrorCode.NONE, 1, shared_server.port)
+        (t,) = c.request(ApiKey.METADATA, 9, _metadata(9, ["__transaction_state"])).topics
+        assert t.is_internal and len(t.partitions) == 50
         resp = c.request(ApiKey.FIND_COORDINATOR, 6, FindCoordinatorRequest(version=6, key_type=2, coordinator_keys=["s"]))
         assert resp.coordinators[0].error_code == ErrorCode.INVALID_REQUEST
 

@@ -40,6 +40,7 @@ class StubTopics:
         self.fail_with = fail_with
         self.auto_created: list[str] = []
         self.offsets_requests = 0
+        self.transaction_state_requests = 0
 
     @property
     def registry(self) -> Any:
@@ -52,6 +53,9 @@ class StubTopics:
 
     def create_offsets_topic(self) -> None:
         self.offsets_requests += 1
+
+    def create_transaction_state_topic(self) -> None:
+        self.transaction_state_requests += 1
 
 
 def _view() -> ClusterView:
@@ -282,9 +286,22 @@ def test_find_coordinator_creates_missing_offsets_topic() -> None:
     assert topics.offsets_requests == 3
 
 
-def test_find_coordinator_other_key_types_unchanged() -> None:
-    apis = ClusterApis(NODE, StubTopics(), _offsets_view({0: 1, 1: 1, 2: 1}))
+def test_find_coordinator_other_key_types() -> None:
+    topics = StubTopics()
+    view = _offsets_view({0: 1, 1: 1, 2: 1})
+    apis = ClusterApis(NODE, topics, view)
+    # A transactional id: __transaction_state is asked for and, until the view has it, the
+    # answer is COORDINATOR_NOT_AVAILABLE (clients retry).
     assert _find_v1(apis, "txn", key_type=1).error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert topics.transaction_state_requests == 1
+    view.set_topic(TopicAssignment("__transaction_state", uuid.uuid4(), {0: (2, 1), 1: (1, 2)}), "__transaction_state")
+    for p, leader in ((0, 2), (1, 1)):
+        view.set_state("__transaction_state", p, PartitionState(leader=leader, leader_epoch=0, isr=(leader,),
+                                                                controller_epoch=1))
+    txn = next(t for t in (f"txn-{i}" for i in range(1000)) if partition_for(t, 2) == 0)
+    found = _find_v1(apis, txn, key_type=1)
+    assert (found.error_code, found.node_id) == (ErrorCode.NONE, 2)
+    assert topics.transaction_state_requests == 1
     assert _find_v4(apis, ["s"], key_type=2).coordinators[0].error_code == ErrorCode.INVALID_REQUEST
 
 

@@ -25,6 +25,7 @@ from kafka.protocol.consumer import (
     OffsetFetchRequest,
     SyncGroupRequest,
 )
+from kafka.protocol.producer import TxnOffsetCommitRequest
 
 from coordinator.group.config import GroupConfig
 from coordinator.group.coordinator_type import serialize_record as serialize
@@ -33,6 +34,9 @@ from coordinator.runtime.contract import CoordinatorResult, Record, ResponseFutu
 from protocol.consumer_offsets import GroupMetadataKey, OffsetCommitKey
 
 Protocols = list[tuple[str, bytes]]
+#: A log position: ("record", producer id or -1, producer epoch, key, value) or ("marker",
+#: producer id, producer epoch, commit).
+Entry = tuple[Any, ...]
 
 
 def subscription(*topics: str, user_data: bytes | None = None) -> bytes:
@@ -107,9 +111,11 @@ class MockTimer:
 class GroupTestContext:
     def __init__(self, config: GroupConfig | None = None, partition_exists: Callable[[str, int], bool] | None = None,
                  log: list[Record] | None = None, now_ms: int = 1_000_000,
-                 ids: itertools.count[int] | None = None, **shard_kwargs: Any) -> None:
+                 ids: itertools.count[int] | None = None, entries: list[Entry] | None = None,
+                 **shard_kwargs: Any) -> None:
         """``shard_kwargs``: the shard's keyword arguments (``topics``, ``group_configs``,
-        ``assignors``, ``regex_resolver``), kept for ``reload``."""
+        ``assignors``, ``regex_resolver``), kept for ``reload``. ``entries``: a log with
+        transactional records and markers (``Entry``) to load instead of ``log``."""
         self.shard_kwargs = shard_kwargs
         self.config = config or GroupConfig()
         self.partition_exists = partition_exists or (lambda topic, partition: True)
@@ -120,9 +126,15 @@ class GroupTestContext:
                                            new_uuid=lambda: f"uuid{next(self._ids)}", **shard_kwargs)
         #: Every record written, in order: the partition's log.
         self.log: list[Record] = []
+        #: The same log with what transactions add: each position (its index is its offset) is
+        #: ("record", producer id or -1, epoch, key, value) or ("marker", producer id, epoch, commit).
+        self.entries: list[Entry] = []
         for key, value in log or ():
             self.log.append((key, value))
+            self.entries.append(("record", -1, -1, key, value))
             self.shard.replay(*serialize(key, value))
+        for entry in entries or ():
+            self._replay_entry(entry)
         self.shard.on_loaded()
         #: Records written by the last request or sleep.
         self.last_records: list[Record] = []
@@ -136,10 +148,22 @@ class GroupTestContext:
 
     # --- runtime stand-in ----------------------------------------------------------------------
 
+    def _replay_entry(self, entry: Entry) -> None:
+        offset = len(self.entries)
+        self.entries.append(entry)
+        if entry[0] == "marker":
+            self.shard.replay_end_transaction(entry[1], entry[2], entry[3])
+            return
+        _kind, producer_id, epoch, key, value = entry
+        self.log.append((key, value))
+        if producer_id < 0:
+            self.shard.replay(*serialize(key, value))  # as the runtime does: the log's bytes
+        else:
+            self.shard.replay_transactional(offset, producer_id, epoch, *serialize(key, value))
+
     def _apply(self, result: CoordinatorResult, collect: list[Record] | None = None) -> CoordinatorResult:
         for key, value in result.records:
-            self.log.append((key, value))
-            self.shard.replay(*serialize(key, value))  # as the runtime does: the log's bytes
+            self._replay_entry(("record", result.producer_id, result.producer_epoch, key, value))
         if collect is None:
             self.last_records = list(result.records)
         else:
@@ -162,8 +186,12 @@ class GroupTestContext:
 
     def reload(self) -> GroupTestContext:
         """A new context whose shard was loaded from this context's log (a crash and restart)."""
-        return type(self)(self.config, self.partition_exists, list(self.log), self.clock.now, self._ids,
-                          **self.shard_kwargs)
+        return type(self)(self.config, self.partition_exists, None, self.clock.now, self._ids,
+                          entries=list(self.entries), **self.shard_kwargs)
+
+    def end_transaction(self, producer_id: int, commit: bool, producer_epoch: int = 0) -> None:
+        """The producer's COMMIT or ABORT marker lands on the partition (WriteTxnMarkers)."""
+        self._replay_entry(("marker", producer_id, producer_epoch, commit))
 
     # --- requests ------------------------------------------------------------------------------
 
@@ -229,6 +257,23 @@ class GroupTestContext:
             group_instance_id=group_instance_id, retention_time_ms=retention_time_ms,
             topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name=t, partitions=p) for t, p in by_topic.items()])
         return self._apply(self.shard.commit_offsets(request, version)).response
+
+    def txn_commit_offsets(self, group_id: str, offsets: dict[tuple[str, int], int | tuple[int, str | None, int]],
+                           *, producer_id: int = 1000, producer_epoch: int = 0, generation_id: int = -1,
+                           member_id: str = "", group_instance_id: str | None = None, version: int = 4) -> Any:
+        by_topic: dict[str, list[Any]] = {}
+        Topic = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+        for (topic, partition), spec in offsets.items():
+            offset, metadata, epoch = spec if isinstance(spec, tuple) else (spec, "", -1)
+            by_topic.setdefault(topic, []).append(Topic.TxnOffsetCommitRequestPartition(
+                partition_index=partition, committed_offset=offset, committed_leader_epoch=epoch,
+                committed_metadata=metadata))
+        request = TxnOffsetCommitRequest(
+            version=version, transactional_id="txn", group_id=group_id, producer_id=producer_id,
+            producer_epoch=producer_epoch, generation_id=generation_id, member_id=member_id,
+            group_instance_id=group_instance_id,
+            topics=[Topic(name=t, partitions=p) for t, p in by_topic.items()])
+        return self._apply(self.shard.txn_commit_offsets(request, version)).response
 
     def fetch_offsets(self, group_id: str, topics: dict[str, list[int]] | None, *, version: int = 7,
                       require_stable: bool = False) -> Any:

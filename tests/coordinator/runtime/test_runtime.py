@@ -46,6 +46,10 @@ class CounterShard:
         self.timer = timer
         self.loaded = False
         self.replayed = 0
+        #: producer id -> key -> (record offset, producer epoch, offset): transactional, unmarked.
+        self.pending: dict[int, dict[tuple[str, str, int], tuple[int, int, int]]] = {}
+        #: Every marker replayed: (producer id, epoch, commit).
+        self.markers: list[tuple[int, int, bool]] = []
 
     def replay(self, key: bytes, value: bytes | None, written: Any = None) -> None:
         typed_key, typed_value = deserialize(key, value)
@@ -58,8 +62,27 @@ class CounterShard:
             assert isinstance(typed_value, OffsetCommitValue)
             self.offsets[k] = typed_value.offset
 
+    def replay_transactional(self, offset: int, producer_id: int, producer_epoch: int, key: bytes,
+                             value: bytes | None, written: Any = None) -> None:
+        """Pending for the producer until its marker (what a transactional batch means)."""
+        typed_key, typed_value = deserialize(key, value)
+        assert isinstance(typed_key, OffsetCommitKey) and isinstance(typed_value, OffsetCommitValue)
+        self.replayed += 1
+        self.pending.setdefault(producer_id, {})[(typed_key.group, typed_key.topic, typed_key.partition)] = (
+            offset, producer_epoch, typed_value.offset)
+
+    def replay_end_transaction(self, producer_id: int, producer_epoch: int, commit: bool) -> None:
+        self.markers.append((producer_id, producer_epoch, commit))
+        for k, (_offset, _epoch, value) in self.pending.pop(producer_id, {}).items():
+            if commit:
+                self.offsets[k] = value
+
     def snapshot_records(self) -> list[tuple[bytes, bytes]]:
         return [serialize(OffsetCommitKey(*k), OffsetCommitValue(offset)) for k, offset in self.offsets.items()]
+
+    def snapshot_transactional_records(self) -> list[tuple[int, int, int, bytes, bytes | None]]:
+        return sorted((offset, pid, epoch, *serialize(OffsetCommitKey(*k), OffsetCommitValue(value)))
+                      for pid, by_key in self.pending.items() for k, (offset, epoch, value) in by_key.items())
 
     def on_loaded(self) -> None:
         self.loaded = True
