@@ -25,13 +25,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka.protocol.admin import CreateTopicsRequest
+from kafka.protocol.admin import CreateTopicsRequest, DescribeTransactionsRequest
 from kafka.protocol.consumer import OffsetCommitRequest
 from kafka.protocol.metadata import FindCoordinatorRequest
-from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest, WriteTxnMarkersRequest
+from kafka.protocol.producer import (
+    AddPartitionsToTxnRequest,
+    EndTxnRequest,
+    InitProducerIdRequest,
+    ProduceRequest,
+    WriteTxnMarkersRequest,
+)
 
 from protocol.apis import ApiKey
+from protocol.errors import ErrorCode
 from protocol.records import build_batch
+from protocol.transaction_log import TransactionLogKey, TransactionLogValue, encode_key, encode_value
 from storage.txn_index import AbortedTxn, decode_entries
 from tests.clients.tools import run_java, unique_topic
 from tests.conftest import ServerProcess
@@ -117,6 +125,65 @@ class Writer:
         e.next_offset += 1
 
 
+def create_topic(c: WireClient, name: str, configs: dict[str, str] | None = None) -> None:
+    CT = CreateTopicsRequest.CreatableTopic
+    resp = c.request(ApiKey.CREATE_TOPICS, 7, CreateTopicsRequest(version=7, timeout_ms=5000, topics=[CT(
+        name=name, num_partitions=1, replication_factor=1, assignments=[],
+        configs=[CT.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()])]))
+    assert resp.topics[0].error_code == 0, resp
+
+
+#: The transactional id of the transactions run through the server's transaction coordinator.
+REAL_TXN_ID = "txn-compat-real"
+RETRIABLE = (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+             ErrorCode.NOT_COORDINATOR, ErrorCode.CONCURRENT_TRANSACTIONS)
+
+
+def _until(call: Any, ok: Any, what: str, timeout: float = 20.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        answer = call()
+        if ok(answer):
+            return answer
+        assert time.monotonic() < deadline, f"{what}: {answer}"
+        time.sleep(0.05)
+
+
+def real_transactions(c: WireClient, topic: str) -> tuple[int, int]:
+    """A committed then an aborted transaction of one producer, as a client runs them (classic
+    protocol: InitProducerId with the id, AddPartitionsToTxn v3, Produce, EndTxn v3); returns its
+    producer id and epoch once the coordinator wrote CompleteAbort."""
+    _until(lambda: c.request(ApiKey.FIND_COORDINATOR, 4, FindCoordinatorRequest(version=4, key_type=1, coordinator_keys=[REAL_TXN_ID]))
+           .coordinators[0], lambda r: r.error_code == 0, "FindCoordinator")
+    init = _until(lambda: c.request(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest(
+        version=4, transactional_id=REAL_TXN_ID, transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1)),
+        lambda r: r.error_code not in RETRIABLE, "InitProducerId")
+    assert init.error_code == 0, init
+    pid, epoch = int(init.producer_id), int(init.producer_epoch)
+    Topic = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
+    P = ProduceRequest.TopicProduceData
+    for seq, commit, state in ((0, True, "CompleteCommit"), (1, False, "CompleteAbort")):
+        added = _until(lambda: c.request(ApiKey.ADD_PARTITIONS_TO_TXN, 3, AddPartitionsToTxnRequest(
+            version=3, v3_and_below_transactional_id=REAL_TXN_ID, v3_and_below_producer_id=pid,
+            v3_and_below_producer_epoch=epoch, v3_and_below_topics=[Topic(name=topic, partitions=[0])])),
+            lambda r: r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
+            not in RETRIABLE, "AddPartitionsToTxn")
+        assert added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0, added
+        batch = build_batch([(None, b"real-%d" % seq)], timestamp_ms=int(time.time() * 1000), producer_id=pid,
+                            producer_epoch=epoch, base_sequence=seq, transactional=True)
+        resp = c.request(ApiKey.PRODUCE, 9, ProduceRequest(
+            version=9, transactional_id=REAL_TXN_ID, acks=-1, timeout_ms=5000, topic_data=[
+                P(name=topic, partition_data=[P.PartitionProduceData(index=0, records=batch)])]))
+        assert resp.responses[0].partition_responses[0].error_code == 0, resp
+        ended = c.request(ApiKey.END_TXN, 3, EndTxnRequest(version=3, transactional_id=REAL_TXN_ID, producer_id=pid,
+                                                           producer_epoch=epoch, committed=commit))
+        assert ended.error_code == 0, ended
+        _until(lambda: c.request(ApiKey.DESCRIBE_TRANSACTIONS, 0, DescribeTransactionsRequest(
+            version=0, transactional_ids=[REAL_TXN_ID])).transaction_states[0].transaction_state,
+            lambda s, state=state: s == state, f"the coordinator reaching {state}")
+    return pid, epoch
+
+
 def commit_offset(c: WireClient, topic: str) -> None:
     """One offset commit (a simple consumer's), so a ``__consumer_offsets`` segment exists too."""
     C = OffsetCommitRequest.OffsetCommitRequestTopic
@@ -143,6 +210,10 @@ class Written:
     expected: Expected
     #: Every line TxnSegmentCheck printed for every ``.log`` file of the data directory.
     java: list[dict[str, Any]]
+    #: The transactions run through the transaction coordinator: topic, producer id and epoch.
+    real: tuple[str, int, int]
+    #: Every record TxnLogCheck read from the ``__transaction_state`` segments.
+    txn_log: list[dict[str, Any]]
 
 
 @pytest.fixture(scope="module")
@@ -153,11 +224,7 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> Written:
     topic = unique_topic("txn-compat")
     try:
         with WireClient(server.host, server.port) as c:
-            CT = CreateTopicsRequest.CreatableTopic
-            resp = c.request(ApiKey.CREATE_TOPICS, 7, CreateTopicsRequest(version=7, timeout_ms=5000, topics=[CT(
-                name=topic, num_partitions=1, replication_factor=1, assignments=[],
-                configs=[CT.CreatableTopicConfig(name="segment.bytes", value=str(SEGMENT_BYTES))])]))
-            assert resp.topics[0].error_code == 0, resp
+            create_topic(c, topic, {"segment.bytes": str(SEGMENT_BYTES)})
             w = Writer(c, topic)
             a, b, idem, stranger = w.init_pid(), w.init_pid(), w.init_pid(), w.init_pid()
             w.data(a, 0, [b"a0", b"a1"], True)
@@ -180,6 +247,9 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> Written:
             w.marker(a, 1, True, 6)
             w.data(idem, 0, [b"i4"], False)
             commit_offset(c, topic)
+            real_topic = unique_topic("txn-compat-real")
+            create_topic(c, real_topic)
+            real_pid, real_epoch = real_transactions(c, real_topic)
         assert not w.expected.open
     finally:
         assert server.stop() == 0, server.log_text()[-4000:]
@@ -187,7 +257,10 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> Written:
     assert any(p.parent.name == f"{topic}-0" for p in logs), sorted(data.iterdir())
     res = run_java("TxnSegmentCheck", [str(p) for p in logs]).check()
     java = [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
-    return Written(data, w.expected, java)
+    state_logs = [p for p in logs if p.parent.name.startswith("__transaction_state-")]
+    res = run_java("TxnLogCheck", ["segment", *map(str, state_logs)]).check()
+    txn_log = [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
+    return Written(data, w.expected, java, (real_topic, real_pid, real_epoch), txn_log)
 
 
 def _segments(w: Written) -> list[Path]:
@@ -297,3 +370,98 @@ def test_txnindex_matches_the_abort_markers_kafka_read(written: Written) -> None
     entries = {last: pid for pid, _first, last, _lso in e.aborted}
     data_pids = {b["pid"] for b in written.java if b["file"] in names and "base" in b and not b["control"]}
     assert {b["base"]: b["pid"] for b in aborts if b["pid"] in data_pids} == entries
+
+
+# --- A transaction through the server's own coordinator -------------------------------------------
+
+
+def test_coordinator_markers_and_txnindex_kafka_reads(written: Written) -> None:
+    # The markers the transaction coordinator sent (not the test): Kafka's layout byte for byte,
+    # and the abort's .txnindex entry.
+    topic, pid, epoch = written.real
+    got = [b for b in written.java if b["file"].startswith(f"{topic}-0/") and "base" in b]
+    assert [(b["base"], b["pid"], b["epoch"], b["txn"], b["control"]) for b in got] == [
+        (0, pid, epoch, True, False), (1, pid, epoch, True, True), (2, pid, epoch, True, False),
+        (3, pid, epoch, True, True)]
+    markers = [b["markers"][0] for b in got if b["control"]]
+    assert [m["type"] for m in markers] == ["COMMIT", "ABORT"]
+    assert all(b["same_as_kafka_writer"] for b in got if b["control"])
+    # The coordinator epoch is the __transaction_state partition's leader epoch: one for both.
+    assert markers[0]["coordinator_epoch"] == markers[1]["coordinator_epoch"] >= 0
+    raw = (written.data_dir / f"{topic}-0" / f"{0:020d}.txnindex").read_bytes()
+    assert len(raw) == TOTAL_SIZE and _field(raw, VERSION_OFFSET, 2) == 0
+    assert (_field(raw, PRODUCER_ID_OFFSET, 8), _field(raw, FIRST_OFFSET_OFFSET, 8), _field(raw, LAST_OFFSET_OFFSET, 8),
+            _field(raw, LAST_STABLE_OFFSET_OFFSET, 8)) == (pid, 2, 3, 4)
+
+
+def test_transaction_state_records_kafka_reads(written: Written) -> None:
+    # Every __transaction_state record the coordinator wrote, read by Kafka's type code against
+    # the TransactionLogKey/Value schemas (TxnLogCheck), and written back identically by it.
+    topic, pid, epoch = written.real
+    assert written.txn_log and all(r["roundtrip"] for r in written.txn_log), written.txn_log
+    ours = [r for r in written.txn_log if r.get("transactional_id") == REAL_TXN_ID]
+    assert all(r["key_version"] == 0 and r["value"]["version"] == 0 for r in ours)
+    values = [r["value"] for r in ours]
+    # Reference §1.4 (TV0/TV1): Empty on InitProducerId, Ongoing on the first AddPartitionsToTxn,
+    # PrepareCommit on EndTxn, CompleteCommit once the markers are written; then the same for
+    # an abort (PrepareAbort 3, CompleteAbort 5).
+    assert [v["transaction_status"] for v in values] == [0, 1, 2, 4, 1, 3, 5]
+    assert {(v["producer_id"], v["producer_epoch"], v["transaction_timeout_ms"]) for v in values} == {
+        (pid, epoch, 60000)}
+    partitions = [v["transaction_partitions"] for v in values]
+    assert partitions == [None, [[topic, [0]]], [[topic, [0]]], [], [[topic, [0]]], [[topic, [0]]], []]
+    assert values[0]["transaction_start_timestamp_ms"] == -1
+    assert all(v["transaction_last_update_timestamp_ms"] >= v["transaction_start_timestamp_ms"] > 0
+               for v in values[1:])
+
+
+# --- TransactionLogKey/Value: our codec against Kafka's type code ------------------------------
+# The schemas are TransactionLogKey.json (version 0: TransactionalId string) and
+# TransactionLogValue.json (versions 0-1, flexible from 1; tagged 0 PreviousProducerId,
+# 1 NextProducerId, 2 ClientTransactionVersion) of apache/kafka
+# transaction-coordinator/src/main/resources/common/message (commit 1eb7644); TxnLogCheck declares
+# them with Kafka's Schema/Field/Type classes.
+
+TS = 1_700_000_000_000
+VALUES: list[tuple[TransactionLogValue, int]] = [
+    (TransactionLogValue(1000, 0, 60000, 0, None, TS, -1), 0),                               # Empty
+    (TransactionLogValue(1000, 1, 60000, 1, (("orders", (0, 1, 2)), ("payments", (7,))), TS + 5, TS), 0),
+    (TransactionLogValue(1000, 1, 60000, 2, (("orders", (0, 1, 2)),), TS + 6, TS), 0),        # PrepareCommit
+    (TransactionLogValue(1000, 1, 60000, 4, (), TS + 7, TS), 0),                              # CompleteCommit
+    (TransactionLogValue(2**62 + 3, 32766, 900000, 3, (("t" * 249, tuple(range(40))),), TS, TS), 0),
+    (TransactionLogValue(1000, 0, 60000, 0, None, TS, -1), 1),                                # v1, no tags
+    (TransactionLogValue(1000, 2, 60000, 1, (("orders", (5,)),), TS, TS, 999, 1001, 2), 1),   # every tag
+    (TransactionLogValue(1000, 2, 60000, 5, (), TS, TS, -1, -1, 1), 1),                       # tag 2 only
+]
+
+
+def test_transaction_log_codec_matches_kafkas_type_code() -> None:
+    keys = [TransactionLogKey(t) for t in ("txn-1", "tx-\u00e9-\u2713", "k" * 300)]
+    args: list[str] = ["hex"]
+    for i, (value, version) in enumerate(VALUES):
+        args += [encode_key(keys[i % len(keys)]).hex(), encode_value(value, version).hex()]
+    args += [encode_key(keys[0]).hex(), "-"]  # a tombstone
+    res = run_java("TxnLogCheck", args).check()
+    read = [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
+    assert len(read) == len(VALUES) + 1
+    for i, ((value, version), theirs) in enumerate(zip(VALUES, read, strict=False)):
+        assert theirs["roundtrip"] and theirs["key_version"] == 0, theirs
+        assert theirs["transactional_id"] == keys[i % len(keys)].transactional_id
+        expected: dict[str, Any] = {
+            "version": version, "producer_id": value.producer_id, "producer_epoch": value.producer_epoch,
+            "transaction_timeout_ms": value.transaction_timeout_ms, "transaction_status": value.transaction_status,
+            "transaction_partitions": None if value.transaction_partitions is None else [
+                [t, list(ids)] for t, ids in value.transaction_partitions],
+            "transaction_last_update_timestamp_ms": value.transaction_last_update_timestamp_ms,
+            "transaction_start_timestamp_ms": value.transaction_start_timestamp_ms}
+        if version >= 1:
+            defaults = ((0, value.previous_producer_id, -1), (1, value.next_producer_id, -1),
+                        (2, value.client_transaction_version, 0))
+            expected |= {"previous_producer_id": value.previous_producer_id,
+                         "next_producer_id": value.next_producer_id,
+                         "client_transaction_version": value.client_transaction_version,
+                         # Kafka's generated writer puts only the tags that differ from their defaults.
+                         "tags": [tag for tag, v, default in defaults if v != default]}
+        assert theirs["value"] == expected, i
+    assert read[-1] == {"offset": -1, "key_version": 0, "transactional_id": "txn-1", "value": None,
+                        "roundtrip": True}
