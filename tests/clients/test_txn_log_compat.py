@@ -1,19 +1,27 @@
-"""Byte compatibility of a transactional partition's files with Kafka's (issue 32, "Done when").
+"""Byte compatibility of transactional partitions' files with Kafka's (issue 32, "Done when").
 
 A real ``groupcoord serve`` takes, over the wire, transactional data of two producers with
 interleaved committed and aborted transactions (Produce with a transactional id, KIP-98), plain
 idempotent and non-idempotent batches, and the transaction markers (WriteTxnMarkers, API 27, as a
 transaction coordinator sends them; one with a bumped producer epoch, as an abort on timeout, one
-for a producer that wrote nothing here). Small segments spread it over several files. The server
+for a producer that wrote nothing here). Small segments spread it over several files. It also
+runs a committed and an aborted transaction through its own transaction coordinator
+(``__transaction_state`` records, markers it sends itself) and one offset commit. The server
 stops, then:
 
 * ``tests/clients/java/TxnSegmentCheck.java`` reads every ``.log`` segment with Kafka's own
   ``FileRecords`` (kafka-clients 3.9.1): ``ensureValid()`` (CRC-32C) per batch, the header fields,
   ``EndTransactionMarker.deserialize`` per control record, and each control batch rebuilt by
   Kafka's ``MemoryRecords.withEndTransactionMarker`` from what it read, compared byte for byte;
+* ``tests/clients/java/TxnLogCheck.java`` reads the ``__transaction_state`` records (and our
+  codec's bytes for every value shape) with Kafka's protocol type classes against the
+  TransactionLogKey/Value schemas, and writes them back: the same bytes;
 * the ``.txnindex`` files (no Kafka jar here holds ``TransactionIndex``; it is in kafka-storage)
   are read at the field offsets of Kafka's ``AbortedTxn.java`` and checked against the aborted
   transactions written, with ``TransactionIndex.java``'s file rules.
+
+The producer-state snapshot is not compared: ours is ``producer_state.snapshot`` in a layout of
+our own (``storage/producer_state.py``), not Kafka's ``<offset>.snapshot`` (ProducerSnapshot.json).
 """
 
 from __future__ import annotations
