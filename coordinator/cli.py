@@ -40,8 +40,11 @@ def _parser() -> argparse.ArgumentParser:
 
     dump = sub.add_parser("dump-log", help="print the batches and records of a segment file or partition directory")
     dump.add_argument("path", type=Path)
-    dump.add_argument("--offsets-decoder", action="store_true",
-                      help="decode __consumer_offsets records as Kafka's OffsetsMessageFormatter does")
+    decoders = dump.add_mutually_exclusive_group()
+    decoders.add_argument("--offsets-decoder", action="store_true",
+                          help="decode __consumer_offsets records as Kafka's OffsetsMessageFormatter does")
+    decoders.add_argument("--transaction-log-decoder", action="store_true",
+                          help="decode __transaction_state records as Kafka's kafka-dump-log does")
     cluster = sub.add_parser("cluster", help="a local cluster: ZooKeeper and N nodes on loopback ports")
     cluster_sub = cluster.add_subparsers(dest="cluster_command", required=True)
     up = cluster_sub.add_parser("up", help="start ZooKeeper and the nodes, print the bootstrap, stop on Ctrl-C")
@@ -75,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         from .dump_log import dump_log
 
         try:
-            status = dump_log(args.path, args.offsets_decoder, sys.stdout)
+            status = dump_log(args.path, args.offsets_decoder, sys.stdout,
+                              transaction_log_decoder=args.transaction_log_decoder)
             # Flushed here, inside the try: a short dump sits in the buffer until exit, and a
             # reader that has already gone makes this flush the write that fails.
             sys.stdout.flush()

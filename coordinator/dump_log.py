@@ -1,4 +1,4 @@
-"""``groupcoord dump-log PATH [--offsets-decoder]``: print the batches and records of a log.
+"""``groupcoord dump-log PATH [--offsets-decoder | --transaction-log-decoder]``: print a log.
 
 The counterpart of Kafka's ``kafka-dump-log.sh`` (``DumpLogSegments``): an operator's view of what
 is on disk, read straight from the segment bytes with ``protocol.records`` so that it works on a
@@ -49,6 +49,22 @@ timestamp and group instance id (Java ``Optional``), ``Some(N)``/``None`` for th
 (a Scala ``Option`` in Kafka's ``OffsetAndMetadata``). Member subscription and assignment are
 shown as sizes, not bytes.
 
+With ``--transaction-log-decoder`` every record of ``__transaction_state`` gets a second line,
+``|   `` followed by its key and payload as Kafka 3.x's kafka-dump-log prints them
+(``TransactionLog.formatRecordKeyAndValue``,
+https://github.com/apache/kafka/blob/3.9/core/src/main/scala/kafka/coordinator/transaction/TransactionLog.scala)::
+
+    key: transaction_metadata::transactionalId=tx payload: producerId:1000,producerEpoch:0,
+        state=Ongoing,partitions=[orders-0,orders-1],txnLastUpdateTimestamp=1000,txnTimeoutMs=60000
+    key: transaction_metadata::transactionalId=tx payload: <DELETE>     (a tombstone: an expired id)
+
+``state`` is the state's Kafka name (Empty, Ongoing, PrepareCommit, ...); ``partitions`` are
+``topic-partition`` in the record's order (Kafka's is a set's) and ``[]`` in Empty, whose record
+carries none. A key version other than 0 prints ``key: unknown::version=N`` and no payload, as
+Kafka's does. Kafka 4's Java kafka-dump-log prints these records as JSON instead; we keep the
+3.x lines, as ``--offsets-decoder`` keeps the offsets formatters' lines. Neither decoder is chosen
+from the directory name: without an option a record shows only its sizes, as in Kafka.
+
 Exit code 0 when every file was read to its end; 1 when some batch was corrupt (its file is
 abandoned at that batch, after a line naming the file and byte position) or a file ends in an
 incomplete batch (a torn write); 2 when PATH holds nothing to dump. The command (``cli.py``)
@@ -62,10 +78,11 @@ import dataclasses
 import json
 import struct
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from protocol import consumer_group_records
+from protocol import consumer_group_records, transaction_log
 from protocol.compression import Compression
 from protocol.consumer_offsets import (
     GroupMetadataKey,
@@ -88,7 +105,9 @@ from protocol.records import (
     iter_batch_positions,
 )
 
-__all__ = ["dump_log", "format_offsets_record"]
+from .transactions.state import TransactionState
+
+__all__ = ["dump_log", "format_offsets_record", "format_transaction_log_record"]
 
 _LOG_SUFFIX = ".log"
 _TXN_INDEX_SUFFIX = ".txnindex"
@@ -97,10 +116,17 @@ _TXN_INDEX_SUFFIX = ".txnindex"
 _ABORTED_TXN = struct.Struct(">hqqqq")
 
 
-def dump_log(path: Path, offsets_decoder: bool, out: TextIO) -> int:
+#: What a decoder makes of one record's key and value: the text after ``|   ``.
+RecordFormatter = Callable[[bytes | None, bytes | None], str]
+
+
+def dump_log(path: Path, offsets_decoder: bool, out: TextIO, *, transaction_log_decoder: bool = False) -> int:
     """Dump a segment file or every segment of a partition directory to ``out``; see the module
-    docstring for the format and exit codes."""
+    docstring for the format and exit codes. ``offsets_decoder`` wins over ``transaction_log_decoder``
+    (Kafka's order; the command line refuses both)."""
     path = Path(path)
+    decoder: RecordFormatter | None = (format_offsets_record if offsets_decoder
+                                       else format_transaction_log_record if transaction_log_decoder else None)
     if path.is_dir():
         files = sorted(path.glob("*" + _LOG_SUFFIX), key=_base_offset_order)
         if not files:
@@ -115,7 +141,7 @@ def dump_log(path: Path, offsets_decoder: bool, out: TextIO) -> int:
         return 2
     status = 0
     for file in files:
-        if not _dump_file(file, offsets_decoder, out):
+        if not _dump_file(file, decoder, out):
             status = 1
         index = file.with_name(file.name[: -len(_LOG_SUFFIX)] + _TXN_INDEX_SUFFIX)
         if path.is_dir() and index.exists() and not _dump_txn_index(index, out):
@@ -149,7 +175,7 @@ def _base_offset_order(file: Path) -> tuple[int, str]:
     return (int(stem), "") if stem.isdigit() else (2**63, file.name)
 
 
-def _dump_file(file: Path, offsets_decoder: bool, out: TextIO) -> bool:
+def _dump_file(file: Path, decoder: RecordFormatter | None, out: TextIO) -> bool:
     """Dump one segment; False if it held a corrupt or incomplete batch."""
     out.write(f"Dumping {file}\n")
     try:
@@ -169,8 +195,8 @@ def _dump_file(file: Path, offsets_decoder: bool, out: TextIO) -> bool:
                 raise CorruptBatchError("CRC mismatch", pos)
             for record in decode_records(buf, pos, header, check_crc=False):
                 out.write(_record_line(record, header) + "\n")
-                if offsets_decoder and not header.is_control:
-                    out.write("|   " + format_offsets_record(record.key, record.value) + "\n")
+                if decoder is not None and not header.is_control:
+                    out.write("|   " + decoder(record.key, record.value) + "\n")
             end = pos + header.size
     except CorruptBatchError as exc:
         out.write(f"Corrupt batch in {file} at byte position {exc.position}: {exc.reason}; "
@@ -274,6 +300,40 @@ def format_offsets_record(key: bytes | None, value: bytes | None) -> str:
         return prefix + "null"
     assert isinstance(typed_value, GroupMetadataValue)
     return prefix + _format_group(typed_value)
+
+
+def format_transaction_log_record(key: bytes | None, value: bytes | None) -> str:
+    """One ``__transaction_state`` record as Kafka 3.x's kafka-dump-log prints it (module
+    docstring); never raises for bad bytes."""
+    if key is None:
+        return "undecodable: record has a null key"
+    try:
+        typed_key = transaction_log.decode_key(key)
+    except transaction_log.UnknownRecordVersion as exc:
+        return f"key: unknown::version={exc.version}"
+    except transaction_log.MalformedRecordError as exc:
+        return f"undecodable: {exc}"
+    line = f"key: transaction_metadata::transactionalId={typed_key.transactional_id} payload: "
+    if value is None:
+        return line + "<DELETE>"
+    try:
+        v = transaction_log.decode_value(value)
+    except (transaction_log.UnknownRecordVersion, transaction_log.MalformedRecordError) as exc:
+        return line + f"undecodable: {exc}"
+    try:
+        state = TransactionState(v.transaction_status)
+    except ValueError:
+        name = f"unknown({v.transaction_status})"
+        partitions = v.transaction_partitions or ()
+    else:
+        name = state.kafka_name
+        # Kafka's reader adds no partitions to an Empty id, whatever the record holds.
+        partitions = () if state is TransactionState.EMPTY else v.transaction_partitions or ()
+    listed = ",".join(f"{topic}-{p}" for topic, ids in partitions for p in ids)
+    return line + (
+        f"producerId:{v.producer_id},producerEpoch:{v.producer_epoch},state={name},partitions=[{listed}],"
+        f"txnLastUpdateTimestamp={v.transaction_last_update_timestamp_ms},txnTimeoutMs={v.transaction_timeout_ms}"
+    )
 
 
 def _format_offset(v: OffsetCommitValue) -> str:

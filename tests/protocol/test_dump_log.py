@@ -1,5 +1,6 @@
 """``dump_log`` over segment files written with our codecs: batch/record lines, the offsets
-decoder's Kafka-formatter output, directories, and corrupt or torn files (never a traceback)."""
+decoder's Kafka-formatter output, the transaction log decoder's kafka-dump-log lines, directories,
+and corrupt or torn files (never a traceback)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coordinator.dump_log import dump_log, format_offsets_record
+from coordinator.dump_log import dump_log, format_offsets_record, format_transaction_log_record
 from protocol import consumer_group_records as cgr
 from protocol.compression import Compression
 from protocol.consumer_offsets import (
@@ -24,6 +25,9 @@ from protocol.consumer_offsets import (
     serialize,
 )
 from protocol.records import ControlRecordType, Record, build_batch, control_record, encode_batch
+from protocol.transaction_log import TransactionLogKey, TransactionLogValue
+from protocol.transaction_log import encode_key as txn_key
+from protocol.transaction_log import encode_value as txn_value
 
 
 def segment(directory: Path, base_offset: int, *batches: bytes) -> Path:
@@ -32,9 +36,9 @@ def segment(directory: Path, base_offset: int, *batches: bytes) -> Path:
     return path
 
 
-def run(path: Path, offsets_decoder: bool = True) -> tuple[int, list[str]]:
+def run(path: Path, offsets_decoder: bool = True, transaction_log_decoder: bool = False) -> tuple[int, list[str]]:
     out = io.StringIO()
-    code = dump_log(path, offsets_decoder, out)
+    code = dump_log(path, offsets_decoder, out, transaction_log_decoder=transaction_log_decoder)
     return code, out.getvalue().splitlines()
 
 
@@ -274,3 +278,86 @@ def test_kip848_tagged_fields_print_when_set() -> None:
     value = cgr.ConsumerGroupCurrentMemberAssignmentValue(3, 2, 0, (cgr.TopicPartitions(topic, (0, 1), (2, 3)),), ())
     line = format_offsets_record(cgr.encode_key(key), cgr.encode_value(value))
     assert '"partitions":[0,1],"assignmentEpochs":[2,3]}' in line
+
+
+def txn_record(txn: str, status: int | None, partitions: tuple[tuple[str, tuple[int, ...]], ...] | None = None,
+               version: int = 0, **tags: int) -> tuple[bytes, bytes | None]:
+    if status is None:
+        return txn_key(TransactionLogKey(txn)), None
+    value = TransactionLogValue(4000, 3, 60000, status, partitions, 1700000000500, 1700000000000, **tags)
+    return txn_key(TransactionLogKey(txn)), txn_value(value, version)
+
+
+def test_transaction_log_segment_with_decoder(tmp_path: Path) -> None:
+    """Kafka 3.x kafka-dump-log's ``key: ... payload: ...``: the id, then producer, state by
+    name, partitions as topic-partition, last update and timeout; a tombstone is <DELETE>."""
+    batches = [
+        build_batch([txn_record("tx", 0)], timestamp_ms=1000),
+        build_batch([txn_record("tx", 1, (("orders", (0, 1)), ("__consumer_offsets", (17,))))], timestamp_ms=1001,
+                    base_offset=1),
+        build_batch([txn_record("tx", 2, (("orders", (0, 1)),), version=1, next_producer_id=4001),
+                     txn_record("tx", 4, ()), txn_record("gone", None)], timestamp_ms=1002, base_offset=2,
+                    compression=Compression.LZ4),
+    ]
+    path = segment(tmp_path, 0, *batches)
+    code, lines = run(path, offsets_decoder=False, transaction_log_decoder=True)
+    assert code == 0
+    decoded = [line[4:] for line in lines if line.startswith("|   ")]
+    head = "key: transaction_metadata::transactionalId=tx payload: producerId:4000,producerEpoch:3,"
+    tail = ",txnLastUpdateTimestamp=1700000000500,txnTimeoutMs=60000"
+    assert decoded == [
+        head + "state=Empty,partitions=[]" + tail,
+        head + "state=Ongoing,partitions=[orders-0,orders-1,__consumer_offsets-17]" + tail,
+        head + "state=PrepareCommit,partitions=[orders-0,orders-1]" + tail,
+        head + "state=CompleteCommit,partitions=[]" + tail,
+        "key: transaction_metadata::transactionalId=gone payload: <DELETE>",
+    ]
+    # Without the option the same records show only their sizes.
+    _, plain = run(path, offsets_decoder=False)
+    assert not any(line.startswith("|   ") for line in plain)
+    assert [line for line in plain if not line.startswith("|   ")] == [
+        line for line in lines if not line.startswith("|   ")]
+
+
+def test_transaction_log_formatter_on_what_it_cannot_read() -> None:
+    key = txn_key(TransactionLogKey("tx"))
+    prefix = "key: transaction_metadata::transactionalId=tx payload: "
+    # Kafka's reader adds no partitions to an Empty id, whatever the record holds.
+    assert "state=Empty,partitions=[]," in format_transaction_log_record(*txn_record("tx", 0, (("t", (0,)),)))
+    assert "state=unknown(9),partitions=[t-0]," in format_transaction_log_record(*txn_record("tx", 9, (("t", (0,)),)))
+    # A key version Kafka does not know: the version and no payload, as Kafka prints it.
+    assert format_transaction_log_record(b"\x00\x01\x00\x02tx", b"\x00\x00") == "key: unknown::version=1"
+    assert format_transaction_log_record(b"\x00\x00\x00\x09tx", None).startswith("undecodable:")
+    assert format_transaction_log_record(None, b"x").startswith("undecodable:")
+    assert format_transaction_log_record(key, b"\x00\x07" + bytes(30)) == (
+        prefix + "undecodable: unknown transaction log value version 7")
+    assert format_transaction_log_record(key, b"\x00\x00\x00").startswith(prefix + "undecodable:")
+
+
+def test_command_line_decodes_transaction_log_and_refuses_two_decoders(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    from coordinator.cli import main
+
+    path = segment(tmp_path, 0, build_batch([txn_record("tx", 5, ())], timestamp_ms=1))
+    assert main(["dump-log", "--transaction-log-decoder", str(path)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith(
+        "|   key: transaction_metadata::transactionalId=tx payload: producerId:4000,producerEpoch:3,"
+        "state=CompleteAbort,")
+    with pytest.raises(SystemExit) as exited:
+        main(["dump-log", "--offsets-decoder", "--transaction-log-decoder", str(path)])
+    assert exited.value.code == 2
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
+@settings(max_examples=300, deadline=None)
+@given(cut=st.integers(0, 200), flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(1, 255)), max_size=4),
+       version=st.sampled_from([0, 1]), noise=st.binary(max_size=40))
+def test_transaction_log_formatter_never_raises(cut: int, flips: list[tuple[int, int]], version: int,
+                                                 noise: bytes) -> None:
+    key, value = txn_record("tx-é", 1, (("orders", (0, 1)),), version=version, previous_producer_id=3)
+    assert value is not None
+    damaged = bytearray(value[: len(value) - cut % len(value)] + noise)
+    for where, xor in flips:
+        damaged[where % len(damaged)] ^= xor
+    assert format_transaction_log_record(key, bytes(damaged)).startswith("key: ")
+    assert isinstance(format_transaction_log_record(bytes(damaged), value), str)
