@@ -222,29 +222,26 @@ class GroupCoordinatorShard:
     # --- admin ---------------------------------------------------------------------------------
 
     def describe_groups(self, request: KafkaRequest, api_version: int) -> KafkaResponse:
-        """DescribeGroups v0-6 (read). Metadata, assignments and protocol only when Stable; an
-        unknown group is described as Dead (v6: GROUP_ID_NOT_FOUND, KIP-1043)."""
+        """DescribeGroups v0-6 (read). Metadata, assignments and protocol only when Stable. Only
+        classic groups are described, as in Kafka 4: an unknown group, and a consumer group (mixed
+        ones too; ConsumerGroupDescribe describes them), is Dead with no members; v6 says why with
+        GROUP_ID_NOT_FOUND and a message (KIP-1043,
+        https://cwiki.apache.org/confluence/display/KAFKA/KIP-1043%3A+Administration+of+groups)."""
         described = []
         operations = authorized(api_version >= 3 and bool(request.include_authorized_operations), GROUP_OPERATIONS)
         for group_id in request.groups:
-            consumer_group = self.consumer_manager.groups.get(group_id)
-            if consumer_group is not None:
-                # Kafka 4 describes a consumer group with protocol type "consumer" and its members
-                # without metadata or assignment (those are ConsumerGroupDescribe's).
-                described.append(DescribedGroup(
-                    error_code=0, error_message=None, group_id=group_id, group_state=consumer_group.state.value,
-                    protocol_type="consumer", protocol_data="", members=[DescribedMember(
-                        member_id=m.member_id, group_instance_id=m.instance_id if api_version >= 4 else None,
-                        client_id=m.client_id, client_host=m.client_host, member_metadata=b"",
-                        member_assignment=b"") for m in consumer_group.members.values()],
-                    authorized_operations=operations))
-                continue
             group = self.group_manager.groups.get(group_id)
             if group is None or group.state is S.DEAD:
+                if api_version >= 6:
+                    error = E.GROUP_ID_NOT_FOUND
+                    message: str | None = (f"Group {group_id} is not a classic group."
+                                           if group_id in self.consumer_manager.groups
+                                           else f"Group {group_id} not found.")
+                else:
+                    error, message = E.NONE, None
                 described.append(DescribedGroup(
-                    error_code=int(E.GROUP_ID_NOT_FOUND if api_version >= 6 else E.NONE),
-                    error_message=None, group_id=group_id, group_state=S.DEAD.value, protocol_type="",
-                    protocol_data="", members=[], authorized_operations=OMITTED))
+                    error_code=int(error), error_message=message, group_id=group_id, group_state=S.DEAD.value,
+                    protocol_type="", protocol_data="", members=[], authorized_operations=OMITTED))
                 continue
             stable = group.state is S.STABLE
             members = [DescribedMember(

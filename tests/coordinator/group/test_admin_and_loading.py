@@ -32,7 +32,10 @@ def test_describe_rebalancing_group_hides_metadata_and_unknown_group_is_dead() -
     assert (described.group_state, described.protocol_data) == ("PreparingRebalance", "")
     assert all(m.member_metadata == b"" and m.member_assignment == b"" for m in described.members)
     assert (unknown.error_code, unknown.group_state, unknown.members) == (E.NONE, "Dead", [])
-    assert ctx.describe_groups("nobody", version=6).groups[0].error_code == E.GROUP_ID_NOT_FOUND
+    assert (unknown.error_message, unknown.protocol_type) == (None, "")
+    unknown = ctx.describe_groups("nobody", version=6).groups[0]
+    assert (unknown.error_code, unknown.error_message, unknown.group_state) == (
+        E.GROUP_ID_NOT_FOUND, "Group nobody not found.", "Dead")
     ctx.describe_groups("g", version=0).encode()
 
 

@@ -54,11 +54,23 @@ def test_list_groups_types_and_states(ctx: ConsumerGroupTestContext) -> None:
     assert [g.group_state for g in ctx.list_groups(types=["consumer"]).groups] == ["Reconciling"]
 
 
-def test_describe_groups_of_a_consumer_group(ctx: ConsumerGroupTestContext) -> None:
+def test_describe_groups_answers_a_consumer_group_as_not_classic(ctx: ConsumerGroupTestContext) -> None:
+    # Kafka 4 describes classic groups only: a consumer group is Dead with no members, and v6
+    # says why (ConsumerGroupDescribe is the API that describes it).
+    ctx.stable_group("classic", 1)
     ctx.cg_heartbeat(instance_id="i1", client_id="cli")
-    (described,) = ctx.describe_groups("g").groups
-    assert (described.error_code, described.group_state, described.protocol_type) == (0, "Stable", "consumer")
-    assert [(m.member_id, m.group_instance_id, m.client_id) for m in described.members] == [("m1", "i1", "cli")]
+    for version in range(6):
+        g, classic = ctx.describe_groups("g", "classic", version=version).groups
+        assert (g.error_code, g.error_message, g.group_state, g.protocol_type, g.protocol_data, g.members) == \
+            (E.NONE, None, "Dead", "", "", [])
+        assert (classic.error_code, classic.group_state, len(classic.members)) == (E.NONE, "Stable", 1)
+        ctx.describe_groups("g", "classic", version=version).encode()
+    response = ctx.describe_groups("g", "classic", version=6)
+    g, classic = response.groups
+    assert (g.error_code, g.error_message, g.group_state, g.protocol_type, g.members) == \
+        (E.GROUP_ID_NOT_FOUND, "Group g is not a classic group.", "Dead", "", [])
+    assert (classic.error_code, classic.error_message, classic.group_state) == (E.NONE, None, "Stable")
+    response.encode()
 
 
 def test_consumer_group_describe(ctx: ConsumerGroupTestContext) -> None:
