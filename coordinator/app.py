@@ -197,11 +197,11 @@ class App:
             # uses each partition's leader epoch instead.
             node_coordinator_epoch=next_node_coordinator_epoch(config.data_dir) if self.zookeeper is None else 0,
             ensure_topic=self.topics.create_transaction_state_topic)
-        # The markers of hosted partitions (WriteTxnMarkers, contract C2): on one node they are
+        # The markers of hosted partitions (WriteTxnMarkers; seam C2, docs/transactions.md): on one node they are
         # also the transaction coordinator's marker writer, in-process.
         self.txn_markers = TxnMarkerApis(self.logs)
         # A marker on a __consumer_offsets partition goes through the group coordinator, which
-        # stores or drops the producer's pending offsets (contract C4).
+        # stores or drops the producer's pending offsets (seam C4, docs/transactions.md).
         self.txn_markers.internal_marker_writer = self.groups.complete_transaction
         self.transactions.marker_writer = self.txn_markers
         # (In cluster mode ClusterMarkerChannel, over this, replaces it: ``_build_cluster``.)
@@ -220,7 +220,7 @@ class App:
         handlers.update(ConfigApis(node, self.config, self.topics, self.dynamic_configs, self.group_configs).handlers())
         produce = ProduceApis(self.logs)
         if self.config["transaction.partition.verification.enable"]:
-            # KIP-890 part 1 (contract C3): a transaction's first batch on a partition is checked
+            # KIP-890 part 1 (seam C3, docs/transactions.md): a transaction's first batch on a partition is checked
             # with its coordinator (in cluster mode wherever it runs: ClusterVerifier).
             verifier = self.verifier if self.verifier is not None else self.transactions
             produce.verifier = verifier

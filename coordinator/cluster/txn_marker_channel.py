@@ -50,7 +50,7 @@ WRITE_TXN_MARKERS_VERSION = 1
 
 
 class LocalMarkerWriter(Protocol):
-    """This node's marker writer: ``topics/txn_markers.py``'s ``TxnMarkerApis`` (contract C2)."""
+    """This node's marker writer: ``topics/txn_markers.py``'s ``TxnMarkerApis`` (seam C2, docs/transactions.md)."""
 
     async def write_markers(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
                             partitions: list[MarkerTarget]) -> dict[MarkerTarget, int]: ...

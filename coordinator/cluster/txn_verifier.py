@@ -15,7 +15,7 @@ The coordinator is the leader of the id's ``__transaction_state`` partition
 The answer is the coordinator's, per partition (NONE, TRANSACTION_ABORTABLE, or a code for the
 whole transaction: INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED, CONCURRENT_TRANSACTIONS, ...; a
 top-level error of the response applies to every partition, CLUSTER_AUTHORIZATION_FAILED as
-INVALID_TXN_STATE). The rest of Kafka's mapping for Produce is the Produce handler's (contract C3). When no coordinator can be asked —
+INVALID_TXN_STATE). The rest of Kafka's mapping for Produce is the Produce handler's (seam C3, docs/transactions.md). When no coordinator can be asked —
 ``__transaction_state`` not created yet, its partition without a live leader, the connection
 lost — every partition gets COORDINATOR_NOT_AVAILABLE, as Kafka's manager answers for an unknown
 coordinator node; the Produce handler maps it to a code the producer retries.
@@ -62,7 +62,7 @@ class _Check:
 
 
 class ClusterVerifier:
-    """Implements contract C3's ``Verifier`` across nodes. ``local`` may be set after
+    """Implements the ``Verifier`` of seam C3 (docs/transactions.md) across nodes. ``local`` may be set after
     construction (the transaction service is built later); while it is None, ids owned here
     answer COORDINATOR_NOT_AVAILABLE."""
 

@@ -28,7 +28,7 @@ ISR refused COORDINATOR_NOT_AVAILABLE.
 Transactions (KIP-98, KIP-447): TxnOffsetCommit (28) is a transactional write of the group's
 partition (optionally verified first with the transaction coordinator, KIP-890), and
 ``complete_transaction`` writes a transaction's COMMIT or ABORT marker there for WriteTxnMarkers
-(contract C4 of issue 32).
+(seam C4, docs/transactions.md).
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ class NamedTopic(Protocol):
 
 class TransactionVerifier(Protocol):
     """KIP-890 part 1 verification (the transaction coordinator's AddPartitionsToTxn v4 VerifyOnly;
-    contract C3 of issue 32, the same shape as the produce path's ``Verifier``): NONE for a
+    seam C3, docs/transactions.md, the same shape as the produce path's ``Verifier``): NONE for a
     partition in the producer's ongoing transaction, else why not."""
 
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
@@ -497,7 +497,7 @@ class GroupService:
     async def complete_transaction(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
                                    commit: bool, coordinator_epoch: int) -> int:
         """Write a transaction's COMMIT or ABORT marker on ``__consumer_offsets-<partition>``
-        (contract C4: WriteTxnMarkers for the group coordinator's partitions; Kafka's
+        (seam C4, docs/transactions.md: WriteTxnMarkers for the group coordinator's partitions; Kafka's
         ``GroupCoordinatorService.completeTransaction``): the pending offsets of the producer
         are stored or dropped, and the answer comes once the marker is durable. A partition not
         served here answers NOT_LEADER_OR_FOLLOWER, which the transaction coordinator retries

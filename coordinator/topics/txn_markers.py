@@ -65,7 +65,7 @@ _PartitionResult = _TopicResult.WritableTxnMarkerPartitionResult
 
 
 class TxnMarkerApis:
-    """Writes transaction markers on this node's partitions (contract C2 of issue 32)."""
+    """Writes transaction markers on this node's partitions (seam C2, docs/transactions.md)."""
 
     def __init__(self, logs: LogManager) -> None:
         self.logs = logs

@@ -7,7 +7,7 @@ wire and the runtime — a second coordinator type on the one runtime, shaped li
 * ``shard.py`` — the shard of one ``__transaction_state`` partition: every handler returns its
   records first (``CoordinatorResult``), ``replay`` applies them, loading is replaying;
 * ``timers.py`` — the timeout abort and the id expiration;
-* ``markers.py`` — the ``MarkerWriter`` seam (C2) and what a decided transaction hands to it;
+* ``markers.py`` — the ``MarkerWriter`` seam (C2, docs/transactions.md) and what a decided transaction hands to it;
 * ``marker_channel.py`` — sending a decided transaction's markers, with Kafka's retry rules;
 * ``coordinator_type.py`` — the coordinator type (topic, shard builder, serde);
 * ``service.py`` — the wire APIs routed to the shards on the runtime.

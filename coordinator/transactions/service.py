@@ -7,7 +7,7 @@ Routing is Kafka's: ``abs(java_hash(transactional_id)) % transaction.state.log.n
 it goes to the idempotent path, ``topics/producer_ids.py``), AddPartitionsToTxn (24: v0-3 from
 producers, v4-5 batched from brokers, with VerifyOnly, KIP-890 part 1), AddOffsetsToTxn (25),
 EndTxn (26, v0-4), DescribeTransactions (65) and ListTransactions (66, KIP-664), and the
-``verify`` of contract C3 for the produce path. PRODUCER_FENCED (KIP-588) is answered
+``verify`` of seam C3 (docs/transactions.md) for the produce path. PRODUCER_FENCED (KIP-588) is answered
 INVALID_PRODUCER_EPOCH to the versions before it (InitProducerId < 4, the three others < 2), as
 ``KafkaApis`` does.
 

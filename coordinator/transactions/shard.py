@@ -111,7 +111,7 @@ class TransactionShard:
         for txn_id, meta in self.transactions.items():
             yield encode_key(TransactionLogKey(txn_id)), encode_value(meta.to_value())
 
-    # The runtime's transactional records (TXN.md, C4 shape): ``__transaction_state`` is written
+    # The runtime's transactional records (seam C4, docs/transactions.md): ``__transaction_state`` is written
     # only in plain batches, so these never see anything.
 
     def replay_transactional(self, offset: int, producer_id: int, producer_epoch: int, key: bytes,

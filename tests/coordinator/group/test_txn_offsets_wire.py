@@ -1,6 +1,6 @@
 """TxnOffsetCommit and OffsetFetch with RequireStable over a real socket, served by an in-process
 group coordinator whose markers are written through ``GroupService.complete_transaction`` (what
-WriteTxnMarkers calls for ``__consumer_offsets`` partitions, contract C4 of issue 32)."""
+WriteTxnMarkers calls for ``__consumer_offsets`` partitions, seam C4, docs/transactions.md)."""
 
 from __future__ import annotations
 
