@@ -1,0 +1,191 @@
+"""Transactions with confluent-kafka (librdkafka 2.16): a consume-transform-produce copier
+(``init_transactions`` / ``send_offsets_to_transaction`` with the consumer's group metadata)
+copies a seeded topic exactly once with every fourth transaction aborted; zombie fencing — a
+second producer with the same transactional id fences the first and aborts its open transaction;
+and an open transaction holds read_committed consumers at its first offset (the last stable
+offset, also through ListOffsets) until the coordinator's transaction timeout aborts it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from tests.clients.records_io import create_topic
+from tests.clients.tools import unique_topic
+from tests.clients.txn_io import (
+    TXN_SERVER,
+    assert_exactly_once,
+    by_partition,
+    committed_offsets,
+    end_offsets,
+    read_topic,
+    seed_input,
+)
+from tests.conftest import ServerProcess
+
+pytestmark = [pytest.mark.clients, pytest.mark.timeout(120)]
+
+#: Kafka's name and meaning (TransactionStateManagerConfig): how often the coordinator looks for
+#: transactions past their timeout (default 10 s); 1 s keeps the timeout test short.
+TIMEOUT_SERVER = {**TXN_SERVER, "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000"}
+
+
+@pytest.fixture(scope="module")
+def txn_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    s = ServerProcess(tmp_path_factory.mktemp("txn-confluent") / "data", TIMEOUT_SERVER)
+    s.start()
+    yield s
+    if s.alive():
+        s.stop()
+
+
+def confluent_copy(bootstrap: str, inp: str, out: str, group: str, txn_id: str, partitions: int,
+                   per_partition: int, batch: int, abort_every: int, timeout: float = 60.0) -> int:
+    """Copy ``inp`` to the same partitions of ``out`` in transactions of at most ``batch`` records,
+    aborting every ``abort_every``-th (flushed first, so its records are in the log) and going back
+    to the committed offsets; returns the number of aborted records."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                  "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+                  "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000})
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 2,
+                  "transaction.timeout.ms": 20000})
+    aborted = 0
+    try:
+        p.init_transactions(30)
+        c.subscribe([inp])
+        n = 0
+        deadline = time.monotonic() + timeout
+        while True:
+            assert time.monotonic() < deadline, f"copier not done after {timeout} s ({n} transactions)"
+            msgs = c.consume(num_messages=batch, timeout=0.5)
+            for m in msgs:
+                assert m.error() is None, m.error()
+            if not msgs:
+                assigned = c.assignment()
+                if len(assigned) == partitions and all(tp.offset >= per_partition for tp in c.position(assigned)):
+                    return aborted
+                continue
+            n += 1
+            offsets: dict[int, int] = {}
+            p.begin_transaction()
+            for m in msgs:
+                p.produce(out, value=m.value(), key=m.key(), partition=m.partition())
+                offsets[m.partition()] = m.offset() + 1
+            p.send_offsets_to_transaction([TopicPartition(inp, q, o) for q, o in offsets.items()],
+                                          c.consumer_group_metadata(), 30)
+            if n % abort_every == 0:
+                assert p.flush(30) == 0
+                p.abort_transaction(30)
+                aborted += len(msgs)
+                for tp in c.committed(c.assignment(), timeout=15):
+                    c.seek(TopicPartition(inp, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
+            else:
+                p.commit_transaction(30)
+    finally:
+        c.close()
+
+
+def test_confluent_copier_copies_exactly_once(txn_server) -> None:  # type: ignore[no-untyped-def]
+    server = txn_server
+    partitions, per_partition = 3, 150
+    inp, out, group = unique_topic("ctxn-in"), unique_topic("ctxn-out"), unique_topic("ctxn-copier")
+    inputs = seed_input(server.bootstrap, inp, partitions, per_partition)
+    create_topic(server.bootstrap, out, partitions)
+    total = partitions * per_partition
+    aborted = confluent_copy(server.bootstrap, inp, out, group, unique_topic("ctxn-id"), partitions, per_partition,
+                             batch=30, abort_every=4)
+    assert aborted > 0
+    ctx = "--- server log ---\n" + server.log_text()[-4000:]
+    assert_exactly_once(inputs, read_topic(server.bootstrap, out, partitions, "read_committed", total), ctx)
+    uncommitted = read_topic(server.bootstrap, out, partitions, "read_uncommitted", total + aborted)
+    assert len(uncommitted) == total + aborted, ctx
+    assert committed_offsets(server.bootstrap, group, inp, partitions) == [per_partition] * partitions, ctx
+
+
+def test_confluent_zombie_producer_is_fenced(txn_server) -> None:  # type: ignore[no-untyped-def]
+    """Two producers with one transactional id: the second's init_transactions aborts the first's
+    open transaction and fences it; the first's next commit fails with a fatal fencing error, and
+    read_committed sees only what the second committed."""
+    from confluent_kafka import KafkaError, KafkaException, Producer
+
+    server = txn_server
+    topic, txn_id = unique_topic("ctxn-zombie"), unique_topic("ctxn-zid")
+    create_topic(server.bootstrap, topic, 1)
+    conf = {"bootstrap.servers": server.bootstrap, "transactional.id": txn_id, "linger.ms": 0}
+    old = Producer(conf)
+    old.init_transactions(30)
+    old.begin_transaction()
+    old.produce(topic, value=b"old-1", partition=0)
+    assert old.flush(15) == 0
+
+    new = Producer(conf)
+    new.init_transactions(30)
+    new.begin_transaction()
+    new.produce(topic, value=b"new-1", partition=0)
+    new.commit_transaction(30)
+
+    old.produce(topic, value=b"old-2", partition=0)
+    with pytest.raises(KafkaException) as raised:
+        old.commit_transaction(15)
+    err = raised.value.args[0]
+    fenced = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+    assert err.fatal() and err.code() in fenced, f"{err!r}\n--- server log ---\n{server.log_text()[-3000:]}"
+
+    committed = by_partition(read_topic(server.bootstrap, topic, 1, "read_committed", 1)).get(0, [])
+    assert committed == ["new-1"]
+    uncommitted = by_partition(read_topic(server.bootstrap, topic, 1, "read_uncommitted", 2)).get(0, [])
+    # The fenced producer's late record was refused, not just hidden.
+    assert uncommitted == ["old-1", "new-1"]
+    # The new producer goes on working.
+    new.begin_transaction()
+    new.produce(topic, value=b"new-2", partition=0)
+    new.commit_transaction(30)
+    assert by_partition(read_topic(server.bootstrap, topic, 1, "read_committed", 2))[0] == ["new-1", "new-2"]
+
+
+def test_open_transaction_holds_read_committed_until_its_timeout(txn_server) -> None:  # type: ignore[no-untyped-def]
+    """An open transaction on partition 0 (transaction.timeout.ms 5 s, then abandoned) with
+    committed plain records after it: read_committed stops at its first offset (ListOffsets
+    read_committed = LSO < high watermark) while partition 1 reads on; the coordinator aborts it
+    after its timeout, which releases the reader (the plain records, not the transaction's), and
+    the abandoned producer, whose epoch the abort bumped, can no longer commit."""
+    from confluent_kafka import KafkaException, Producer
+
+    server = txn_server
+    topic, txn_id = unique_topic("ctxn-lso"), unique_topic("ctxn-lid")
+    create_topic(server.bootstrap, topic, 2)
+    hung = Producer({"bootstrap.servers": server.bootstrap, "transactional.id": txn_id, "linger.ms": 0,
+                     "transaction.timeout.ms": 5000})
+    hung.init_transactions(30)
+    hung.begin_transaction()
+    began = time.monotonic()
+    for i in range(5):
+        hung.produce(topic, value=f"open-{i}".encode(), partition=0)
+    assert hung.flush(15) == 0
+    plain = Producer({"bootstrap.servers": server.bootstrap, "enable.idempotence": True, "linger.ms": 0})
+    for i in range(5):
+        plain.produce(topic, value=f"after-{i}".encode(), partition=0)
+        plain.produce(topic, value=f"other-{i}".encode(), partition=1)
+    assert plain.flush(15) == 0
+
+    ctx = "--- server log ---\n" + server.log_text()[-3000:]
+    assert end_offsets(server.bootstrap, topic, 2, "read_uncommitted") == [10, 5], ctx
+    assert end_offsets(server.bootstrap, topic, 2, "read_committed") == [0, 5], ctx
+    held = by_partition(read_topic(server.bootstrap, topic, 2, "read_committed", 5, timeout=3))
+    assert held.get(0, []) == [] and held.get(1) == [f"other-{i}" for i in range(5)], ctx
+
+    released = by_partition(read_topic(server.bootstrap, topic, 2, "read_committed", 10, timeout=30))
+    waited = time.monotonic() - began
+    ctx = f"released after {waited:.1f} s\n--- server log ---\n" + server.log_text()[-3000:]
+    assert released.get(0) == [f"after-{i}" for i in range(5)], ctx
+    # Kafka's bound: the timeout plus the cleanup interval, with room for a loaded machine.
+    assert waited < 5 + 1 + 10, ctx
+    # The abort marker closed the transaction: the LSO is the high watermark again.
+    hw = end_offsets(server.bootstrap, topic, 2, "read_uncommitted")
+    assert end_offsets(server.bootstrap, topic, 2, "read_committed") == hw and hw[0] == 11, ctx
+    with pytest.raises(KafkaException):
+        hung.commit_transaction(15)
