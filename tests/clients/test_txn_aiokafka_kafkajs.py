@@ -80,7 +80,8 @@ async def aiokafka_read(bootstrap: str, topic: str, total: int) -> dict[int, lis
             if count >= total:
                 # Anything past the committed records would be an aborted one: read a little longer.
                 ends = await c.end_offsets(tps)
-                if all(await c.position(tp) >= ends[tp] for tp in tps):
+                positions = [await c.position(tp) for tp in tps]
+                if all(pos >= ends[tp] for pos, tp in zip(positions, tps, strict=True)):
                     break
         return out
     finally:

@@ -58,15 +58,17 @@ def confluent_copy(bootstrap: str, inp: str, out: str, group: str, txn_id: str, 
         p.init_transactions(30)
         c.subscribe([inp])
         n = 0
+        # What this copier committed, by input partition (librdkafka's position() of a partition
+        # sought back to its end stays invalid until a message arrives, so it cannot tell).
+        done: dict[int, int] = {}
         deadline = time.monotonic() + timeout
         while True:
-            assert time.monotonic() < deadline, f"copier not done after {timeout} s ({n} transactions)"
+            assert time.monotonic() < deadline, f"copier not done after {timeout} s ({n} transactions, at {done})"
             msgs = c.consume(num_messages=batch, timeout=0.5)
             for m in msgs:
                 assert m.error() is None, m.error()
             if not msgs:
-                assigned = c.assignment()
-                if len(assigned) == partitions and all(tp.offset >= per_partition for tp in c.position(assigned)):
+                if all(done.get(q, 0) >= per_partition for q in range(partitions)):
                     return aborted
                 continue
             n += 1
@@ -85,6 +87,7 @@ def confluent_copy(bootstrap: str, inp: str, out: str, group: str, txn_id: str, 
                     c.seek(TopicPartition(inp, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
             else:
                 p.commit_transaction(30)
+                done.update(offsets)
     finally:
         c.close()
 

@@ -42,11 +42,13 @@ def test_server_sigkilled_under_transactions(server_factory) -> None:  # type: i
     prod = start_java("TxnProducer", [server.bootstrap, topic, str(P), str(TXNS), str(PER_TXN),
                                       unique_topic("txn-crash-id")], ["TxnProducer.java"])
     try:
-        for at in (12, 30):
+        # Down 0.5 s: the producer's retries ride it out. Down 5 s, past its max.block.ms: the
+        # call in progress fails, and the next producer's initTransactions settles the transaction.
+        for at, down in ((12, 0.5), (30, 5.0)):
             reached = prod.wait_for(lambda ls, n=at: len(outcomes(ls)) >= n, 60)
             assert reached, prod.describe() + "\n--- server log ---\n" + server.log_text()[-4000:]
             server.kill()
-            time.sleep(0.5)
+            time.sleep(down)
             server.start()
         rc = prod.wait(90)
     finally:
@@ -55,6 +57,8 @@ def test_server_sigkilled_under_transactions(server_factory) -> None:  # type: i
     assert rc == 0 and any(x.startswith("producer.done") for x in prod.lines), ctx
     fate = outcomes(prod.lines)
     assert sorted(fate) == list(range(TXNS)), ctx
+    print("outcomes:", Counter(fate.values()), "retries of initTransactions:",
+          sum(x.startswith("init.retry") for x in prod.lines))
 
     committed = read_topic(server.bootstrap, topic, P, "read_committed",
                            PER_TXN * sum(v == "COMMITTED" for v in fate.values()))

@@ -62,8 +62,7 @@ async function txnMode() {
 
 async function fencedMode() {
   const [topic, transactionalId, goFile] = rest;
-  const producer = kafka.producer({ transactionalId, idempotent: true, maxInFlightRequests: 1,
-                                    retry: { retries: 0 } });
+  const producer = kafka.producer({ transactionalId, idempotent: true, maxInFlightRequests: 1 });
   await producer.connect();
   const txn = await producer.transaction();
   await txn.send({ topic, messages: [{ partition: 0, value: 'z-old' }] });
