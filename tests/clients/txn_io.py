@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from tests.clients.records_io import create_topic
+from tests.clients.records_io import create_topic as _create_topic
 
 #: Every transaction test's server: a classic group with one member forms at once (Kafka's 3 s
 #: initial delay would only slow the copiers' joins down).
@@ -26,11 +26,23 @@ class Read:
     value: str
 
 
-def seed_input(bootstrap: str, topic: str, partitions: int, per_partition: int) -> dict[int, list[str]]:
+def create_topic(bootstrap: str, topic: str, partitions: int, replication_factor: int = 1) -> None:
+    if replication_factor == 1:
+        _create_topic(bootstrap, topic, partitions)
+        return
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 5000})
+    fut = admin.create_topics([NewTopic(topic, partitions, replication_factor)], request_timeout=15)
+    fut[topic].result(timeout=20)
+
+
+def seed_input(bootstrap: str, topic: str, partitions: int, per_partition: int,
+               replication_factor: int = 1) -> dict[int, list[str]]:
     """Create ``topic`` and fill it (idempotent, non-transactional); returns partition -> values."""
     from confluent_kafka import Producer
 
-    create_topic(bootstrap, topic, partitions)
+    create_topic(bootstrap, topic, partitions, replication_factor)
     p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
     errors: list[str] = []
 
