@@ -82,6 +82,9 @@ CGRP_TESTS="0018 0019 0022 0029 0030 0031 0034 0045 0050 0051 0056 0069 0084 009
 # has WITH_RAPIDJSON=n, so it only prints a skip) and drives Kafka's TransactionProducerCli through
 # $KAFKA_PATH/bin/kafka-run-class.sh, a Kafka distribution we do not have (as 0052/0077/0109);
 # 0094 is a sockem test (-E skips it); 0105 and 0144 run against librdkafka's mock cluster only (-L).
+# 0103 creates its topics with replication factor 3: run it in cluster mode (on one node CreateTopics
+# refuses, as a one-broker Kafka does). Its do_test_fatal_idempo_error_without_kip360 calls
+# DeleteRecords; librdkafka's SUBTESTS=<substring of a subtest name> runs one subtest family alone.
 TXN_TESTS="0103 0129 0090 0055 0061 0137"
 [ "${TESTS:-}" = txn ] && TESTS=$TXN_TESTS
 EXTRA_SETTINGS=()
