@@ -2,8 +2,9 @@
 (``init_transactions`` / ``send_offsets_to_transaction`` with the consumer's group metadata)
 copies a seeded topic exactly once with every fourth transaction aborted; zombie fencing — a
 second producer with the same transactional id fences the first and aborts its open transaction;
-and an open transaction holds read_committed consumers at its first offset (the last stable
-offset, also through ListOffsets) until the coordinator's transaction timeout aborts it."""
+an open transaction holds read_committed consumers at its first offset (the last stable offset,
+also through ListOffsets) until the coordinator's transaction timeout aborts it; and offsets sent in
+a transaction stay pending (invisible, or UNSTABLE_OFFSET_COMMIT with RequireStable) until its end."""
 
 from __future__ import annotations
 
@@ -192,3 +193,45 @@ def test_open_transaction_holds_read_committed_until_its_timeout(txn_server) -> 
     assert end_offsets(server.bootstrap, topic, 2, "read_committed") == hw and hw[0] == 11, ctx
     with pytest.raises(KafkaException):
         hung.commit_transaction(15)
+
+
+def test_pending_transactional_offsets(txn_server) -> None:  # type: ignore[no-untyped-def]
+    """Between TxnOffsetCommit and the marker the group's offset is pending (KIP-447): OffsetFetch
+    without RequireStable (a read_uncommitted consumer) still answers the old offset, with
+    RequireStable (read_committed) it is UNSTABLE_OFFSET_COMMIT, which librdkafka retries until its
+    timeout; the commit makes the new offset visible, an abort leaves the old one."""
+    from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+    server = txn_server
+    topic, group = unique_topic("ctxn-pending"), unique_topic("ctxn-pg")
+    create_topic(server.bootstrap, topic, 1)
+    base = {"bootstrap.servers": server.bootstrap, "group.id": group, "enable.auto.commit": False}
+    committer = Consumer(base)
+    committer.commit(offsets=[TopicPartition(topic, 0, 10)], asynchronous=False)
+    metadata = committer.consumer_group_metadata()
+    committer.close()
+
+    def committed(isolation: str, timeout: float) -> int:
+        c = Consumer({**base, "isolation.level": isolation})
+        try:
+            return int(c.committed([TopicPartition(topic, 0)], timeout=timeout)[0].offset)
+        finally:
+            c.close()
+
+    p = Producer({"bootstrap.servers": server.bootstrap, "transactional.id": unique_topic("ctxn-pid")})
+    p.init_transactions(30)
+    for offset, commit in ((42, True), (50, False)):
+        p.begin_transaction()
+        p.produce(topic, value=b"x", partition=0)
+        p.send_offsets_to_transaction([TopicPartition(topic, 0, offset)], metadata, 30)
+        assert p.flush(15) == 0
+        before = 10 if offset == 42 else 42
+        assert committed("read_uncommitted", 10) == before
+        with pytest.raises(KafkaException) as raised:
+            committed("read_committed", 2)
+        assert raised.value.args[0].code() == KafkaError._TIMED_OUT, raised.value
+        if commit:
+            p.commit_transaction(30)
+        else:
+            p.abort_transaction(30)
+        assert committed("read_committed", 15) == (offset if commit else before)
