@@ -46,8 +46,8 @@ def txn_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProce
 
 
 def copier_args(server: ServerProcess, inp: str, out: str, group: str, txn_id: str, batch: int,
-                abort_probability: float, mode: str, seed: int) -> list[str]:
-    return [server.bootstrap, inp, out, group, txn_id, str(batch), str(abort_probability), mode, str(seed)]
+                abort_probability: float, mode: str, seed: int, *props: str) -> list[str]:
+    return [server.bootstrap, inp, out, group, txn_id, str(batch), str(abort_probability), mode, str(seed), *props]
 
 
 def parse_reads(stdout: str) -> list[Read]:
@@ -129,3 +129,35 @@ def test_java_copier_sigkilled_and_restarted(txn_server) -> None:  # type: ignor
     assert_exactly_once(inputs, output, ctx)
     assert committed_offsets(server.bootstrap, group, inp, partitions) == [per_partition] * partitions, ctx
 
+
+
+def test_two_java_copiers_in_one_group(txn_server) -> None:  # type: ignore[no-untyped-def]
+    """Kafka's group mode: two subscribed copiers, each with its own transactional id, the second
+    joining while the first copies. The rebalance moves partitions between transactional producers,
+    each resuming from the offsets the other committed in its transactions (offsets sent with a
+    stale generation would be refused, KIP-447: that copier aborts and goes back to the committed
+    offsets); the output still holds every input once, in order."""
+    server = txn_server
+    partitions, per_partition = 3, 200
+    inp, out, group = unique_topic("txn-gin"), unique_topic("txn-gout"), unique_topic("txn-gcopier")
+    inputs = seed_input(server.bootstrap, inp, partitions, per_partition)
+    create_topic(server.bootstrap, out, partitions)
+    # The first pauses 150 ms after each transaction, so the second joins while it copies.
+    first = start_java("TxnCopier", copier_args(server, inp, out, group, unique_topic("txn-gid"), 20, 0.1,
+                                                "subscribe", 11, "copier.pause.ms=150"), COPIER)
+    second = None
+    try:
+        assert first.wait_for(lambda ls: sum(x.startswith("C ") for x in ls) >= 2, 60), first.describe()
+        second = start_java("TxnCopier", copier_args(server, inp, out, group, unique_topic("txn-gid"), 20, 0.1,
+                                                     "subscribe", 12), COPIER)
+        rcs = [first.wait(90), second.wait(90)]
+    finally:
+        first.stop()
+        if second is not None:
+            second.stop()
+    ctx = first.describe(30) + "\n" + second.describe(30) + "\n--- server log ---\n" + server.log_text()[-4000:]
+    assert rcs == [0, 0], ctx
+    assert any(x.startswith("C ") for x in second.lines), "the second copier copied nothing\n" + ctx
+    print("refused by the rebalance:", [x for x in first.lines + second.lines if x.startswith("copier.abortable")])
+    output = read_topic(server.bootstrap, out, partitions, "read_committed", partitions * per_partition)
+    assert_exactly_once(inputs, output, ctx)

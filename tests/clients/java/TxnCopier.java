@@ -13,8 +13,11 @@
 // to the group's committed offsets, so the batch is copied again by a later transaction.
 // "assign" assigns every input partition (the group holds offsets only, generation -1);
 // "subscribe" joins the group, so TxnOffsetCommit carries the member id and generation.
-// Stops once every input partition's committed position reaches its end offset at start.
-// Consumer properties are given as consumer.<name>=value, producer ones as producer.<name>=value.
+// Stops once the group's committed offset of every input partition reaches its end offset at start
+// (several copiers in one group, each with its own transactional id, stop together).
+// Consumer properties are given as consumer.<name>=value, producer ones as producer.<name>=value;
+// copier.pause.ms=<n> sleeps that long after each transaction (a slower copier, so that a second
+// one can join its group while it works).
 //
 // Prints, flushed as it goes: "copier.ready" after initTransactions, "C <n> <records>" after each
 // commit, "A <n> <records>" after each abort, "copier.done copied=<records> commits=<n>
@@ -70,6 +73,7 @@ public final class TxnCopier {
             from = 9;
         }
         Random random = new Random(seed);
+        long pauseMs = 0;
 
         Properties cp = new Properties();
         cp.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
@@ -100,7 +104,8 @@ public final class TxnCopier {
         for (int i = from; i < args.length; i++) {
             int eq = args[i].indexOf('=');
             String key = args[i].substring(0, eq), value = args[i].substring(eq + 1);
-            if (key.startsWith("consumer.")) cp.put(key.substring(9), value);
+            if (key.equals("copier.pause.ms")) pauseMs = Long.parseLong(value);
+            else if (key.startsWith("consumer.")) cp.put(key.substring(9), value);
             else if (key.startsWith("producer.")) pp.put(key.substring(9), value);
             else throw new IllegalArgumentException("property without consumer./producer. prefix: " + key);
         }
@@ -162,16 +167,19 @@ public final class TxnCopier {
                     aborts++;
                     rewind(consumer);
                 }
+                if (pauseMs > 0) Thread.sleep(pauseMs);
             }
         }
         out("copier.done copied=" + copied + " commits=" + commits + " aborts=" + aborts);
     }
 
-    /** Every input partition's position (the committed offset once nothing is in flight) at its end. */
+    /** The group's committed offset of every input partition at its end: this copier's work, or in
+     *  a group of copiers everyone's (each member only sees its own share by its positions). */
     static boolean done(KafkaConsumer<byte[], byte[]> consumer, Map<TopicPartition, Long> ends) {
-        if (!consumer.assignment().containsAll(ends.keySet())) return false;
+        Map<TopicPartition, OffsetAndMetadata> committed = consumer.committed(ends.keySet());
         for (Map.Entry<TopicPartition, Long> e : ends.entrySet()) {
-            if (consumer.position(e.getKey()) < e.getValue()) return false;
+            OffsetAndMetadata om = committed.get(e.getKey());
+            if ((om == null ? 0 : om.offset()) < e.getValue()) return false;
         }
         return true;
     }
