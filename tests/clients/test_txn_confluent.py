@@ -1,6 +1,7 @@
 """Transactions with confluent-kafka (librdkafka 2.16): a consume-transform-produce copier
-(``init_transactions`` / ``send_offsets_to_transaction`` with the consumer's group metadata)
-copies a seeded topic exactly once with every fourth transaction aborted; zombie fencing — a
+(txn_confluent_copier.py: ``init_transactions`` / ``send_offsets_to_transaction`` with the
+consumer's group metadata) copies a seeded topic exactly once with every fourth transaction
+aborted, and again when SIGKILLed at random points and restarted; zombie fencing — a
 second producer with the same transactional id fences the first and aborts its open transaction;
 an open transaction holds read_committed consumers at its first offset (the last stable offset,
 also through ListOffsets) until the coordinator's transaction timeout aborts it; and offsets sent in
@@ -8,13 +9,17 @@ a transaction stay pending (invisible, or UNSTABLE_OFFSET_COMMIT with RequireSta
 
 from __future__ import annotations
 
+import random
+import sys
 import time
 from collections.abc import Iterator
 
 import pytest
 
+from tests.clients.background import Background
 from tests.clients.records_io import create_topic
 from tests.clients.tools import unique_topic
+from tests.clients.txn_confluent_copier import copy
 from tests.clients.txn_io import (
     TXN_SERVER,
     assert_exactly_once,
@@ -24,7 +29,7 @@ from tests.clients.txn_io import (
     read_topic,
     seed_input,
 )
-from tests.conftest import ServerProcess
+from tests.conftest import REPO, ServerProcess
 
 pytestmark = [pytest.mark.clients, pytest.mark.timeout(120)]
 
@@ -42,57 +47,6 @@ def txn_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProce
         s.stop()
 
 
-def confluent_copy(bootstrap: str, inp: str, out: str, group: str, txn_id: str, partitions: int,
-                   per_partition: int, batch: int, abort_every: int, timeout: float = 60.0) -> int:
-    """Copy ``inp`` to the same partitions of ``out`` in transactions of at most ``batch`` records,
-    aborting every ``abort_every``-th (flushed first, so its records are in the log) and going back
-    to the committed offsets; returns the number of aborted records."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
-
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                  "isolation.level": "read_committed", "auto.offset.reset": "earliest",
-                  "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000})
-    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 2,
-                  "transaction.timeout.ms": 20000})
-    aborted = 0
-    try:
-        p.init_transactions(30)
-        c.subscribe([inp])
-        n = 0
-        # What this copier committed, by input partition (librdkafka's position() of a partition
-        # sought back to its end stays invalid until a message arrives, so it cannot tell).
-        done: dict[int, int] = {}
-        deadline = time.monotonic() + timeout
-        while True:
-            assert time.monotonic() < deadline, f"copier not done after {timeout} s ({n} transactions, at {done})"
-            msgs = c.consume(num_messages=batch, timeout=0.5)
-            for m in msgs:
-                assert m.error() is None, m.error()
-            if not msgs:
-                if all(done.get(q, 0) >= per_partition for q in range(partitions)):
-                    return aborted
-                continue
-            n += 1
-            offsets: dict[int, int] = {}
-            p.begin_transaction()
-            for m in msgs:
-                p.produce(out, value=m.value(), key=m.key(), partition=m.partition())
-                offsets[m.partition()] = m.offset() + 1
-            p.send_offsets_to_transaction([TopicPartition(inp, q, o) for q, o in offsets.items()],
-                                          c.consumer_group_metadata(), 30)
-            if n % abort_every == 0:
-                assert p.flush(30) == 0
-                p.abort_transaction(30)
-                aborted += len(msgs)
-                for tp in c.committed(c.assignment(), timeout=15):
-                    c.seek(TopicPartition(inp, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
-            else:
-                p.commit_transaction(30)
-                done.update(offsets)
-    finally:
-        c.close()
-
-
 def test_confluent_copier_copies_exactly_once(txn_server) -> None:  # type: ignore[no-untyped-def]
     server = txn_server
     partitions, per_partition = 3, 150
@@ -100,13 +54,49 @@ def test_confluent_copier_copies_exactly_once(txn_server) -> None:  # type: igno
     inputs = seed_input(server.bootstrap, inp, partitions, per_partition)
     create_topic(server.bootstrap, out, partitions)
     total = partitions * per_partition
-    aborted = confluent_copy(server.bootstrap, inp, out, group, unique_topic("ctxn-id"), partitions, per_partition,
-                             batch=30, abort_every=4)
+    aborted = copy(server.bootstrap, inp, out, group, unique_topic("ctxn-id"), batch=30, abort_every=4)
     assert aborted > 0
     ctx = "--- server log ---\n" + server.log_text()[-4000:]
     assert_exactly_once(inputs, read_topic(server.bootstrap, out, partitions, "read_committed", total), ctx)
     uncommitted = read_topic(server.bootstrap, out, partitions, "read_uncommitted", total + aborted)
     assert len(uncommitted) == total + aborted, ctx
+    assert committed_offsets(server.bootstrap, group, inp, partitions) == [per_partition] * partitions, ctx
+
+
+def test_confluent_copier_sigkilled_and_restarted(txn_server) -> None:  # type: ignore[no-untyped-def]
+    """The confluent-kafka copier (assigned partitions, every 5th transaction aborted) run as a
+    program, SIGKILLed three times at random points and restarted with the same transactional id:
+    read_committed output = input, once each, in order."""
+    server = txn_server
+    rng = random.Random()
+    partitions, per_partition = 3, 200
+    inp, out, group = unique_topic("ctxn-kin"), unique_topic("ctxn-kout"), unique_topic("ctxn-kg")
+    inputs = seed_input(server.bootstrap, inp, partitions, per_partition)
+    create_topic(server.bootstrap, out, partitions)
+    args = [sys.executable, "-m", "tests.clients.txn_confluent_copier", server.bootstrap, inp, out, group,
+            unique_topic("ctxn-kid"), "20", "5", "assign"]
+    history: list[str] = []
+    for kill in range(3):
+        copier = Background(args, env={"PYTHONPATH": str(REPO)})
+        commits = rng.randint(1, 5)
+        try:
+            reached = copier.wait_for(lambda ls, n=commits: sum(x.startswith("C ") for x in ls) >= n, 60)
+            assert reached, copier.describe() + "\n--- server log ---\n" + server.log_text()[-4000:]
+            time.sleep(rng.uniform(0.0, 0.3))
+        finally:
+            copier.stop()  # SIGKILL
+            copier.wait(10)
+        history.append(f"incarnation {kill}: killed after {commits} commits:\n" + copier.stdout)
+        assert "copier.done" not in copier.stdout, "finished before its kill: more input needed\n" + "\n".join(history)
+    last = Background(args, env={"PYTHONPATH": str(REPO)})
+    try:
+        rc = last.wait(90)
+    finally:
+        last.stop()
+    ctx = "\n".join(history) + "\n" + last.describe() + "\n--- server log ---\n" + server.log_text()[-4000:]
+    assert rc == 0 and "copier.done" in last.stdout, ctx
+    output = read_topic(server.bootstrap, out, partitions, "read_committed", partitions * per_partition)
+    assert_exactly_once(inputs, output, ctx)
     assert committed_offsets(server.bootstrap, group, inp, partitions) == [per_partition] * partitions, ctx
 
 
