@@ -225,3 +225,29 @@ def test_pending_transactional_offsets(txn_server) -> None:  # type: ignore[no-u
         else:
             p.abort_transaction(30)
         assert committed("read_committed", 15) == (offset if commit else before)
+
+
+def test_pipelined_one_record_batches_in_transactions(txn_server) -> None:  # type: ignore[no-untyped-def]
+    """librdkafka with ``batch.num.messages=1`` pipelines one Produce per record (up to 5 in flight
+    on one connection), as librdkafka's own 0137 do_test_consume_batch_control_msgs does: the first
+    batch of each transaction waits for its KIP-890 verification, and the batches behind it must
+    wait too (Kafka reads one request at a time per connection), not be checked against the
+    producer state before it — else the second gets OUT_OF_ORDER_SEQUENCE_NUMBER, fatal to the
+    producer. Four transactions, all committed: read_committed gets every record, in order."""
+    from confluent_kafka import Producer
+
+    server = txn_server
+    topic = unique_topic("ctxn-pipelined")
+    create_topic(server.bootstrap, topic, 1)
+    p = Producer({"bootstrap.servers": server.bootstrap, "transactional.id": unique_topic("ctxn-plid"),
+                  "batch.num.messages": 1, "linger.ms": 0})
+    p.init_transactions(30)
+    sent = []
+    for n, count in enumerate((2, 5, 5, 5)):
+        p.begin_transaction()
+        for i in range(count):
+            p.produce(topic, value=f"t{n}-{i}".encode(), partition=0)
+            sent.append(f"t{n}-{i}")
+        p.commit_transaction(30)
+    got = by_partition(read_topic(server.bootstrap, topic, 1, "read_committed", len(sent))).get(0, [])
+    assert got == sent, server.log_text()[-3000:]
