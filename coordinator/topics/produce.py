@@ -120,15 +120,25 @@ def verification_error(error: int, version: int) -> int:
 
 
 class _Unverified:
-    """A validated transactional batch waiting for the verifier before its append."""
+    """A validated batch parked before its append: a transactional batch waiting for the verifier,
+    or a batch of the same producer on the same partition queued behind such a batch (``after``).
 
-    __slots__ = ("result", "plog", "batch", "header")
+    ``settled`` resolves once this batch is appended or refused; the producer's next batch on the
+    partition waits for it. Kafka reads one request per connection at a time, so a producer's
+    pipelined requests reach the log in order; this server reads the next request while a
+    verification is out, so without the queue a later batch would be checked against a producer
+    state that lacks the parked one (OUT_OF_ORDER_SEQUENCE_NUMBER, fatal to the producer)."""
 
-    def __init__(self, result: KafkaStruct, plog: PartitionLog, batch: bytearray, header: BatchHeader) -> None:
+    __slots__ = ("result", "plog", "batch", "header", "after", "settled")
+
+    def __init__(self, result: KafkaStruct, plog: PartitionLog, batch: bytearray, header: BatchHeader,
+                 after: asyncio.Future[None] | None, settled: asyncio.Future[None]) -> None:
         self.result = result
         self.plog = plog
         self.batch = batch
         self.header = header
+        self.after = after
+        self.settled = settled
 
 
 def _fail(result: KafkaStruct, error: int, message: str | None) -> None:
@@ -150,6 +160,9 @@ class ProduceApis:
         self.logs = logs
         #: KIP-890 verification (set by app.py); None: transactional batches are not verified.
         self.verifier: Verifier | None = None
+        #: (partition log, producer id) → ``settled`` of that producer's last parked batch there
+        #: (``_Unverified``): its later batches queue behind it. Entries go once settled.
+        self._parked: dict[tuple[PartitionLog, int], asyncio.Future[None]] = {}
 
     def produce(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse | None | Awaitable[KafkaResponse]:
         version = ctx.api_version
@@ -232,15 +245,22 @@ class ProduceApis:
         assert verifier is not None and request.transactional_id is not None
         by_producer: dict[tuple[int, int], list[_Unverified]] = {}
         for item in unverified:
-            by_producer.setdefault((item.header.producer_id, item.header.producer_epoch), []).append(item)
+            if item.after is None:
+                by_producer.setdefault((item.header.producer_id, item.header.producer_epoch), []).append(item)
+        queued = [item for item in unverified if item.after is not None]
         try:
             await self._verify(ctx, request, verifier, request.transactional_id, by_producer, pending)
+            for item in queued:
+                await self._append_queued(ctx, request, verifier, request.transactional_id, item, pending)
         except BaseException:
             # Cancelled (the connection went) while verifying: close the ISR waits never started.
             for _result, wait in pending:
                 if inspect.iscoroutine(wait):
                     wait.close()
             raise
+        finally:
+            for item in unverified:
+                self._settle(item)
         if request.acks == 0:
             for _, w in pending:
                 if w is not None:
@@ -264,25 +284,64 @@ class ProduceApis:
                 outcome = {}
             for item, target in zip(items, targets, strict=True):
                 error = verification_error(outcome.get(target, ErrorCode.NETWORK_EXCEPTION), ctx.api_version)
-                if error != ErrorCode.NONE:
-                    _fail(item.result, error, "Partition was not added to the transaction"
-                          if error in (ErrorCode.INVALID_TXN_STATE, ErrorCode.TRANSACTION_ABORTABLE) else None)
-                    continue
-                try:
-                    if not item.plog.is_leader:  # leadership moved while the coordinator answered
-                        raise _Refused(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-                    # Re-checked: other appends may have changed the producer's state meanwhile.
-                    wait, end = self._append_checked(item.plog, item.batch, item.header, item.result)
-                except _Refused as refused:
-                    _fail(item.result, refused.error, refused.message)
-                    continue
-                except Exception:
-                    log.exception("produce failed", extra={"peer": ctx.peer})
-                    _fail(item.result, ErrorCode.UNKNOWN_SERVER_ERROR, None)
-                    continue
-                if request.acks == -1 and item.plog.replication is not None:
-                    wait = self._replicated(item.plog, wait, end, item.result, request.timeout_ms)
-                pending.append((item.result, wait))
+                self._append_verified(ctx, request, item, error, pending)
+                self._settle(item)
+
+    async def _append_queued(self, ctx: RequestContext, request: KafkaRequest, verifier: Verifier,
+                             transactional_id: str, item: _Unverified,
+                             pending: list[tuple[KafkaStruct, Awaitable[None] | None]]) -> None:
+        """A batch queued behind its producer's parked batch on the partition: once that one is
+        settled, it is appended like any batch — verified first if it still opens a transaction
+        (the parked one was refused)."""
+        assert item.after is not None
+        await item.after
+        error: int = ErrorCode.NONE
+        header = item.header
+        if header.is_transactional and not item.plog.has_open_transaction(header.producer_id):
+            target = (item.plog.topic, item.plog.partition)
+            try:
+                outcome = await verifier.verify(transactional_id, header.producer_id, header.producer_epoch, [target])
+            except Exception:
+                log.exception("transaction verification failed", extra={"peer": ctx.peer})
+                outcome = {}
+            error = verification_error(outcome.get(target, ErrorCode.NETWORK_EXCEPTION), ctx.api_version)
+        self._append_verified(ctx, request, item, error, pending)
+        self._settle(item)
+
+    def _append_verified(self, ctx: RequestContext, request: KafkaRequest, item: _Unverified, error: int,
+                         pending: list[tuple[KafkaStruct, Awaitable[None] | None]]) -> None:
+        if error != ErrorCode.NONE:
+            _fail(item.result, error, "Partition was not added to the transaction"
+                  if error in (ErrorCode.INVALID_TXN_STATE, ErrorCode.TRANSACTION_ABORTABLE) else None)
+            return
+        try:
+            if not item.plog.is_leader:  # leadership moved while the coordinator answered
+                raise _Refused(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            # Re-checked: other appends may have changed the producer's state meanwhile.
+            wait, end = self._append_checked(item.plog, item.batch, item.header, item.result)
+        except _Refused as refused:
+            _fail(item.result, refused.error, refused.message)
+            return
+        except Exception:
+            log.exception("produce failed", extra={"peer": ctx.peer})
+            _fail(item.result, ErrorCode.UNKNOWN_SERVER_ERROR, None)
+            return
+        if request.acks == -1 and item.plog.replication is not None:
+            wait = self._replicated(item.plog, wait, end, item.result, request.timeout_ms)
+        pending.append((item.result, wait))
+
+    def _park(self, result: KafkaStruct, plog: PartitionLog, batch: bytearray, header: BatchHeader,
+              after: asyncio.Future[None] | None) -> _Unverified:
+        settled: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._parked[(plog, header.producer_id)] = settled
+        return _Unverified(result, plog, batch, header, after, settled)
+
+    def _settle(self, item: _Unverified) -> None:
+        if not item.settled.done():
+            item.settled.set_result(None)
+        key = (item.plog, item.header.producer_id)
+        if self._parked.get(key) is item.settled:
+            del self._parked[key]
 
     async def _respond_when_durable(self, response: KafkaResponse,
                                     pending: list[tuple[KafkaStruct, Awaitable[None] | None]]) -> KafkaResponse:
@@ -350,6 +409,11 @@ class ProduceApis:
         transactional batch that needs KIP-890 verification first, the batch to verify."""
         batch = self._validate(plog, records)
         header = read_batch_header(batch, 0)
+        if self._parked and header.producer_id >= 0:
+            ahead = self._parked.get((plog, header.producer_id))
+            if ahead is not None and self.verifier is not None:
+                # The producer's earlier batch here waits for its verification: queue behind it.
+                return self._park(result, plog, batch, header, ahead)
         if (header.is_transactional and self.verifier is not None
                 and not plog.has_open_transaction(header.producer_id)):
             outcome = plog.producers.check(header)
@@ -357,7 +421,7 @@ class ProduceApis:
                 return self._duplicate(plog, outcome, result)
             if outcome != ErrorCode.NONE:
                 raise _Refused(outcome)
-            return _Unverified(result, plog, batch, header)
+            return self._park(result, plog, batch, header, None)
         return self._append_checked(plog, batch, header, result)
 
     @staticmethod
