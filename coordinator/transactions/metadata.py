@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from itertools import groupby
 
-from protocol.transaction_log import TransactionLogValue, TransactionPartitions
+from protocol.transaction_log import MalformedRecordError, TransactionLogValue, TransactionPartitions
 
 from .state import EPOCH_EXHAUSTED, TransactionState
 
@@ -60,9 +60,15 @@ class TransactionMetadata:
     @classmethod
     def from_value(cls, transactional_id: str, value: TransactionLogValue, last_producer_epoch: int = -1,
                    previous_producer_id: int = -1) -> TransactionMetadata:
+        try:
+            state = TransactionState(value.transaction_status)
+        except ValueError:
+            # Kafka's loader fails on it too (``TransactionState.fromId``: "Unknown transaction
+            # state id"); as a MalformedRecordError the load fails naming the record's offset.
+            raise MalformedRecordError(f"unknown TransactionStatus {value.transaction_status}") from None
         partitions = frozenset((topic, p) for topic, ids in value.transaction_partitions or () for p in ids)
         if previous_producer_id == -1:
             previous_producer_id = value.previous_producer_id  # a v1 record may carry it
         return cls(transactional_id, value.producer_id, value.producer_epoch, value.transaction_timeout_ms,
-                   TransactionState(value.transaction_status), partitions, value.transaction_start_timestamp_ms,
+                   state, partitions, value.transaction_start_timestamp_ms,
                    value.transaction_last_update_timestamp_ms, last_producer_epoch, previous_producer_id)
