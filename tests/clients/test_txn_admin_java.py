@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from coordinator.transactions.service import COORDINATOR_EPOCH_FILE
 from tests.clients.tools import NODE_ID, run_java, unique_topic
 from tests.clients.txn_io import TXN_SERVER, by_partition, create_topic, end_offsets, read_topic
 from tests.conftest import ServerProcess
@@ -22,11 +23,17 @@ pytestmark = [pytest.mark.clients, pytest.mark.timeout(60)]
 
 SRC = ["TxnAdmin.java"]
 TXN_TIMEOUT_MS = 60_000
+COORDINATOR_EPOCH = 5
 
 
 @pytest.fixture(scope="module")
 def txn_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    s = ServerProcess(tmp_path_factory.mktemp("txn-admin") / "data", TXN_SERVER)
+    data = tmp_path_factory.mktemp("txn-admin") / "data"
+    data.mkdir()
+    # The single node's coordinator epoch, raised at every start (docs/transactions.md): this start is
+    # the sixth, so markers carry 5 and an admin abort with 4 is a fenced coordinator's.
+    (data / COORDINATOR_EPOCH_FILE).write_text(f"{COORDINATOR_EPOCH - 1}\n")
+    s = ServerProcess(data, TXN_SERVER)
     s.start()
     yield s
     if s.alive():
@@ -119,7 +126,7 @@ def test_txn_admin_tools(txn_server) -> None:  # type: ignore[no-untyped-def]
         f"currentTransactionStartOffset of the open transaction: {prods}"
     assert txn_rows[0][0][2] == "3" and txn_rows[1][0][2] == "2", f"lastSequence: {prods}"
     coordinator_epoch = txn_rows[0][0][4]
-    assert coordinator_epoch != "-" and txn_rows[1][0][4] == "-", \
+    assert coordinator_epoch == str(COORDINATOR_EPOCH) and txn_rows[1][0][4] == "-", \
         f"coordinatorEpoch: p0's commit marker's, none on p1 (no marker yet): {prods}"
     assert started_ms - 1000 <= int(txn_rows[0][0][3]) <= int(time.time() * 1000), prods
     others = [r for q in (0, 1) for r in prods[q] if r[0] != pid]
@@ -132,6 +139,8 @@ def test_txn_admin_tools(txn_server) -> None:  # type: ignore[no-untyped-def]
     # abortTransaction on p0 only: the admin client's ABORT marker closes the producer's
     # transaction there; p1 stays pinned by the same transaction.
     lines = admin(server, "abort", topic, "0")
+    assert "F TransactionCoordinatorFencedException open=4" in lines, \
+        f"abortTransaction with a stale coordinator epoch: {lines}"
     a = fields(next(ln for ln in lines if ln.startswith("A ")))
     assert a == {"pid": pid, "epoch": epoch, "coordinatorEpoch": coordinator_epoch}, a
     after = producers(lines)[0]
@@ -147,6 +156,7 @@ def test_txn_admin_tools(txn_server) -> None:  # type: ignore[no-untyped-def]
     lines = admin(server, "describe", txn_id)
     d = fields(lines[0])
     assert d["state"] == "CompleteAbort" and d["partitions"] == "", d
+    assert f"L complete-abort {txn_id} {pid} CompleteAbort" in lines, lines
     assert end_offsets(bs, topic, 2, "read_committed") == [11, 5], "LSO after the producer's abort"
     got = by_partition(read_topic(bs, topic, 2, "read_committed", expected=6, timeout=10))
     assert got == {0: ["before-0", "before-1", "committed-0", "after-0", "after-1"], 1: ["after-0"]}, got

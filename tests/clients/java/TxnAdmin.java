@@ -37,10 +37,12 @@ import org.apache.kafka.common.TopicPartition;
  *           with a maximum transaction timeout of 0 so that every open transaction is a candidate
  *       U <exception class>          describeTransactions of an id nobody uses
  *   abort TOPIC PARTITION
+ *       F <exception|none> open=<txnStartOffset|->   abortTransaction with the coordinator epoch
+ *           DescribeProducers shows minus one (a fenced coordinator), and the transaction afterwards
  *       A pid=.. epoch=.. coordinatorEpoch=..   the open transaction DescribeProducers shows there,
  *           aborted with abortTransaction (WriteTxnMarkers ABORT from the admin client)
  *       P ...                        DescribeProducers of the partition afterwards
- *   describe TXN_ID                  D ... as above
+ *   describe TXN_ID                  D ... as above, then L complete-abort ... (filterStates COMPLETE_ABORT)
  *
  * Each run ends with OK; a failure prints ERR <exception> and exits 1.
  */
@@ -62,6 +64,8 @@ public final class TxnAdmin {
                     break;
                 case "describe":
                     describe(admin, args[2]);
+                    list(admin, "complete-abort",
+                        new ListTransactionsOptions().filterStates(Collections.singleton(TransactionState.COMPLETE_ABORT)));
                     break;
                 default:
                     throw new IllegalArgumentException("unknown command " + args[1]);
@@ -206,6 +210,24 @@ public final class TxnAdmin {
         if (open == null) {
             throw new IllegalStateException("no open transaction on " + tp + ": " + state.activeProducers());
         }
+        // First from a coordinator older than the one whose marker the partition last saw: refused.
+        int coordinatorEpoch = open.coordinatorEpoch().orElse(0);
+        try {
+            admin.abortTransaction(new AbortTransactionSpec(tp, open.producerId(), (short) open.producerEpoch(),
+                coordinatorEpoch - 1)).all().get(20, TimeUnit.SECONDS);
+            System.out.print("F none");
+        } catch (ExecutionException e) {
+            System.out.print("F " + e.getCause().getClass().getSimpleName());
+        }
+        ProducerState still = null;
+        for (ProducerState p : admin.describeProducers(Collections.singleton(tp)).partitionResult(tp)
+                .get(20, TimeUnit.SECONDS).activeProducers()) {
+            if (p.producerId() == open.producerId()) {
+                still = p;
+            }
+        }
+        System.out.println(" open=" + (still != null && still.currentTransactionStartOffset().isPresent()
+            ? String.valueOf(still.currentTransactionStartOffset().getAsLong()) : "-"));
         // As kafka-transactions.sh abort --topic --partition --start-offset does it.
         AbortTransactionSpec spec = new AbortTransactionSpec(tp, open.producerId(), (short) open.producerEpoch(),
             open.coordinatorEpoch().orElse(0));
