@@ -71,7 +71,7 @@ def producers(lines: list[str]) -> dict[int, list[list[str]]]:
     return out
 
 
-def test_txn_admin_tools(txn_server) -> None:  # type: ignore[no-untyped-def]
+def test_txn_admin_tools(txn_server: ServerProcess) -> None:
     from confluent_kafka import Producer
 
     server = txn_server
