@@ -164,3 +164,45 @@ def test_confluent_kafka_admin_delete_records(srv: ServerProcess) -> None:
     # OFFSET_END (-1) = the high watermark, as kafka-delete-records.sh's offset -1
     futures = admin.delete_records([TopicPartition("dr-admin", 0, -1)], request_timeout=10)
     assert futures[TopicPartition("dr-admin", 0)].result(15).low_watermark == 5
+
+
+def test_open_transaction_below_the_new_start(srv: ServerProcess) -> None:
+    """An open transaction whose start is deleted no longer holds read_committed back there: the
+    last stable offset is never below the log start (Kafka's maybeIncrementFirstUnstableOffset);
+    the producer's state is kept, so it commits afterwards and its later records are read."""
+    from confluent_kafka import Producer
+
+    c = client(srv)
+    create(c, "dr-txn")
+    p = Producer({"bootstrap.servers": srv.bootstrap, "transactional.id": "dr-txn", "linger.ms": 0})
+    p.init_transactions(15)
+    p.begin_transaction()
+    for i in range(3):
+        p.produce("dr-txn", b"open%d" % i, partition=0)
+    assert p.flush(15) == 0
+    produce(c, "dr-txn", 2)  # non-transactional records after the open transaction
+    assert list_offset_committed(c, "dr-txn") == 0  # held at the transaction's first offset
+    assert delete(c, "dr-txn", {0: 2}) == {0: (ErrorCode.NONE, 2)}
+    assert list_offset_committed(c, "dr-txn") == 2
+    assert delete(c, "dr-txn", {0: -1}) == {0: (ErrorCode.NONE, 5)}
+    assert list_offset_committed(c, "dr-txn") == 5
+    p.produce("dr-txn", b"later", partition=0)
+    p.commit_transaction(15)
+    # 5: the later record, 6: the COMMIT marker (written after EndTxn's answer); read_committed
+    # then reaches the end.
+    deadline = time.monotonic() + 10
+    while list_offset(c, "dr-txn", LATEST) < 7 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert list_offset(c, "dr-txn", LATEST) == 7 == list_offset_committed(c, "dr-txn")
+    part = fetch(c, "dr-txn", 5)
+    assert part.error_code == 0 and b"later" in bytes(part.records)
+    c.close()
+
+
+def list_offset_committed(c: WireClient, topic: str) -> int:
+    L = ListOffsetsRequest.ListOffsetsTopic
+    req = ListOffsetsRequest(version=7, replica_id=-1, isolation_level=1, topics=[L(name=topic, partitions=[
+        L.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=LATEST)])])
+    p = c.request(ApiKey.LIST_OFFSETS, 7, req).topics[0].partitions[0]
+    assert p.error_code == 0, p
+    return int(p.offset)
