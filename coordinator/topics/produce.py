@@ -122,13 +122,19 @@ def verification_error(error: int, version: int) -> int:
 class _Unverified:
     """A validated transactional batch waiting for the verifier before its append."""
 
-    __slots__ = ("result", "plog", "batch", "header")
+    __slots__ = ("result", "plog", "batch", "header", "prior", "done")
 
-    def __init__(self, result: KafkaStruct, plog: PartitionLog, batch: bytearray, header: BatchHeader) -> None:
+    def __init__(self, result: KafkaStruct, plog: PartitionLog, batch: bytearray, header: BatchHeader,
+                 prior: asyncio.Future[None] | None) -> None:
         self.result = result
         self.plog = plog
         self.batch = batch
         self.header = header
+        #: The verification of the producer's previous batch on this partition, still running
+        #: when this one arrived: this one is decided after it (see ``ProduceApis._verifying``).
+        self.prior = prior
+        #: Resolved once this batch is appended or refused.
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
 
 def _fail(result: KafkaStruct, error: int, message: str | None) -> None:
@@ -150,6 +156,14 @@ class ProduceApis:
         self.logs = logs
         #: KIP-890 verification (set by app.py); None: transactional batches are not verified.
         self.verifier: Verifier | None = None
+        #: (topic, partition, producer id) → the last of its batches waiting for verification.
+        #: A producer pipelines its requests (up to 5 in flight): the next batch of the
+        #: transaction can arrive while the first is being verified. Checked at once, its
+        #: sequence would look out of order (the first is not appended yet), an error
+        #: librdkafka treats as fatal; so it waits for the earlier batch, then is appended in
+        #: order (Kafka's AddPartitionsToTxnManager keeps one verification per transactional id
+        #: and answers the earlier one NETWORK_EXCEPTION, which the client retries).
+        self._verifying: dict[tuple[str, int, int], _Unverified] = {}
 
     def produce(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse | None | Awaitable[KafkaResponse]:
         version = ctx.api_version
@@ -255,34 +269,63 @@ class ProduceApis:
         # answer and the append (KIP-890's VerificationGuard); here the append follows the answer
         # in the next step of the event loop, leaving that window to a marker request read in the
         # same step.
-        for (producer_id, producer_epoch), items in by_producer.items():
-            targets = [(item.plog.topic, item.plog.partition) for item in items]
+        try:
+            for (producer_id, producer_epoch), items in by_producer.items():
+                await self._verify_producer(ctx, request, verifier, transactional_id, producer_id, producer_epoch,
+                                            items, pending)
+        finally:
+            for items in by_producer.values():
+                for item in items:
+                    self._release(item)
+
+    def _release(self, item: _Unverified) -> None:
+        if not item.done.done():
+            item.done.set_result(None)
+        key = (item.plog.topic, item.plog.partition, item.header.producer_id)
+        if self._verifying.get(key) is item:
+            del self._verifying[key]
+
+    async def _verify_producer(self, ctx: RequestContext, request: KafkaRequest, verifier: Verifier,
+                               transactional_id: str, producer_id: int, producer_epoch: int,
+                               items: list[_Unverified],
+                               pending: list[tuple[KafkaStruct, Awaitable[None] | None]]) -> None:
+        if any(item.prior is not None for item in items):
+            # After the producer's earlier batches here (bounded: a request whose handling was
+            # cancelled before it started never releases its batches).
+            priors = [item.prior for item in items if item.prior is not None]
+            await asyncio.wait(priors, timeout=max(request.timeout_ms, 0) / 1000 or None)
+        # A batch whose earlier one opened the transaction needs no verification of its own.
+        ask = [item for item in items if not item.plog.has_open_transaction(producer_id)]
+        targets = [(item.plog.topic, item.plog.partition) for item in ask]
+        outcome: dict[tuple[str, int], int] = {}
+        if ask:
             try:
                 outcome = await verifier.verify(transactional_id, producer_id, producer_epoch, targets)
             except Exception:
                 log.exception("transaction verification failed", extra={"peer": ctx.peer})
-                outcome = {}
-            for item, target in zip(items, targets, strict=True):
-                error = verification_error(outcome.get(target, ErrorCode.NETWORK_EXCEPTION), ctx.api_version)
-                if error != ErrorCode.NONE:
-                    _fail(item.result, error, "Partition was not added to the transaction"
-                          if error in (ErrorCode.INVALID_TXN_STATE, ErrorCode.TRANSACTION_ABORTABLE) else None)
-                    continue
-                try:
-                    if not item.plog.is_leader:  # leadership moved while the coordinator answered
-                        raise _Refused(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-                    # Re-checked: other appends may have changed the producer's state meanwhile.
-                    wait, end = self._append_checked(item.plog, item.batch, item.header, item.result)
-                except _Refused as refused:
-                    _fail(item.result, refused.error, refused.message)
-                    continue
-                except Exception:
-                    log.exception("produce failed", extra={"peer": ctx.peer})
-                    _fail(item.result, ErrorCode.UNKNOWN_SERVER_ERROR, None)
-                    continue
-                if request.acks == -1 and item.plog.replication is not None:
-                    wait = self._replicated(item.plog, wait, end, item.result, request.timeout_ms)
-                pending.append((item.result, wait))
+        for item in items:
+            target = (item.plog.topic, item.plog.partition)
+            error = (verification_error(outcome.get(target, ErrorCode.NETWORK_EXCEPTION), ctx.api_version)
+                     if item in ask else ErrorCode.NONE)
+            if error != ErrorCode.NONE:
+                _fail(item.result, error, "Partition was not added to the transaction"
+                      if error in (ErrorCode.INVALID_TXN_STATE, ErrorCode.TRANSACTION_ABORTABLE) else None)
+                continue
+            try:
+                if not item.plog.is_leader:  # leadership moved while the coordinator answered
+                    raise _Refused(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                # Re-checked: other appends may have changed the producer's state meanwhile.
+                wait, end = self._append_checked(item.plog, item.batch, item.header, item.result)
+            except _Refused as refused:
+                _fail(item.result, refused.error, refused.message)
+                continue
+            except Exception:
+                log.exception("produce failed", extra={"peer": ctx.peer})
+                _fail(item.result, ErrorCode.UNKNOWN_SERVER_ERROR, None)
+                continue
+            if request.acks == -1 and item.plog.replication is not None:
+                wait = self._replicated(item.plog, wait, end, item.result, request.timeout_ms)
+            pending.append((item.result, wait))
 
     async def _respond_when_durable(self, response: KafkaResponse,
                                     pending: list[tuple[KafkaStruct, Awaitable[None] | None]]) -> KafkaResponse:
@@ -352,12 +395,18 @@ class ProduceApis:
         header = read_batch_header(batch, 0)
         if (header.is_transactional and self.verifier is not None
                 and not plog.has_open_transaction(header.producer_id)):
-            outcome = plog.producers.check(header)
-            if isinstance(outcome, Duplicate):
-                return self._duplicate(plog, outcome, result)
-            if outcome != ErrorCode.NONE:
-                raise _Refused(outcome)
-            return _Unverified(result, plog, batch, header)
+            key = (plog.topic, plog.partition, header.producer_id)
+            earlier = self._verifying.get(key)
+            if earlier is None:
+                outcome = plog.producers.check(header)
+                if isinstance(outcome, Duplicate):
+                    return self._duplicate(plog, outcome, result)
+                if outcome != ErrorCode.NONE:
+                    raise _Refused(outcome)
+            # else: checked once the earlier batch is appended (``_append_checked`` checks again).
+            item = _Unverified(result, plog, batch, header, None if earlier is None else earlier.done)
+            self._verifying[key] = item
+            return item
         return self._append_checked(plog, batch, header, result)
 
     @staticmethod
