@@ -20,17 +20,17 @@ Per partition, as Kafka's ``ReplicaManager.deleteRecordsOnLocalLog`` and
 Records below the new start are gone for every reader; the last stable offset never falls below
 it (``PartitionLog.last_stable_offset``), and producer state is kept, as Kafka keeps it (KIP-360).
 
-Cluster mode: the answer comes once the leader's own log start is durable. Kafka's
-``DelayedDeleteRecords`` also waits for every follower's log start (reported in its fetches) to
-reach the new one; our followers do not yet take the leader's log start from fetch responses,
-so there is nothing to wait for — a follower keeps its older records until its own retention
-removes them (and would serve them again if it became leader).
+Cluster mode: followers take the leader's log start from their fetch responses (up to their
+high watermark) and report theirs in their next fetch; the leader answers once every follower in
+the ISR has reported one at or past the new start, or REQUEST_TIMED_OUT after the request's
+``timeout_ms`` (the deletion on the leader stands), as Kafka's ``DelayedDeleteRecords``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from kafka.protocol.admin import DeleteRecordsResponse
 
@@ -49,6 +49,9 @@ log = logging.getLogger(__name__)
 #: The request's offset meaning "up to the high watermark" (Kafka's DeleteRecordsRequest.HIGH_WATERMARK).
 HIGH_WATERMARK = -1
 
+#: How often a leader looks at its followers' log starts while a DeleteRecords waits for them.
+_POLL_S = 0.05
+
 _Topic = DeleteRecordsResponse.DeleteRecordsTopicResult
 _Partition = _Topic.DeleteRecordsPartitionResult
 
@@ -66,14 +69,14 @@ class DeleteRecordsApis:
             for part in topic.partitions:
                 out = _Partition(partition_index=part.partition_index, low_watermark=-1, error_code=ErrorCode.NONE)
                 parts.append(out)
-                work.append(self._delete(info, topic.name, part.partition_index, part.offset, out))
+                work.append(self._delete(info, topic.name, part.partition_index, part.offset, out,
+                                         request.timeout_ms))
             topics.append(_Topic(name=topic.name, partitions=parts))
-        # The local deletion always completes, as in Kafka; ``timeout_ms`` bounds only Kafka's
-        # wait for the followers, which we do not do (see the module docstring).
         await asyncio.gather(*work)
         return DeleteRecordsResponse(version=ctx.api_version, throttle_time_ms=0, topics=topics)
 
-    async def _delete(self, info: TopicInfo | None, name: str, index: int, offset: int, out: KafkaStruct) -> None:
+    async def _delete(self, info: TopicInfo | None, name: str, index: int, offset: int, out: KafkaStruct,
+                      timeout_ms: int) -> None:
         if name in INTERNAL_TOPICS:  # by name, before any lookup, as Kafka
             out.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
             return
@@ -99,6 +102,21 @@ class DeleteRecordsApis:
             log.exception("deleting records failed", extra={"partition": f"{name}-{index}"})
             out.error_code = ErrorCode.KAFKA_STORAGE_ERROR
             return
+        if plog.replication is not None:
+            # Cluster mode: answer once every follower in the ISR reports (in its fetches) a log
+            # start at the new one, within the request's timeout (Kafka's DelayedDeleteRecords).
+            deadline = time.monotonic() + max(timeout_ms, 0) / 1000
+            while True:
+                if not plog.is_leader:
+                    out.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                    return
+                followers = plog.replication.followers_log_start()
+                if followers is None or followers >= target:
+                    break
+                if time.monotonic() >= deadline:
+                    out.error_code = ErrorCode.REQUEST_TIMED_OUT
+                    return
+                await asyncio.sleep(_POLL_S)
         out.low_watermark = plog.log_start_offset
 
     def handlers(self) -> dict[ApiKey, Handler]:
