@@ -336,7 +336,7 @@ class ReplicaFetcher:
                 # below it go here too, up to our high watermark (Kafka's ReplicaFetcherThread
                 # .processPartitionData, maybeIncrementLogStartOffset); our next fetch reports it.
                 start = min(part.log_start_offset, plog.replication.high_watermark)
-                if start > plog.log_start_offset:
+                if start > plog.log_start_offset and not plog.log.closed:
                     await plog.log.advance_log_start_offset(start)
         if failure is not None:
             raise failure
