@@ -50,6 +50,7 @@ from .runtime.coordinator_types import CoordinatorTypes
 from .runtime.runtime import CoordinatorRuntime
 from .server.server import Handler, KafkaServer
 from .topics.apis import TopicApis
+from .topics.delete_records import DeleteRecordsApis
 from .topics.describe_producers import DescribeProducersApis
 from .topics.fetch import FetchApis
 from .topics.log_dirs import LogDirApis
@@ -234,6 +235,7 @@ class App:
         # Transaction markers and producer state of hosted partitions (KIP-98, KIP-664).
         handlers.update(self.txn_markers.handlers())
         handlers.update(DescribeProducersApis(self.logs).handlers())
+        handlers.update(DeleteRecordsApis(self.logs).handlers())
         handlers.update(self.producer_id_apis.handlers())
         handlers.update(self.groups.handlers())
         # InitProducerId with a transactional id, and the transaction APIs; without one it goes on

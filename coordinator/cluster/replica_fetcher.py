@@ -332,5 +332,11 @@ class ReplicaFetcher:
                 continue
             if plog.replication is not None:
                 plog.replication.set_follower_high_watermark(part.high_watermark)
+                # The leader's log start (raised by DeleteRecords or its retention): records
+                # below it go here too, up to our high watermark (Kafka's ReplicaFetcherThread
+                # .processPartitionData, maybeIncrementLogStartOffset); our next fetch reports it.
+                start = min(part.log_start_offset, plog.replication.high_watermark)
+                if start > plog.log_start_offset and not plog.log.closed:
+                    await plog.log.advance_log_start_offset(start)
         if failure is not None:
             raise failure

@@ -129,7 +129,8 @@ class FetchApis:
                 if follower:
                     error = check_leader_epoch(plog, part.current_leader_epoch if version >= 9 else -1)
                     if not error and part.fetch_offset <= plog.log_end_offset:
-                        plog.replication.follower_fetched(replica_id, part.fetch_offset)  # type: ignore[union-attr]
+                        plog.replication.follower_fetched(  # type: ignore[union-attr]
+                            replica_id, part.fetch_offset, part.log_start_offset)
                 high_watermark = plog.high_watermark
                 # Followers read to the log end (the records that will move the high watermark).
                 read_end = plog.log_end_offset if follower else high_watermark

@@ -120,25 +120,21 @@ def verification_error(error: int, version: int) -> int:
 
 
 class _Unverified:
-    """A validated batch parked before its append: a transactional batch waiting for the verifier,
-    or a batch of the same producer on the same partition queued behind such a batch (``after``).
+    """A validated transactional batch waiting for the verifier before its append."""
 
-    ``settled`` resolves once this batch is appended or refused; the producer's next batch on the
-    partition waits for it. Kafka reads one request per connection at a time, so a producer's
-    pipelined requests reach the log in order; this server reads the next request while a
-    verification is out, so without the queue a later batch would be checked against a producer
-    state that lacks the parked one (OUT_OF_ORDER_SEQUENCE_NUMBER, fatal to the producer)."""
-
-    __slots__ = ("result", "plog", "batch", "header", "after", "settled")
+    __slots__ = ("result", "plog", "batch", "header", "prior", "done")
 
     def __init__(self, result: KafkaStruct, plog: PartitionLog, batch: bytearray, header: BatchHeader,
-                 after: asyncio.Future[None] | None, settled: asyncio.Future[None]) -> None:
+                 prior: asyncio.Future[None] | None) -> None:
         self.result = result
         self.plog = plog
         self.batch = batch
         self.header = header
-        self.after = after
-        self.settled = settled
+        #: The verification of the producer's previous batch on this partition, still running
+        #: when this one arrived: this one is decided after it (see ``ProduceApis._verifying``).
+        self.prior = prior
+        #: Resolved once this batch is appended or refused.
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
 
 def _fail(result: KafkaStruct, error: int, message: str | None) -> None:
@@ -160,9 +156,14 @@ class ProduceApis:
         self.logs = logs
         #: KIP-890 verification (set by app.py); None: transactional batches are not verified.
         self.verifier: Verifier | None = None
-        #: (partition log, producer id) → ``settled`` of that producer's last parked batch there
-        #: (``_Unverified``): its later batches queue behind it. Entries go once settled.
-        self._parked: dict[tuple[PartitionLog, int], asyncio.Future[None]] = {}
+        #: (topic, partition, producer id) → the last of its batches waiting for verification.
+        #: A producer pipelines its requests (up to 5 in flight): the next batch of the
+        #: transaction can arrive while the first is being verified. Checked at once, its
+        #: sequence would look out of order (the first is not appended yet), an error
+        #: librdkafka treats as fatal; so it waits for the earlier batch, then is appended in
+        #: order (Kafka's AddPartitionsToTxnManager keeps one verification per transactional id
+        #: and answers the earlier one NETWORK_EXCEPTION, which the client retries).
+        self._verifying: dict[tuple[str, int, int], _Unverified] = {}
 
     def produce(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse | None | Awaitable[KafkaResponse]:
         version = ctx.api_version
@@ -245,22 +246,15 @@ class ProduceApis:
         assert verifier is not None and request.transactional_id is not None
         by_producer: dict[tuple[int, int], list[_Unverified]] = {}
         for item in unverified:
-            if item.after is None:
-                by_producer.setdefault((item.header.producer_id, item.header.producer_epoch), []).append(item)
-        queued = [item for item in unverified if item.after is not None]
+            by_producer.setdefault((item.header.producer_id, item.header.producer_epoch), []).append(item)
         try:
             await self._verify(ctx, request, verifier, request.transactional_id, by_producer, pending)
-            for item in queued:
-                await self._append_queued(ctx, request, verifier, request.transactional_id, item, pending)
         except BaseException:
             # Cancelled (the connection went) while verifying: close the ISR waits never started.
             for _result, wait in pending:
                 if inspect.iscoroutine(wait):
                     wait.close()
             raise
-        finally:
-            for item in unverified:
-                self._settle(item)
         if request.acks == 0:
             for _, w in pending:
                 if w is not None:
@@ -275,73 +269,63 @@ class ProduceApis:
         # answer and the append (KIP-890's VerificationGuard); here the append follows the answer
         # in the next step of the event loop, leaving that window to a marker request read in the
         # same step.
-        for (producer_id, producer_epoch), items in by_producer.items():
-            targets = [(item.plog.topic, item.plog.partition) for item in items]
+        try:
+            for (producer_id, producer_epoch), items in by_producer.items():
+                await self._verify_producer(ctx, request, verifier, transactional_id, producer_id, producer_epoch,
+                                            items, pending)
+        finally:
+            for items in by_producer.values():
+                for item in items:
+                    self._release(item)
+
+    def _release(self, item: _Unverified) -> None:
+        if not item.done.done():
+            item.done.set_result(None)
+        key = (item.plog.topic, item.plog.partition, item.header.producer_id)
+        if self._verifying.get(key) is item:
+            del self._verifying[key]
+
+    async def _verify_producer(self, ctx: RequestContext, request: KafkaRequest, verifier: Verifier,
+                               transactional_id: str, producer_id: int, producer_epoch: int,
+                               items: list[_Unverified],
+                               pending: list[tuple[KafkaStruct, Awaitable[None] | None]]) -> None:
+        if any(item.prior is not None for item in items):
+            # After the producer's earlier batches here (bounded: a request whose handling was
+            # cancelled before it started never releases its batches).
+            priors = [item.prior for item in items if item.prior is not None]
+            await asyncio.wait(priors, timeout=max(request.timeout_ms, 0) / 1000 or None)
+        # A batch whose earlier one opened the transaction needs no verification of its own.
+        ask = [item for item in items if not item.plog.has_open_transaction(producer_id)]
+        targets = [(item.plog.topic, item.plog.partition) for item in ask]
+        outcome: dict[tuple[str, int], int] = {}
+        if ask:
             try:
                 outcome = await verifier.verify(transactional_id, producer_id, producer_epoch, targets)
             except Exception:
                 log.exception("transaction verification failed", extra={"peer": ctx.peer})
-                outcome = {}
-            for item, target in zip(items, targets, strict=True):
-                error = verification_error(outcome.get(target, ErrorCode.NETWORK_EXCEPTION), ctx.api_version)
-                self._append_verified(ctx, request, item, error, pending)
-                self._settle(item)
-
-    async def _append_queued(self, ctx: RequestContext, request: KafkaRequest, verifier: Verifier,
-                             transactional_id: str, item: _Unverified,
-                             pending: list[tuple[KafkaStruct, Awaitable[None] | None]]) -> None:
-        """A batch queued behind its producer's parked batch on the partition: once that one is
-        settled, it is appended like any batch — verified first if it still opens a transaction
-        (the parked one was refused)."""
-        assert item.after is not None
-        await item.after
-        error: int = ErrorCode.NONE
-        header = item.header
-        if header.is_transactional and not item.plog.has_open_transaction(header.producer_id):
+        for item in items:
             target = (item.plog.topic, item.plog.partition)
+            error = (verification_error(outcome.get(target, ErrorCode.NETWORK_EXCEPTION), ctx.api_version)
+                     if item in ask else ErrorCode.NONE)
+            if error != ErrorCode.NONE:
+                _fail(item.result, error, "Partition was not added to the transaction"
+                      if error in (ErrorCode.INVALID_TXN_STATE, ErrorCode.TRANSACTION_ABORTABLE) else None)
+                continue
             try:
-                outcome = await verifier.verify(transactional_id, header.producer_id, header.producer_epoch, [target])
+                if not item.plog.is_leader:  # leadership moved while the coordinator answered
+                    raise _Refused(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                # Re-checked: other appends may have changed the producer's state meanwhile.
+                wait, end = self._append_checked(item.plog, item.batch, item.header, item.result)
+            except _Refused as refused:
+                _fail(item.result, refused.error, refused.message)
+                continue
             except Exception:
-                log.exception("transaction verification failed", extra={"peer": ctx.peer})
-                outcome = {}
-            error = verification_error(outcome.get(target, ErrorCode.NETWORK_EXCEPTION), ctx.api_version)
-        self._append_verified(ctx, request, item, error, pending)
-        self._settle(item)
-
-    def _append_verified(self, ctx: RequestContext, request: KafkaRequest, item: _Unverified, error: int,
-                         pending: list[tuple[KafkaStruct, Awaitable[None] | None]]) -> None:
-        if error != ErrorCode.NONE:
-            _fail(item.result, error, "Partition was not added to the transaction"
-                  if error in (ErrorCode.INVALID_TXN_STATE, ErrorCode.TRANSACTION_ABORTABLE) else None)
-            return
-        try:
-            if not item.plog.is_leader:  # leadership moved while the coordinator answered
-                raise _Refused(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-            # Re-checked: other appends may have changed the producer's state meanwhile.
-            wait, end = self._append_checked(item.plog, item.batch, item.header, item.result)
-        except _Refused as refused:
-            _fail(item.result, refused.error, refused.message)
-            return
-        except Exception:
-            log.exception("produce failed", extra={"peer": ctx.peer})
-            _fail(item.result, ErrorCode.UNKNOWN_SERVER_ERROR, None)
-            return
-        if request.acks == -1 and item.plog.replication is not None:
-            wait = self._replicated(item.plog, wait, end, item.result, request.timeout_ms)
-        pending.append((item.result, wait))
-
-    def _park(self, result: KafkaStruct, plog: PartitionLog, batch: bytearray, header: BatchHeader,
-              after: asyncio.Future[None] | None) -> _Unverified:
-        settled: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._parked[(plog, header.producer_id)] = settled
-        return _Unverified(result, plog, batch, header, after, settled)
-
-    def _settle(self, item: _Unverified) -> None:
-        if not item.settled.done():
-            item.settled.set_result(None)
-        key = (item.plog, item.header.producer_id)
-        if self._parked.get(key) is item.settled:
-            del self._parked[key]
+                log.exception("produce failed", extra={"peer": ctx.peer})
+                _fail(item.result, ErrorCode.UNKNOWN_SERVER_ERROR, None)
+                continue
+            if request.acks == -1 and item.plog.replication is not None:
+                wait = self._replicated(item.plog, wait, end, item.result, request.timeout_ms)
+            pending.append((item.result, wait))
 
     async def _respond_when_durable(self, response: KafkaResponse,
                                     pending: list[tuple[KafkaStruct, Awaitable[None] | None]]) -> KafkaResponse:
@@ -409,19 +393,20 @@ class ProduceApis:
         transactional batch that needs KIP-890 verification first, the batch to verify."""
         batch = self._validate(plog, records)
         header = read_batch_header(batch, 0)
-        if self._parked and header.producer_id >= 0:
-            ahead = self._parked.get((plog, header.producer_id))
-            if ahead is not None and self.verifier is not None:
-                # The producer's earlier batch here waits for its verification: queue behind it.
-                return self._park(result, plog, batch, header, ahead)
         if (header.is_transactional and self.verifier is not None
                 and not plog.has_open_transaction(header.producer_id)):
-            outcome = plog.producers.check(header)
-            if isinstance(outcome, Duplicate):
-                return self._duplicate(plog, outcome, result)
-            if outcome != ErrorCode.NONE:
-                raise _Refused(outcome)
-            return self._park(result, plog, batch, header, None)
+            key = (plog.topic, plog.partition, header.producer_id)
+            earlier = self._verifying.get(key)
+            if earlier is None:
+                outcome = plog.producers.check(header)
+                if isinstance(outcome, Duplicate):
+                    return self._duplicate(plog, outcome, result)
+                if outcome != ErrorCode.NONE:
+                    raise _Refused(outcome)
+            # else: checked once the earlier batch is appended (``_append_checked`` checks again).
+            item = _Unverified(result, plog, batch, header, None if earlier is None else earlier.done)
+            self._verifying[key] = item
+            return item
         return self._append_checked(plog, batch, header, result)
 
     @staticmethod

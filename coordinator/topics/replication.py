@@ -53,6 +53,9 @@ class FollowerProgress:
     last_fetch_ms: int = 0
     #: The leader's log end when the last fetch arrived (for rule 2).
     leader_leo_at_last_fetch: int = -1
+    #: The follower's log start offset as its last fetch told (-1: unknown); DeleteRecords
+    #: waits for it (Kafka's DelayedDeleteRecords).
+    log_start: int = -1
 
 
 @dataclass(slots=True)
@@ -138,8 +141,9 @@ class Replication:
 
     # --- the leader's side ----------------------------------------------------------------------
 
-    def follower_fetched(self, replica_id: int, fetch_offset: int) -> None:
-        """A follower asked for ``fetch_offset``: everything below it is in its log (rule 2/3)."""
+    def follower_fetched(self, replica_id: int, fetch_offset: int, log_start_offset: int = -1) -> None:
+        """A follower asked for ``fetch_offset``: everything below it is in its log (rule 2/3).
+        ``log_start_offset``: the follower's, as its fetch reports it."""
         progress = self.followers.get(replica_id)
         if progress is None:
             if replica_id not in self.replicas:
@@ -152,6 +156,7 @@ class Replication:
         elif fetch_offset >= progress.leader_leo_at_last_fetch >= 0:
             progress.last_caught_up_ms = max(progress.last_caught_up_ms, progress.last_fetch_ms)
         progress.leo = fetch_offset
+        progress.log_start = log_start_offset
         progress.last_fetch_ms = now
         progress.leader_leo_at_last_fetch = leader_leo
         if (replica_id not in self.isr and self.pending_isr is None and self.request_isr is not None
@@ -191,6 +196,15 @@ class Replication:
             self.high_watermark = candidate
             self._wake()
             self.on_advance()
+
+    def followers_log_start(self) -> int | None:
+        """The lowest log start offset the ISR's followers reported (None: no follower in the
+        ISR); -1 if one has not reported any in this leader epoch. Kafka's
+        ``Partition.lowWatermarkIfLeader`` takes the live replicas; the ISR are the ones known
+        to fetch."""
+        starts = [self.followers[r].log_start if r in self.followers else -1
+                  for r in self.isr if r != self.broker_id]
+        return min(starts) if starts else None
 
     def set_follower_high_watermark(self, leader_hw: int) -> None:
         new = min(leader_hw, self.log_end())

@@ -1,0 +1,73 @@
+"""KIP-890 verification and pipelined produce requests: a producer sends the batches of a
+transaction without waiting (librdkafka 0137 with batch.num.messages=1: three requests in flight);
+the second batch arrives while the first is being verified. It must be appended after the first,
+not refused with OUT_OF_ORDER_SEQUENCE_NUMBER (which librdkafka treats as a fatal error)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+from kafka.protocol.producer import ProduceRequest
+
+from protocol.apis import ApiKey
+from protocol.client import decode_response
+from protocol.errors import ErrorCode
+from tests.coordinator.topics.test_transactions import READ_UNCOMMITTED, Node, create, init_pid, list_offset, txn_batch
+
+
+class SlowVerifier:
+    """Confirms every partition after ``delay`` seconds (a coordinator on another node)."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+        self.calls = 0
+
+    async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                     partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        self.calls += 1
+        await asyncio.sleep(self.delay)
+        return {p: ErrorCode.NONE for p in partitions}
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
+    n = Node(tmp_path_factory.mktemp("verify-order"))
+    yield n
+    n.close()
+
+
+def test_pipelined_batches_wait_for_the_first_ones_verification(node: Node) -> None:
+    P = ProduceRequest.TopicProduceData
+    verifier = SlowVerifier(0.3)
+    node.produce.verifier = verifier
+    try:
+        with node.client() as c:
+            create(c, "pipelined")
+            pid = init_pid(c)
+            # A first transaction, committed: the producer has state (sequence 0) on the partition.
+            req = ProduceRequest(version=9, transactional_id="tx-pipe", acks=-1, timeout_ms=5000, topic_data=[
+                P(name="pipelined", partition_data=[P.PartitionProduceData(index=0, records=txn_batch(pid, 0, [b"a"]))])])
+            assert c.request(ApiKey.PRODUCE, 9, req).responses[0].partition_responses[0].error_code == 0
+            assert node.write_markers(pid, 0, True, 0, [("pipelined", 0)]) == {("pipelined", 0): ErrorCode.NONE}
+            verifier.calls = 0
+            # The second transaction's three batches, sent without waiting (offsets 2, 3, 4).
+            sent = []
+            for seq in range(1, 4):
+                req = ProduceRequest(version=9, transactional_id="tx-pipe", acks=-1, timeout_ms=5000, topic_data=[
+                    P(name="pipelined", partition_data=[P.PartitionProduceData(
+                        index=0, records=txn_batch(pid, seq, [b"m%d" % seq]))])])
+                sent.append(c.send(ApiKey.PRODUCE, 9, req))
+            answers = {}
+            for _ in sent:
+                got, resp = decode_response(ApiKey.PRODUCE, 9, c.read_frame())
+                part = resp.responses[0].partition_responses[0]
+                answers[got] = (part.error_code, part.base_offset)
+            assert [answers[i] for i in sent] == [(ErrorCode.NONE, 2), (ErrorCode.NONE, 3), (ErrorCode.NONE, 4)]
+            assert list_offset(c, "pipelined", -1, READ_UNCOMMITTED)[1] == 5
+    finally:
+        node.produce.verifier = None
+    # The first batch opened the transaction: the ones behind it needed no verification.
+    assert verifier.calls == 1
+    assert not node.produce._verifying
