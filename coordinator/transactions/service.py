@@ -74,6 +74,15 @@ _FENCED_FROM = {ApiKey.INIT_PRODUCER_ID: 4, ApiKey.ADD_PARTITIONS_TO_TXN: 2, Api
                 ApiKey.END_TXN: 2}
 #: How long a Complete write waits before it retries an ISR below min.insync.replicas.
 _COMPLETE_RETRY_MS = 100
+#: How long an AddPartitionsToTxn / AddOffsetsToTxn that finds the id's previous transaction
+#: still writing its markers waits for its Complete before answering CONCURRENT_TRANSACTIONS.
+#: Clients retry that answer only after a backoff — 20 ms in the Java producer
+#: (``TransactionManager``'s ADD_PARTITIONS_RETRY_BACKOFF_MS, KAFKA-5477:
+#: https://issues.apache.org/jira/browse/KAFKA-5477) and in librdkafka as measured here — while
+#: in a cluster the markers and the Complete take two replicated writes (a few ms) after EndTxn
+#: is answered, so the next transaction's first add nearly always arrives in between. Waiting no
+#: longer than that backoff never delays a client more than the retry would.
+CONCURRENT_WAIT_MS = 20
 
 
 async def _sleep_ms(ms: int) -> None:
@@ -141,7 +150,7 @@ class TransactionService:
                  *, marker_writer: MarkerWriter | None = None,
                  partition_exists: Callable[[str, int], bool] = lambda topic, partition: True,
                  node_coordinator_epoch: int = 0, ensure_topic: Callable[[], object] = lambda: None,
-                 marker_retry_backoff_ms: int = 100,
+                 marker_retry_backoff_ms: int = 100, concurrent_wait_ms: int = CONCURRENT_WAIT_MS,
                  sleep_ms: Callable[[int], Awaitable[None]] | None = None) -> None:
         self.runtime = runtime
         self.config = config
@@ -164,6 +173,9 @@ class TransactionService:
         self._loader: asyncio.Task[None] | None = None
         self._loads: dict[int, asyncio.Future[None]] = {}
         self._marker_tasks: set[asyncio.Future[None]] = set()
+        #: The marker job (markers, then Complete) of each id whose decided transaction is finishing.
+        self._finishing: dict[str, asyncio.Future[None]] = {}
+        self.concurrent_wait_ms = concurrent_wait_ms
         hooks.new_producer_id = producer_ids.next_id
         hooks.prepared = self._on_prepared
 
@@ -274,6 +286,13 @@ class TransactionService:
         task = asyncio.ensure_future(self._finish(job, self.coordinator_epoch(job.partition)))
         self._marker_tasks.add(task)
         task.add_done_callback(self._marker_tasks.discard)
+        txn_id = job.transactional_id
+        self._finishing[txn_id] = task
+
+        def forget(done: asyncio.Future[None]) -> None:
+            if self._finishing.get(txn_id) is done:
+                del self._finishing[txn_id]
+        task.add_done_callback(forget)
 
     def _still_ours(self, partition: int) -> bool:
         """Whether ``partition`` is served here. A job of an earlier load (or an earlier epoch of
@@ -364,6 +383,14 @@ class TransactionService:
         assert p is not None
         error, result = await self._write(p, "add-partitions-to-txn",
                                           lambda s: s.add_partitions(txn_id, pid, epoch, partitions))
+        finishing = self._finishing.get(txn_id)
+        if result == E.CONCURRENT_TRANSACTIONS and finishing is not None and self.concurrent_wait_ms > 0:
+            # The previous transaction's markers are on their way: wait (bounded) for its
+            # Complete and try once more rather than send the client into its backoff
+            # (CONCURRENT_WAIT_MS says why).
+            await asyncio.wait({finishing}, timeout=self.concurrent_wait_ms / 1000)
+            error, result = await self._write(p, "add-partitions-to-txn",
+                                              lambda s: s.add_partitions(txn_id, pid, epoch, partitions))
         return error or (result if isinstance(result, int) else E.UNKNOWN_SERVER_ERROR)
 
     async def _verify(self, txn_id: str, pid: int, epoch: int,
