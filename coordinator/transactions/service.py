@@ -74,6 +74,16 @@ _FENCED_FROM = {ApiKey.INIT_PRODUCER_ID: 4, ApiKey.ADD_PARTITIONS_TO_TXN: 2, Api
                 ApiKey.END_TXN: 2}
 #: How long a Complete write waits before it retries an ISR below min.insync.replicas.
 _COMPLETE_RETRY_MS = 100
+#: How long an AddPartitionsToTxn / AddOffsetsToTxn that finds the id's previous transaction
+#: still writing its markers waits for its Complete (queued: the add's own answer waits for
+#: durability past it) before answering CONCURRENT_TRANSACTIONS.
+#: Clients retry that answer only after a backoff — 20 ms in the Java producer
+#: (``TransactionManager``'s ADD_PARTITIONS_RETRY_BACKOFF_MS, KAFKA-5477:
+#: https://issues.apache.org/jira/browse/KAFKA-5477) and in librdkafka as measured here — while
+#: in a cluster the markers and the Complete take two replicated writes (a few ms) after EndTxn
+#: is answered, so the next transaction's first add nearly always arrives in between. Waiting no
+#: longer than that backoff never delays a client more than the retry would.
+CONCURRENT_WAIT_MS = 20
 
 
 async def _sleep_ms(ms: int) -> None:
@@ -141,7 +151,7 @@ class TransactionService:
                  *, marker_writer: MarkerWriter | None = None,
                  partition_exists: Callable[[str, int], bool] = lambda topic, partition: True,
                  node_coordinator_epoch: int = 0, ensure_topic: Callable[[], object] = lambda: None,
-                 marker_retry_backoff_ms: int = 100,
+                 marker_retry_backoff_ms: int = 100, concurrent_wait_ms: int = CONCURRENT_WAIT_MS,
                  sleep_ms: Callable[[int], Awaitable[None]] | None = None) -> None:
         self.runtime = runtime
         self.config = config
@@ -164,6 +174,9 @@ class TransactionService:
         self._loader: asyncio.Task[None] | None = None
         self._loads: dict[int, asyncio.Future[None]] = {}
         self._marker_tasks: set[asyncio.Future[None]] = set()
+        #: Per id whose decided transaction is finishing: resolved once its Complete is queued.
+        self._finishing: dict[str, asyncio.Future[None]] = {}
+        self.concurrent_wait_ms = concurrent_wait_ms
         hooks.new_producer_id = producer_ids.next_id
         hooks.prepared = self._on_prepared
 
@@ -267,13 +280,33 @@ class TransactionService:
         except NotActiveError as exc:
             return _refused(exc), None
 
+    @staticmethod
+    async def _wait_written(written: Awaitable[object]) -> tuple[int, object]:
+        """``_write``'s answer for a write already queued."""
+        try:
+            return E.NONE, await written
+        except NotActiveError as exc:
+            return _refused(exc), None
+
     # --- markers ------------------------------------------------------------------------------
 
     def _on_prepared(self, job: MarkerJob) -> None:
         """A decision of ``job.partition`` is durable: send its markers, then complete it."""
-        task = asyncio.ensure_future(self._finish(job, self.coordinator_epoch(job.partition)))
+        txn_id = job.transactional_id
+        #: Resolved once the Complete is queued (or the job ended without one): adds waiting on
+        #: the id may go then (``_add``).
+        completing: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._finishing[txn_id] = completing
+        task = asyncio.ensure_future(self._finish(job, self.coordinator_epoch(job.partition), completing))
         self._marker_tasks.add(task)
         task.add_done_callback(self._marker_tasks.discard)
+
+        def forget(_task: asyncio.Future[None]) -> None:
+            if not completing.done():
+                completing.set_result(None)
+            if self._finishing.get(txn_id) is completing:
+                del self._finishing[txn_id]
+        task.add_done_callback(forget)
 
     def _still_ours(self, partition: int) -> bool:
         """Whether ``partition`` is served here. A job of an earlier load (or an earlier epoch of
@@ -281,7 +314,7 @@ class TransactionService:
         one's, and its Complete is written only if the id is still in the state it decided."""
         return self.runtime.state(partition) is CoordinatorState.ACTIVE
 
-    async def _finish(self, job: MarkerJob, epoch: int) -> None:
+    async def _finish(self, job: MarkerJob, epoch: int, completing: asyncio.Future[None] | None = None) -> None:
         writer = self.marker_writer
         where = {"transactional_id": job.transactional_id, "producer_id": job.producer_id,
                  "producer_epoch": job.producer_epoch, "commit": job.commit}
@@ -303,7 +336,18 @@ class TransactionService:
         if outcome is not MarkerOutcome.COMPLETE:
             return
         while self._still_ours(job.partition):
-            error, _ = await self._write(job.partition, "complete-transaction", lambda s: s.complete_transaction(job))
+            try:
+                written = self.runtime.write(job.partition, "complete-transaction",
+                                             lambda s: s.complete_transaction(job))
+            except NotActiveError as exc:
+                error = _refused(exc)
+            else:
+                # The Complete is replayed into the shard now (runtime rule 2): an add queued after
+                # it sees the id completed and is answered only once its own record — after the
+                # Complete in the log — is durable, so it may go without waiting for this one.
+                if completing is not None and not completing.done():
+                    completing.set_result(None)
+                error, _ = await self._wait_written(written)
             if error != E.COORDINATOR_NOT_AVAILABLE:
                 return  # written, or the partition is no longer ours: its new owner finishes
             await self.sleep_ms(_COMPLETE_RETRY_MS)
@@ -364,6 +408,14 @@ class TransactionService:
         assert p is not None
         error, result = await self._write(p, "add-partitions-to-txn",
                                           lambda s: s.add_partitions(txn_id, pid, epoch, partitions))
+        finishing = self._finishing.get(txn_id)
+        if result == E.CONCURRENT_TRANSACTIONS and finishing is not None and self.concurrent_wait_ms > 0:
+            # The previous transaction's markers are on their way: wait (bounded) until its
+            # Complete is queued and try once more rather than send the client into its backoff
+            # (CONCURRENT_WAIT_MS says why).
+            await asyncio.wait({finishing}, timeout=self.concurrent_wait_ms / 1000)
+            error, result = await self._write(p, "add-partitions-to-txn",
+                                              lambda s: s.add_partitions(txn_id, pid, epoch, partitions))
         return error or (result if isinstance(result, int) else E.UNKNOWN_SERVER_ERROR)
 
     async def _verify(self, txn_id: str, pid: int, epoch: int,

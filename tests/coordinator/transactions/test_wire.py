@@ -372,3 +372,47 @@ async def test_consume_transform_produce_commits_offsets_in_the_transaction(tmp_
             consumer.close()
 
     await with_node(tmp_path, None, work)
+
+
+class SlowWriter(RecordingWriter):
+    """Answers ``answer`` after ``delay_s``: markers that take a while to land (replicated writes)."""
+
+    def __init__(self, delay_s: float, answer: int = E.NONE) -> None:
+        super().__init__(answer)
+        self.delay_s = delay_s
+
+    async def write_markers(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                            partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        await asyncio.sleep(self.delay_s)
+        return await super().write_markers(producer_id, producer_epoch, commit, coordinator_epoch, partitions)
+
+
+@pytest.mark.asyncio
+async def test_the_next_add_waits_for_the_previous_transactions_markers(tmp_path: Path) -> None:
+    """An add arriving while the previous transaction's markers are being written is held until
+    its Complete (bounded by ``concurrent_wait_ms``) instead of answered CONCURRENT_TRANSACTIONS
+    at once: the client's backoff would cost more than the markers (service.CONCURRENT_WAIT_MS)."""
+    import time
+
+    one = [Topic(name="orders", partitions=[1])]
+
+    def work(app: App, port: int) -> None:
+        app.transactions.concurrent_wait_ms = 5_000  # far above the markers' 0.2 s: no timing race
+        with WireClient("127.0.0.1", port) as c:
+            r = init(c, "t")
+            pid = r.producer_id
+            assert add_v0(c, "t", pid, 0, topics=one) == {("orders", 1): E.NONE}
+            assert end(c, "t", pid, 0, True) == E.NONE
+            started = time.monotonic()
+            assert add_v0(c, "t", pid, 0, topics=one) == {("orders", 1): E.NONE}
+            assert time.monotonic() - started >= 0.15  # it did wait for the markers
+            assert describe(c, "t").transaction_state == "Ongoing"
+            # Markers that never land: the wait is bounded, then CONCURRENT_TRANSACTIONS as before.
+            app.transactions.marker_writer = RecordingWriter(E.NOT_LEADER_OR_FOLLOWER)
+            app.transactions.concurrent_wait_ms = 200
+            assert end(c, "t", pid, 0, True) == E.NONE
+            started = time.monotonic()
+            assert add_v0(c, "t", pid, 0, topics=one) == {("orders", 1): E.CONCURRENT_TRANSACTIONS}
+            assert time.monotonic() - started >= 0.15
+
+    await with_node(tmp_path, SlowWriter(0.2), work)
