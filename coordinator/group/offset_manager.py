@@ -176,11 +176,20 @@ class OffsetManager:
                 return self.consumer_groups.validate_offset_commit(
                     consumer_group, member_id, generation, api_version,
                     [(t.name, p.partition_index) for t in request.topics for p in t.partitions])
-        group = self.groups.groups.get(request.group_id)
+        return self._validate_classic_commit(request.group_id, generation, member_id, instance_id,
+                                             E.GROUP_ID_NOT_FOUND if api_version >= 9 else E.ILLEGAL_GENERATION,
+                                             transactional=False)
+
+    def _validate_classic_commit(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
+                                 unknown_group: int, *, transactional: bool) -> int:
+        """A commit's checks against a classic group (Kafka's ``ClassicGroup.validateOffsetCommit``
+        with its ``isTransactional`` flag). ``unknown_group``: the answer when no group exists and
+        the commit names a generation; without one a "simple" group is created (KIP-447)."""
+        group = self.groups.groups.get(group_id)
         if group is None:
             if generation >= 0:
-                return E.GROUP_ID_NOT_FOUND if api_version >= 9 else E.ILLEGAL_GENERATION
-            group = self.groups.ensure_group(request.group_id)
+                return unknown_group
+            group = self.groups.ensure_group(group_id)
         if group.state is S.DEAD:
             return E.COORDINATOR_NOT_AVAILABLE
         if generation < 0 and group.state is S.EMPTY:
@@ -191,8 +200,12 @@ class OffsetManager:
                 return error
             if generation != group.generation_id:
                 return E.ILLEGAL_GENERATION
-        elif group.state is not S.EMPTY:
+        elif not transactional and group.state is not S.EMPTY:
             return E.UNKNOWN_MEMBER_ID
+        if transactional:
+            # Unlike OffsetCommit: no UNKNOWN_MEMBER_ID for an anonymous commit to a live group,
+            # no REBALANCE_IN_PROGRESS, and the member's session is not touched.
+            return E.NONE
         if group.state is S.COMPLETING_REBALANCE:
             return E.REBALANCE_IN_PROGRESS
         self.groups.touch_member(group, member_id)
@@ -252,25 +265,8 @@ class OffsetManager:
                     consumer_group, member_id, generation, 9,
                     [(t.name, p.partition_index) for t in request.topics for p in t.partitions])
                 return E.ILLEGAL_GENERATION if error == E.STALE_MEMBER_EPOCH else error
-        group = self.groups.groups.get(request.group_id)
-        if group is None:
-            if generation >= 0:
-                return E.ILLEGAL_GENERATION
-            group = self.groups.ensure_group(request.group_id)  # a "simple" group (KIP-447)
-        if group.state is S.DEAD:
-            return E.COORDINATOR_NOT_AVAILABLE
-        if generation < 0 and group.state is S.EMPTY:
-            return E.NONE
-        if generation >= 0 or member_id or instance_id is not None:
-            error = self.groups.validate_member(group, member_id, instance_id)
-            if error:
-                return error
-            if generation != group.generation_id:
-                return E.ILLEGAL_GENERATION
-        # Unlike OffsetCommit: no UNKNOWN_MEMBER_ID for an anonymous commit to a live group, and
-        # none of REBALANCE_IN_PROGRESS (Kafka's ``ClassicGroup.validateOffsetCommit`` with
-        # isTransactional).
-        return E.NONE
+        return self._validate_classic_commit(request.group_id, generation, member_id, instance_id,
+                                             E.ILLEGAL_GENERATION, transactional=True)
 
     # =========================================================================================
     # OffsetFetch (v1-9)

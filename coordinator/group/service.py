@@ -274,12 +274,7 @@ class GroupService:
         on without a check mypy could follow: their ignore of ``arg-type`` says "p: no error"."""
         if partition is None:
             return E.NOT_COORDINATOR
-        state = self.runtime.state(partition)
-        if state is CoordinatorState.ACTIVE:
-            return E.NONE
-        if state is CoordinatorState.LOADING:
-            return E.COORDINATOR_LOAD_IN_PROGRESS
-        return E.NOT_COORDINATOR
+        return self.runtime.serving_error(partition)
 
     async def _write(self, partition: int, name: str,
                      op: Callable[[GroupCoordinatorShard], CoordinatorResult[T]]) -> T | None:

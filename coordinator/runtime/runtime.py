@@ -85,6 +85,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Generic
 
+from protocol.errors import ErrorCode
+
 from ..topics.log_manager import LogManager, PartitionLog
 from .contract import Clock, CoordinatorResult, ResponseHandle, non_atomic
 from .coordinator_types import CoordinatorType
@@ -153,6 +155,17 @@ class CoordinatorRuntime(Generic[ShardT]):
         if part is None:
             return CoordinatorState.LOADING if partition in self._queued else None
         return part.state
+
+    def serving_error(self, partition: int) -> int:
+        """The error a request for ``partition`` gets before it reaches the shard: NONE while it
+        serves, COORDINATOR_LOAD_IN_PROGRESS while it loads, NOT_COORDINATOR otherwise (every
+        coordinator type answers the same, as Kafka's runtime does)."""
+        state = self.state(partition)
+        if state is CoordinatorState.ACTIVE:
+            return ErrorCode.NONE
+        if state is CoordinatorState.LOADING:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return ErrorCode.NOT_COORDINATOR
 
     def queue_loading(self, partitions: Iterable[int]) -> None:
         """Partitions ``load`` will be called for: until then they count as loading."""

@@ -265,12 +265,7 @@ class TransactionService:
     def _error_for(self, partition: int | None) -> int:
         if partition is None:
             return E.COORDINATOR_NOT_AVAILABLE
-        state = self.runtime.state(partition)
-        if state is CoordinatorState.ACTIVE:
-            return E.NONE
-        if state is CoordinatorState.LOADING:
-            return E.COORDINATOR_LOAD_IN_PROGRESS
-        return E.NOT_COORDINATOR
+        return self.runtime.serving_error(partition)
 
     async def _write(self, partition: int, name: str,
                      op: Callable[[TransactionShard], CoordinatorResult[T]]) -> tuple[int, object]:

@@ -97,6 +97,8 @@ class StandInRuntime:
     def state(self, partition: int) -> CoordinatorState | None:
         return self.states.get(partition)
 
+    serving_error = CoordinatorRuntime.serving_error  # the real rule, over the states set here
+
     def _run(self, partition: int, name: str, op: Callable[[Any], Any]) -> asyncio.Future[Any]:
         self.names.append(name)
         if partition in self.refuse:

@@ -17,6 +17,7 @@ from coordinator.runtime.errors import (
     NotEnoughReplicas,
     RecordTooLarge,
 )
+from coordinator.runtime.runtime import CoordinatorRuntime
 from coordinator.transactions.config import TransactionConfig
 from coordinator.transactions.service import TransactionService
 from coordinator.transactions.shard import TransactionHooks
@@ -34,6 +35,8 @@ class StandInRuntime:
 
     def state(self, partition: int) -> CoordinatorState | None:
         return self._state
+
+    serving_error = CoordinatorRuntime.serving_error  # the real rule, over the state set here
 
     def write(self, partition: int, name: str, op: Any) -> asyncio.Future[Any]:
         self.writes.append(name)
