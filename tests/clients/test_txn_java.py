@@ -101,15 +101,18 @@ def test_java_copier_sigkilled_and_restarted(txn_server) -> None:  # type: ignor
     server = txn_server
     rng = random.Random()
     seed = rng.randrange(1 << 30)
-    partitions, per_partition = 3, 300
+    partitions, per_partition = 3, 500
     inp, out, group = unique_topic("txn-kin"), unique_topic("txn-kout"), unique_topic("txn-kcopier")
     txn_id = unique_topic("txn-kid")
     inputs = seed_input(server.bootstrap, inp, partitions, per_partition)
     create_topic(server.bootstrap, out, partitions)
     args = copier_args(server, inp, out, group, txn_id, 30, 0.1, "assign", seed)
+    # The incarnations to be killed pause 80 ms after each transaction: unpaused, a copier on a
+    # fast machine ran 16 transactions past its kill point and one incarnation finished the input.
+    paused = [*args, "copier.pause.ms=80"]
     history: list[str] = []
     for kill in range(3):
-        copier = start_java("TxnCopier", args, COPIER)
+        copier = start_java("TxnCopier", paused, COPIER)
         commits = rng.randint(1, 5)
         try:
             reached = copier.wait_for(lambda ls, n=commits: sum(x.startswith("C ") for x in ls) >= n, 60)
