@@ -18,6 +18,14 @@ class RequestContext:
     correlation_id: int
     client_id: str | None
     peer: str
+    #: Who sent it (``Type:name``, Kafka's KafkaPrincipal string): ``User:ANONYMOUS`` on a
+    #: PLAINTEXT listener or before authentication, the SASL or mapped TLS identity otherwise.
+    principal: str = "User:ANONYMOUS"
+    #: The client's address as ACL host entries name it (an IP string, no port; "" unknown).
+    client_host: str = ""
+    #: The name of the listener the request came in on (Kafka's ``listeners`` name, upper case):
+    #: Metadata, FindCoordinator and DescribeCluster advertise that listener's endpoints.
+    listener: str = "PLAINTEXT"
 
 
 @dataclass(frozen=True, slots=True)
