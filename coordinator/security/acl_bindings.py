@@ -24,7 +24,7 @@ from .acl import CLUSTER_NAME, AclOperation, AclPermissionType, PatternType, Res
 __all__ = [
     "WILDCARD_RESOURCE", "WILDCARD_PRINCIPAL", "WILDCARD_HOST", "ResourcePattern", "AccessControlEntry",
     "AclBinding", "AclBindingFilter", "AclError", "normalize_host", "validate_binding", "validate_filter",
-    "pascal_name", "parse_pascal",
+    "pascal_name", "parse_pascal", "from_code",
 ]
 
 #: LITERAL ``*``: every resource of the type (``ResourcePattern.WILDCARD_RESOURCE``).
@@ -100,9 +100,9 @@ class AclBindingFilter:
     def of(resource_type: int, name: str | None, pattern_type: int, principal: str | None, host: str | None,
            operation: int, permission: int) -> AclBindingFilter:
         """From wire codes; a code Kafka does not know reads as UNKNOWN (``fromCode``)."""
-        return AclBindingFilter(_code(ResourceType, resource_type), name, _code(PatternType, pattern_type),
+        return AclBindingFilter(from_code(ResourceType, resource_type), name, from_code(PatternType, pattern_type),
                                 principal, None if host is None else normalize_host(host),
-                                _code(AclOperation, operation), _code(AclPermissionType, permission))
+                                from_code(AclOperation, operation), from_code(AclPermissionType, permission))
 
     def matches_pattern(self, pattern: ResourcePattern) -> bool:
         if self.resource_type != ResourceType.ANY and self.resource_type != pattern.resource_type:
@@ -138,7 +138,8 @@ class AclBindingFilter:
                 and self.pattern_type in (PatternType.LITERAL, PatternType.PREFIXED))
 
 
-def _code(enum: type[_E], code: int) -> _E:
+def from_code(enum: type[_E], code: int) -> _E:
+    """A wire code as the enum; a code Kafka does not know reads as UNKNOWN (``fromCode``)."""
     try:
         return enum(code)
     except ValueError:
