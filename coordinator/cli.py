@@ -14,6 +14,7 @@ from collections.abc import Coroutine
 from importlib import metadata
 from pathlib import Path
 
+from .acls_cli import add_acls_parser
 from .config import ConfigError, load_config
 
 __all__ = ["main"]
@@ -54,6 +55,7 @@ def _parser() -> argparse.ArgumentParser:
                     help="ZooKeeper's and the nodes' data, and the nodes' logs; default ./groupcoord-cluster")
     up.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                     help="a configuration key for every node; repeatable")
+    add_acls_parser(sub)
     pipeline = sub.add_parser("pipeline", help="offsets analytics on Spark (see `groupcoord pipeline run --help`)",
                               add_help=False)
     pipeline.add_argument("rest", nargs=argparse.REMAINDER)
@@ -74,6 +76,10 @@ def main(argv: list[str] | None = None) -> int:
         from .cluster.local_cluster import run_local_cluster
 
         return run_local_cluster(args.dir, args.nodes, args.base_port, args.overrides, sys.stdout)
+    if args.command == "acls":
+        from .acls_cli import run_acls
+
+        return run_acls(args)
     if args.command == "dump-log":
         from .dump_log import dump_log
 
