@@ -1,7 +1,7 @@
 """The group APIs' ACL checks (coordinator/group/service.py), one test per row of Kafka's table
 (docs/security.md; KafkaApis ``handle*``): each shows the answer allowed and denied, and that a
 denied request changes nothing. The handlers run in process on the real runtime and shard, with a
-small rule-based authorizer (``Rules``) standing in for the ACL one.
+the real ACL authorizer over the bindings each test grants (``Rules``).
 """
 
 from __future__ import annotations
@@ -30,13 +30,10 @@ from coordinator.group.coordinator_type import group_coordinator_type
 from coordinator.group.service import GroupService
 from coordinator.group.topics_image import StaticTopicsImage
 from coordinator.runtime.runtime import CoordinatorRuntime
-from coordinator.security.acl import (
-    CLUSTER_NAME,
-    SUPPORTED_OPERATIONS,
-    AclOperation,
-    ResourceType,
-    operations_bitfield,
-)
+from coordinator.security.acl import CLUSTER_NAME, AclOperation, AclPermissionType, PatternType, ResourceType
+from coordinator.security.acl_bindings import AccessControlEntry, ResourcePattern
+from coordinator.security.acl_cache import AclCache
+from coordinator.security.authorizer import AclAuthorizer
 from protocol.consumer_group_messages import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
 from protocol.errors import ErrorCode as E
 from tests.coordinator.runtime.test_runtime import ManualLog, OneLog
@@ -44,38 +41,42 @@ from tests.coordinator.stepping_clock import SteppingClock
 
 O, R = AclOperation, ResourceType
 ALICE = "User:alice"
-#: What an ALLOW of these implies (Kafka's ACL rule: READ/WRITE/DELETE/ALTER ⇒ DESCRIBE).
-_IMPLIES_DESCRIBE = {O.READ, O.WRITE, O.DELETE, O.ALTER}
 
 
 class Rules:
-    """An authorizer over ALLOW rules (principal, operation, resource type, name; name ``*`` for
-    any): enough of Kafka's evaluation for the handlers' checks."""
+    """Kafka's ACL authorizer (coordinator/security/authorizer.py) over ALLOW bindings a test
+    adds and removes as (principal, operation, resource type, LITERAL name; ``*`` for any)."""
 
     enabled = True
 
     def __init__(self, *rules: tuple[str, AclOperation, ResourceType, str]) -> None:
-        self.rules = set(rules)
+        self.cache = AclCache()
+        self.acl = AclAuthorizer(self.cache)
+        self.allow(*rules)
+
+    def _change(self, rules: tuple[tuple[str, AclOperation, ResourceType, str], ...], add: bool) -> None:
+        for principal, operation, resource_type, name in rules:
+            pattern = ResourcePattern(resource_type, name, PatternType.LITERAL)
+            entry = AccessControlEntry.of(principal, "*", operation, AclPermissionType.ALLOW)
+            entries = self.cache.acls().get(pattern, frozenset())
+            self.cache.update({pattern: entries | {entry} if add else entries - {entry}})
 
     def allow(self, *rules: tuple[str, AclOperation, ResourceType, str]) -> None:
-        self.rules.update(rules)
+        self._change(rules, True)
+
+    def revoke(self, *rules: tuple[str, AclOperation, ResourceType, str]) -> None:
+        self._change(rules, False)
 
     def authorize(self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType,
                   name: str) -> bool:
-        for p, op, rt, n in self.rules:
-            if p == principal and rt == resource_type and n in (name, "*") and (
-                    op in (operation, O.ALL) or (operation == O.DESCRIBE and op in _IMPLIES_DESCRIBE)):
-                return True
-        return False
+        return self.acl.authorize(principal, host, operation, resource_type, name)
 
     def authorize_by_resource_type(self, principal: str, host: str, operation: AclOperation,
                                    resource_type: ResourceType) -> bool:
-        return any(p == principal and rt == resource_type and op in (operation, O.ALL)
-                   for p, op, rt, _n in self.rules)
+        return self.acl.authorize_by_resource_type(principal, host, operation, resource_type)
 
     def authorized_operations(self, principal: str, host: str, resource_type: ResourceType, name: str) -> int:
-        return operations_bitfield({op for op in SUPPORTED_OPERATIONS[resource_type]
-                                    if self.authorize(principal, host, op, resource_type, name)})
+        return self.acl.authorized_operations(principal, host, resource_type, name)
 
 
 def ctx(version: int, principal: str = ALICE, api_key: int = 0) -> RequestContext:
@@ -258,7 +259,7 @@ async def test_offset_delete_needs_delete_on_the_group_then_read_on_each_topic()
     service, _ = await group_service(rules)
     rules.allow((ALICE, O.READ, R.TOPIC, "t2"))
     await answer(service.offset_commit(ctx(8), commit()))
-    rules.rules.discard((ALICE, O.READ, R.TOPIC, "t2"))
+    rules.revoke((ALICE, O.READ, R.TOPIC, "t2"))
     T = OffsetDeleteRequest[0].OffsetDeleteRequestTopic
     request = OffsetDeleteRequest[0](group_id="g", topics=[
         T(name=t, partitions=[T.OffsetDeleteRequestPartition(partition_index=0)]) for t in ("t1", "t2")])
