@@ -41,6 +41,8 @@ from tests.coordinator.stepping_clock import SteppingClock
 
 O, R = AclOperation, ResourceType
 ALICE = "User:alice"
+#: A super user (``super.users``): the tests read state through it.
+ADMIN = "User:admin"
 
 
 class Rules:
@@ -51,7 +53,7 @@ class Rules:
 
     def __init__(self, *rules: tuple[str, AclOperation, ResourceType, str]) -> None:
         self.cache = AclCache()
-        self.acl = AclAuthorizer(self.cache)
+        self.acl = AclAuthorizer(self.cache, frozenset({ADMIN}))
         self.allow(*rules)
 
     def _change(self, rules: tuple[tuple[str, AclOperation, ResourceType, str], ...], add: bool) -> None:

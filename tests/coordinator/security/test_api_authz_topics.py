@@ -85,7 +85,7 @@ async def node(tmp_path: Path) -> AsyncIterator[Node]:
     for name in ("t1", "t2"):
         topics.create(name, 1, {})
     for name in ("t1", "t2"):
-        await answer(topics.settle(name)) if topics.settling(name) else None
+        await topics.settle(name)
     rules = Rules()
     info = NodeInfo(0, "127.0.0.1", 9092, "authz-cluster")
     yield Node(rules, topics, logs, ProduceApis(logs, authorizer=rules), FetchApis(logs, authorizer=rules),
