@@ -78,7 +78,7 @@ class ClusterApis:
         #: None: the single-node mode. Otherwise every answer is read from this view.
         self.cluster = cluster
         #: Metadata: DESCRIBE per topic (CREATE to auto-create); FindCoordinator: DESCRIBE on the
-        #: group or transactional id; the KIP-430 fields from it (KafkaApis; docs/security.md).
+        #: group or transactional id; the KIP-430 fields from it (KafkaApis; coordinator/security/request_checks.py).
         self.authorizer = authorizer
 
     def api_versions(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
@@ -140,7 +140,7 @@ class ClusterApis:
                 ctx, 8 <= version <= 10 and bool(request.include_cluster_authorized_operations)),
         )
 
-    # --- authorization (docs/security.md; KafkaApis handleTopicMetadataRequest, getCoordinator) ---
+    # --- authorization (KafkaApis handleTopicMetadataRequest, getCoordinator) ---
 
     def _describable(self, ctx: RequestContext, names: list[str]) -> list[str]:
         """All-topics Metadata: the topics the principal may not DESCRIBE are left out, silently."""

@@ -229,7 +229,7 @@ class GroupService:
                  consumer_assignors: tuple[str, ...] = ("uniform", "range"), *,
                  authorizer: Authorizer = NO_AUTHORIZER) -> None:
         self.runtime = runtime
-        #: Every API checks what Kafka's KafkaApis checks, before it routes (docs/security.md).
+        #: Every API checks what Kafka's KafkaApis checks, before it routes (coordinator/security/request_checks.py).
         self.authorizer = authorizer
         #: group.consumer.assignors: the ServerAssignor names a heartbeat may ask for.
         self.consumer_assignors = consumer_assignors

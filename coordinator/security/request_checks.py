@@ -1,9 +1,9 @@
 """The checks a handler makes for the request it serves, through the configured authorizer.
 
 Each API's checks, their order and their error codes are Kafka's (``KafkaApis`` and ``AuthHelper``
-of https://github.com/apache/kafka/tree/3.9/core/src/main/scala/kafka/server; the per-API table
-of docs/security.md): authorization comes before any existence check, so a denied name never
-reveals whether it exists. With ``NoAuthorizer`` (no ``authorizer.class.name``) every check passes;
+of https://github.com/apache/kafka/tree/3.9/core/src/main/scala/kafka/server; Kafka's own matrix
+is ``requestKeysToAcls`` in core/src/test/scala/integration/kafka/api/AuthorizerIntegrationTest.scala):
+authorization comes before any existence check, so a denied name never reveals whether it exists. With ``NoAuthorizer`` (no ``authorizer.class.name``) every check passes;
 handlers test ``authorizer.enabled`` first on their hot paths so that they skip the per-topic work.
 """
 

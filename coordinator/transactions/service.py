@@ -159,7 +159,7 @@ class TransactionService:
                  authorizer: Authorizer = NO_AUTHORIZER) -> None:
         self.runtime = runtime
         #: WRITE (DESCRIBE to look up) on the transactional id, then what each API adds
-        #: (KafkaApis; docs/security.md). Brokers' AddPartitionsToTxn v4+ needs CLUSTER_ACTION.
+        #: (KafkaApis; coordinator/security/request_checks.py). Brokers' AddPartitionsToTxn v4+ needs CLUSTER_ACTION.
         self.authorizer = authorizer
         self.config = config
         #: The partition count of ``__transaction_state``, None while it does not exist.

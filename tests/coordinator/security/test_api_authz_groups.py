@@ -1,5 +1,5 @@
 """The group APIs' ACL checks (coordinator/group/service.py), one test per row of Kafka's table
-(docs/security.md; KafkaApis ``handle*``): each shows the answer allowed and denied, and that a
+(KafkaApis ``handle*``; coordinator/security/request_checks.py): each shows the answer allowed and denied, and that a
 denied request changes nothing. The handlers run in process on the real runtime and shard, with a
 the real ACL authorizer over the bindings each test grants (``Rules``).
 """

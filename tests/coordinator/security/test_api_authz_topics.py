@@ -1,5 +1,5 @@
 """The topic, cluster and config APIs' ACL checks (coordinator/topics/*, coordinator/admin/*), one
-test per row of Kafka's table (docs/security.md; KafkaApis ``handle*``): each shows the answer
+test per row of Kafka's table (KafkaApis ``handle*``; coordinator/security/request_checks.py): each shows the answer
 allowed and denied, that a denied request changes nothing, and that authorization comes before
 existence (a denied name answers the same whether or not it exists). Handlers are called in
 process on one node's real logs, with the real ACL authorizer (``Rules`` of the group tests).

@@ -1,5 +1,5 @@
 """The transaction APIs' ACL checks (coordinator/transactions/service.py), one test per row of
-Kafka's table (docs/security.md; KafkaApis ``handle*``): each shows the answer allowed and denied,
+Kafka's table (KafkaApis ``handle*``; coordinator/security/request_checks.py): each shows the answer allowed and denied,
 and that a denied request changes nothing. The service runs in process on the real runtime and
 shard with the real ACL authorizer (``Rules`` of the group tests).
 """
