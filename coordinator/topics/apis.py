@@ -279,8 +279,10 @@ class TopicApis:
         doomed: list[str] = []
         named = [n for n in (name if name is not None else info.name if info is not None else None
                              for (name, _), info in zip(wanted, found, strict=True)) if n is not None]
-        deletable = self._permitted(ctx, AclOperation.DELETE, named)
-        describable = self._permitted(ctx, AclOperation.DESCRIBE, named)
+        # With deletion disabled every topic says so, before any check (KafkaApis).
+        enabled = bool(self.topics.config["delete.topic.enable"])
+        deletable = self._permitted(ctx, AclOperation.DELETE, named) if enabled else None
+        describable = self._permitted(ctx, AclOperation.DESCRIBE, named) if enabled else None
         for name, topic_id in wanted:
             info = None
             if name is not None:

@@ -252,6 +252,18 @@ async def test_delete_topics_needs_delete(node: Node) -> None:
     assert [(r.name, r.error_code) for r in got.responses] == [
         ("t1", E.TOPIC_AUTHORIZATION_FAILED), ("t2", E.NONE), ("missing", E.TOPIC_AUTHORIZATION_FAILED)]
     assert node.topics.registry.get("t1") is not None and node.topics.registry.get("t2") is None
+    # By id (v6+): without DESCRIBE the name is not revealed.
+    t1 = node.topics.registry.get("t1")
+    assert t1 is not None
+    S = DeleteTopicsRequest[6].DeleteTopicState
+    by_id = DeleteTopicsRequest[6](topics=[S(name=None, topic_id=t1.topic_id)], timeout_ms=5000)
+    got = await answer(node.topic_apis.delete_topics(ctx(6), by_id))
+    assert [(r.name, r.topic_id, r.error_code) for r in got.responses] == [
+        (None, t1.topic_id, E.TOPIC_AUTHORIZATION_FAILED)]
+    node.rules.allow((ALICE, O.DESCRIBE, R.TOPIC, "t1"))
+    got = await answer(node.topic_apis.delete_topics(ctx(6), by_id))
+    assert [(r.name, r.error_code) for r in got.responses] == [("t1", E.TOPIC_AUTHORIZATION_FAILED)]
+    assert node.topics.registry.get("t1") is not None
 
 
 @pytest.mark.asyncio
