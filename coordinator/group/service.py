@@ -515,7 +515,12 @@ class GroupService:
         checks = self.authorizer
         if v < 8:
             if self._group_denied(ctx, request.group_id, AclOperation.DESCRIBE):
-                return OffsetFetchAnswer(topics=[], error_code=int(E.GROUP_AUTHORIZATION_FAILED))
+                refused = int(E.GROUP_AUTHORIZATION_FAILED)
+                # v1 has no group-level error: each requested partition carries it (Kafka's
+                # OffsetFetchRequest.getErrorResponse).
+                return OffsetFetchAnswer(topics=[] if v >= 2 or request.topics is None else [
+                    FetchTopic(t.name, [FetchPartition(p, -1, -1, "", refused) for p in t.partition_indexes])
+                    for t in request.topics], error_code=refused)
             answer = self.offset_fetch_unchecked(ctx, _with_topics(request, _readable(checks, ctx, request.topics)))
             if not isinstance(answer, OffsetFetchAnswer):
                 answer = await answer

@@ -196,6 +196,10 @@ async def test_offset_fetch_needs_describe_not_read_and_hides_denied_topics() ->
     everything = OffsetFetchRequest[7](group_id="g", topics=None, require_stable=False)
     got = await answer(service.offset_fetch(ctx(7, reader), named))
     assert (got.error_code, got.topics) == (E.GROUP_AUTHORIZATION_FAILED, [])
+    v1 = OffsetFetchRequest[1](group_id="g", topics=[T(name="t1", partition_indexes=[0])])
+    got = await answer(service.offset_fetch(ctx(1, reader), v1))  # v1: no group-level error field
+    assert [(p.committed_offset, p.error_code) for t in got.topics for p in t.partitions] == [
+        (-1, E.GROUP_AUTHORIZATION_FAILED)]
     # DESCRIBE on the group is what OffsetFetch needs (READ implies it too).
     rules.allow((reader, O.DESCRIBE, R.GROUP, "g"), (reader, O.DESCRIBE, R.TOPIC, "t1"))
     got = await answer(service.offset_fetch(ctx(7, reader), named))
