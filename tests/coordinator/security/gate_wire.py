@@ -16,12 +16,15 @@ from typing import Any
 
 from coordinator.context import RequestContext
 from coordinator.security.sasl import SaslGate, Verdict
-from protocol.apis import request_class
+from protocol.apis import SUPPORTED_VERSIONS, ApiKey, request_class
 from protocol.connection import encode_response
-from protocol.request_codec import body_decoder
-from protocol.varints import read_uvarint
+from protocol.request_codec import MalformedRequest, body_decoder
+from protocol.responses import unsupported_api_versions_response
+from protocol.varints import VarintError, read_uvarint
 
 Handlers = Mapping[int, Callable[[RequestContext, Any], Any]]
+#: (api key, version) → body decoder: body_decoder compiles one each time it is called.
+_DECODERS: dict[tuple[int, int], Callable[[memoryview], Any]] = {}
 
 
 def handle_frame(gate: SaslGate, handlers: Handlers, frame: bytes) -> tuple[bytes, bool]:
@@ -37,17 +40,27 @@ def handle_frame(gate: SaslGate, handlers: Handlers, frame: bytes) -> tuple[byte
     verdict = gate.check(api_key, version)
     if verdict is Verdict.CLOSE:
         return b"", True
-    if api_key not in handlers and verdict is Verdict.SERVE:
-        return b"", True
+    if verdict is Verdict.SERVE:
+        low, high = SUPPORTED_VERSIONS.get(api_key, (0, -1))  # type: ignore[call-overload]
+        if api_key == ApiKey.API_VERSIONS and version > high:  # KIP-511: the v0 answer, body unread
+            return encode_response(api_key, 0, correlation_id, unsupported_api_versions_response()), False
+        if api_key not in handlers or not low <= version <= high:
+            return b"", True
     pos = 10 + max(id_len, 0)
     cls = request_class(api_key)
     if cls.flexible_version_q(version):
-        count, pos = read_uvarint(memoryview(frame), pos)
-        for _ in range(count):
-            _, pos = read_uvarint(memoryview(frame), pos)
-            size, pos = read_uvarint(memoryview(frame), pos)
-            pos += size
-    request = body_decoder(cls, version)(memoryview(frame)[pos:])
+        try:
+            count, pos = read_uvarint(memoryview(frame), pos)
+            for _ in range(count):
+                _, pos = read_uvarint(memoryview(frame), pos)
+                size, pos = read_uvarint(memoryview(frame), pos)
+                pos += size
+        except VarintError as e:
+            raise MalformedRequest(str(e)) from None
+    decoder = _DECODERS.get((api_key, version))
+    if decoder is None:
+        decoder = _DECODERS[(api_key, version)] = body_decoder(cls, version)
+    request = decoder(memoryview(frame)[pos:])
     if verdict is Verdict.SASL:
         reply = gate.respond(api_key, version, request)
         out = b"" if reply.response is None else encode_response(api_key, version, correlation_id, reply.response)
