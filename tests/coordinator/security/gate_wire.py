@@ -41,10 +41,13 @@ def handle_frame(gate: SaslGate, handlers: Handlers, frame: bytes) -> tuple[byte
     if verdict is Verdict.CLOSE:
         return b"", True
     if verdict is Verdict.SERVE:
-        low, high = SUPPORTED_VERSIONS.get(api_key, (0, -1))  # type: ignore[call-overload]
-        if api_key == ApiKey.API_VERSIONS and version > high:  # KIP-511: the v0 answer, body unread
+        if api_key == ApiKey.API_VERSIONS and version > SUPPORTED_VERSIONS[ApiKey.API_VERSIONS][1]:
+            # KIP-511: the v0 answer, body unread.
             return encode_response(api_key, 0, correlation_id, unsupported_api_versions_response()), False
-        if api_key not in handlers or not low <= version <= high:
+        if api_key not in handlers:
+            return b"", True
+        cls = request_class(api_key)
+        if not cls.min_version <= version <= cls.max_version:  # what the handler's codec knows
             return b"", True
     pos = 10 + max(id_len, 0)
     cls = request_class(api_key)
