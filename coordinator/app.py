@@ -39,7 +39,7 @@ from .cluster.warming import WarmingMarks
 from .cluster.zk_watcher import ZkWatcher
 from .cluster.znodes import BrokerRegistration
 from .cluster.zookeeper import ZooKeeper
-from .config import Config
+from .config import Config, ConfigError
 from .context import NodeInfo
 from .data_dir import DataDir, new_cluster_id
 from .group.config import GroupConfig
@@ -48,6 +48,10 @@ from .group.service import GroupService
 from .group.shard import GroupCoordinatorShard
 from .runtime.coordinator_types import CoordinatorTypes
 from .runtime.runtime import CoordinatorRuntime
+from .security.listeners import Listener, resolve_listeners
+from .security.ssl_principal import PrincipalMapper
+from .security.tls import ServerTls, tls_settings
+from .server.gate import GateFactory, TlsPrincipal
 from .server.server import Handler, KafkaServer
 from .topics.apis import TopicApis
 from .topics.delete_records import DeleteRecordsApis
@@ -78,6 +82,14 @@ log = logging.getLogger("groupcoord")
 class App:
     def __init__(self, config: Config) -> None:
         self.config = config
+        # Listeners, TLS stores and principal rules are checked before anything starts: a bad one
+        # is a ConfigError (exit 2) naming the setting.
+        self.listeners = resolve_listeners(config)
+        self.listener_security = {listener.name: _listener_security(config, listener)
+                                  for listener in self.listeners.bound}
+        if config["zookeeper.connect"] and self.listeners.protocol_map()[self.listeners.inter_broker] != "PLAINTEXT":
+            raise ConfigError(f"inter-broker listener {self.listeners.inter_broker}: nodes reach each other over "
+                              "PLAINTEXT only so far; name a PLAINTEXT listener in inter.broker.listener.name")
         #: Cluster mode (``zookeeper.connect`` set): this node's ZooKeeper session.
         self.zookeeper: ZooKeeper | None = None
         self.election: ControllerElection | None = None
@@ -251,22 +263,32 @@ class App:
         started = loop.time()
         await self.logs.open_all()
         log.info("logs loaded", extra={"partitions": len(self.logs._logs), "seconds": round(loop.time() - started, 3)})
-        host, port = self.config.listen
         self.server = KafkaServer({}, max_request_size=int(self.config["socket.request.max.bytes"]),
                                   max_connections=int(self.config["max.connections"]),
                                   idle_timeout_ms=int(self.config["connections.max.idle.ms"]))
-        bound_host, bound_port = await self.server.bind(host, port)
-        adv_host, adv_port = self.config.advertised
-        if adv_port == 0:
-            adv_port = bound_port
-        node = NodeInfo(self.data_dir.node_id, adv_host, adv_port, self.data_dir.cluster_id)
+        bound: list[tuple[str, str, int]] = []
+        endpoints: list[tuple[str, str, int]] = []
+        for listener, advertised in zip(self.listeners.bound, self.listeners.advertised, strict=True):
+            tls, principal, gates = self.listener_security[listener.name]
+            bound_host, bound_port = await self.server.bind(
+                listener.host, listener.port, listener=listener.name, ssl=tls.context if tls is not None else None,
+                tls_principal=principal, gate_factory=gates)
+            bound.append((listener.name, bound_host, bound_port))
+            # Port 0 binds a free port; the advertised one follows it.
+            endpoints.append((listener.name, advertised.host, advertised.port or bound_port))
+        bound_host, bound_port = bound[0][1], bound[0][2]
+        inter_broker = next(e for e in endpoints if e[0] == self.listeners.inter_broker)
+        _name, adv_host, adv_port = inter_broker
+        node = NodeInfo(self.data_dir.node_id, adv_host, adv_port, self.data_dir.cluster_id, tuple(endpoints))
         if self.zookeeper is not None:
             self._build_cluster(node)
         self.server.set_handlers(self._build_handlers(node))
         if self.zookeeper is not None:
             # Registered before serving: a node whose broker.id another live node holds never
             # answers a client (ClusterError, exit 1).
-            registration = BrokerRegistration(node.node_id, adv_host, adv_port, self.config["broker.rack"] or None)
+            registration = BrokerRegistration(node.node_id, adv_host, adv_port, self.config["broker.rack"] or None,
+                                              endpoints=node.endpoints,
+                                              protocols=tuple(self.listeners.protocol_map().items()))
             await asyncio.to_thread(self.zookeeper.register, registration)
             await self._start_cluster(node)
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -277,6 +299,7 @@ class App:
             self.transactions.load_all()
         await self.server.start()
         log.info("listening", extra={"listen": f"{bound_host}:{bound_port}", "advertised": f"{adv_host}:{adv_port}",
+                                     "listeners": ",".join(f"{n}://{h}:{p}" for n, h, p in bound),
                                      "node_id": node.node_id, "cluster_id": node.cluster_id,
                                      "event_loop": type(loop).__module__.split(".")[0],
                                      "data_dir": str(self.config.data_dir)})
@@ -429,3 +452,19 @@ class App:
             self.zookeeper.close()
             self.zookeeper = None
         self.data_dir.close()
+
+
+def _listener_security(config: Config, listener: Listener) -> tuple[ServerTls | None, TlsPrincipal | None,
+                                                                     GateFactory | None]:
+    """What the server needs for one listener: its TLS contexts (SSL, SASL_SSL), the mapping of
+    client certificates to principals (SSL; on SASL_SSL the SASL identity is the principal), and
+    the SASL gate factory (SASL_*)."""
+    tls = ServerTls(tls_settings(config, listener.name, listener.protocol), listener.name) if listener.tls else None
+    principal: TlsPrincipal | None = None
+    if listener.protocol == "SSL":
+        principal = PrincipalMapper(str(config.for_listener(listener.name, "ssl.principal.mapping.rules"))).principal
+    gates: GateFactory | None = None
+    if listener.sasl:
+        raise ConfigError(f"listener {listener.name}: {listener.protocol} needs SASL, which this build does not "
+                          "serve yet")
+    return tls, principal, gates

@@ -188,7 +188,7 @@ class ConfigApis:
         for key, setting in sorted(SETTINGS.items()):
             if keys is not None and key not in keys:
                 continue
-            value = _text(self.config[key])
+            value: str | None = _text(self.config[key])
             explicit = key in self.config.explicit
             source = SOURCE_STATIC_BROKER if explicit else SOURCE_DEFAULT
             if key in own:
