@@ -484,7 +484,8 @@ class KafkaServer:
         assert self._servers, "bind() first"
         for server in self._servers:
             await server.start_serving()
-        self._reaper = asyncio.ensure_future(self._reap_idle())
+        if self._reaper is None:
+            self._reaper = asyncio.ensure_future(self._reap_idle())
 
     async def _reap_idle(self) -> None:
         # connections.max.idle.ms: a connection that has sent nothing and awaits nothing for that
