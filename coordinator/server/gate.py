@@ -16,15 +16,22 @@ __all__ = ["Gate", "GateReplyLike", "GateFactory", "TlsPrincipal"]
 
 
 class GateReplyLike(Protocol):
-    #: A response to the request (encoded by the server for the request's version), or None.
-    response: Any
-    #: Raw token bytes to send size-prefixed without a header (SASL v0), or None.
-    raw: bytes | None
-    #: Close the connection after sending the answer (failed authentication).
-    close: bool
-    #: Seconds to hold the answer before sending it and closing
-    #: (``connection.failed.authentication.delay.ms``).
-    delay_s: float
+    @property
+    def response(self) -> Any:
+        """A response to the request (encoded by the server for the request's version), or None."""
+
+    @property
+    def raw(self) -> bytes | None:
+        """Token bytes to send size-prefixed without a header (SASL v0; ``b""`` is an empty frame)."""
+
+    @property
+    def close(self) -> bool:
+        """Close the connection after sending the answer (failed authentication)."""
+
+    @property
+    def delay_s(self) -> float:
+        """Seconds to hold the answer before sending it and closing
+        (``connection.failed.authentication.delay.ms``)."""
 
 
 class Gate(Protocol):
