@@ -1,5 +1,5 @@
-"""A node with a PLAINTEXT and an SSL listener at once: each advertises its own endpoint in
-Metadata, FindCoordinator and DescribeCluster, and kafka-python works over SSL."""
+"""A node with PLAINTEXT, SSL and SASL_SSL listeners at once: each advertises its own endpoint in
+Metadata, FindCoordinator and DescribeCluster, and kafka-python works over SSL and SASL_SSL."""
 
 from __future__ import annotations
 
@@ -31,12 +31,17 @@ class TwoListenerNode:
         keystore.write_bytes(cert.private_key_pem.bytes() + b"".join(b.bytes() for b in cert.cert_chain_pems))
         self.cafile = root / "ca.pem"
         self.cafile.write_bytes(self.ca.cert_pem.bytes())
-        base = free_ports(2)
-        self.plain_port, self.ssl_port = base, base + 1
+        base = free_ports(3)
+        self.plain_port, self.ssl_port, self.sasl_port = base, base + 1, base + 2
         self.log = root / "server.log"
         args = [sys.executable, "-m", "coordinator", "serve", "--data-dir", str(root / "data"),
-                "--set", f"listeners=PLAINTEXT://127.0.0.1:{self.plain_port},SSL://127.0.0.1:{self.ssl_port}",
-                "--set", f"advertised.listeners=SSL://localhost:{self.ssl_port}",
+                "--set", f"listeners=PLAINTEXT://127.0.0.1:{self.plain_port},SSL://127.0.0.1:{self.ssl_port},"
+                         f"SASL_SSL://127.0.0.1:{self.sasl_port}",
+                "--set", "listener.name.sasl_ssl.sasl.enabled.mechanisms=PLAIN",
+                "--set", "listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain."
+                         'PlainLoginModule required user_alice="alice-secret";',
+                "--set", f"advertised.listeners=SSL://localhost:{self.ssl_port},"
+                         f"SASL_SSL://localhost:{self.sasl_port}",
                 "--set", f"ssl.keystore.location={keystore}", "--set", "offsets.topic.num.partitions=1",
                 "--set", "offsets.topic.replication.factor=1"]
         with open(self.log, "wb") as log:
@@ -108,5 +113,23 @@ def test_kafka_python_over_ssl(node: TwoListenerNode) -> None:
     try:
         assert next(iter(consumer)).value == b"over tls"
         consumer.commit()
+    finally:
+        consumer.close()
+
+
+def test_kafka_python_over_sasl_ssl(node: TwoListenerNode) -> None:
+    options = {"bootstrap_servers": f"localhost:{node.sasl_port}", "security_protocol": "SASL_SSL",
+               "ssl_cafile": str(node.cafile), "sasl_mechanism": "PLAIN", "sasl_plain_username": "alice",
+               "sasl_plain_password": "alice-secret"}
+    producer = KafkaProducer(**options)
+    producer.send("sasl-topic", b"authenticated").get(timeout=10)
+    producer.close()
+    consumer = KafkaConsumer("sasl-topic", group_id="sasl-group", auto_offset_reset="earliest",
+                             consumer_timeout_ms=10000, **options)
+    try:
+        assert next(iter(consumer)).value == b"authenticated"
+        consumer.commit()
+        brokers = consumer._client.cluster.brokers()
+        assert {(b.host, b.port) for b in brokers} == {("localhost", node.sasl_port)}
     finally:
         consumer.close()
