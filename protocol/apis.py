@@ -20,16 +20,22 @@ from kafka.protocol.admin import (
     AlterPartitionReassignmentsResponse,
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
+    CreateAclsRequest,
+    CreateAclsResponse,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
     DeleteRecordsRequest,
     DeleteRecordsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    DescribeAclsRequest,
+    DescribeAclsResponse,
     DescribeClusterRequest,
     DescribeClusterResponse,
     DescribeConfigsRequest,
@@ -147,6 +153,9 @@ class ApiKey(IntEnum):
     END_TXN = 26
     WRITE_TXN_MARKERS = 27
     TXN_OFFSET_COMMIT = 28
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
@@ -196,6 +205,9 @@ _MESSAGES: dict[ApiKey, tuple[KafkaMessageClass, KafkaMessageClass]] = {
     ApiKey.DESCRIBE_TRANSACTIONS: (DescribeTransactionsRequest, DescribeTransactionsResponse),
     ApiKey.LIST_TRANSACTIONS: (ListTransactionsRequest, ListTransactionsResponse),
     ApiKey.WRITE_TXN_MARKERS: (WriteTxnMarkersRequest, WriteTxnMarkersResponse),
+    ApiKey.DESCRIBE_ACLS: (DescribeAclsRequest, DescribeAclsResponse),
+    ApiKey.CREATE_ACLS: (CreateAclsRequest, CreateAclsResponse),
+    ApiKey.DELETE_ACLS: (DeleteAclsRequest, DeleteAclsResponse),
     ApiKey.DESCRIBE_CONFIGS: (DescribeConfigsRequest, DescribeConfigsResponse),
     ApiKey.ALTER_CONFIGS: (AlterConfigsRequest, AlterConfigsResponse),
     ApiKey.CREATE_PARTITIONS: (CreatePartitionsRequest, CreatePartitionsResponse),
@@ -223,6 +235,16 @@ _MESSAGES: dict[ApiKey, tuple[KafkaMessageClass, KafkaMessageClass]] = {
 # What we serve. Minimums follow Kafka 4.x, which removed the oldest versions (KIP-896); the
 # schemas we decode with are Kafka 4.x's, so versions older than these have no schema here.
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
+    # SASL (reference/security.md §10): exactly 0-1 and 0-2; librdkafka needs v0 in range, Java up
+    # to 2.4 breaks on a SaslHandshake max above 1, kafkajs falls back to raw tokens without 36.
+    ApiKey.SASL_HANDSHAKE: (0, 1),
+    ApiKey.SASL_AUTHENTICATE: (0, 2),
+    # SCRAM users (KIP-554) and ACLs (KIP-140; v1 prefixed patterns, v2 flexible, v3 USER resource).
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.DESCRIBE_ACLS: (0, 3),
+    ApiKey.CREATE_ACLS: (0, 3),
+    ApiKey.DELETE_ACLS: (0, 3),
     # v3+ adds ClientSoftwareName/Version; v4 is what the Java client and kafka-python send.
     ApiKey.API_VERSIONS: (0, 4),
     # v0-v12: v10 topic ids, v11 drops cluster authorized operations, v12 nullable topic name.
