@@ -14,14 +14,19 @@ import os
 import signal
 from collections.abc import Callable
 
+from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
+
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey
+from protocol.errors import ErrorCode
 
 from . import gc_policy
+from .admin.acl_apis import AclApis
 from .admin.cluster_apis import ClusterApis
 from .admin.config_apis import ConfigApis
 from .admin.elect_leaders import ElectLeadersApis
 from .admin.group_configs import FileGroupConfigs, GroupConfigs
 from .admin.reassignments import ReassignmentApis
+from .admin.scram_apis import ScramApis
 from .cluster.controller import Controller
 from .cluster.controller_election import ControllerElection
 from .cluster.coordinator_leadership import CoordinatorLeadership
@@ -39,8 +44,8 @@ from .cluster.warming import WarmingMarks
 from .cluster.zk_watcher import ZkWatcher
 from .cluster.znodes import BrokerRegistration
 from .cluster.zookeeper import ZooKeeper
-from .config import Config
-from .context import NodeInfo
+from .config import Config, ConfigError
+from .context import NodeInfo, RequestContext
 from .data_dir import DataDir, new_cluster_id
 from .group.config import GroupConfig
 from .group.coordinator_type import group_coordinator_type
@@ -48,6 +53,14 @@ from .group.service import GroupService
 from .group.shard import GroupCoordinatorShard
 from .runtime.coordinator_types import CoordinatorTypes
 from .runtime.runtime import CoordinatorRuntime
+from .security.acl_store import FileAclStore, ZkAclStore
+from .security.authorizer import build_authorizer
+from .security.listeners import Listener, resolve_listeners
+from .security.sasl.gate import gate_factory
+from .security.scram_credentials import FileScramStore, ZkScramStore
+from .security.ssl_principal import PrincipalMapper
+from .security.tls import ServerTls, tls_settings
+from .server.gate import GateFactory, TlsPrincipal
 from .server.server import Handler, KafkaServer
 from .topics.apis import TopicApis
 from .topics.delete_records import DeleteRecordsApis
@@ -78,6 +91,13 @@ log = logging.getLogger("groupcoord")
 class App:
     def __init__(self, config: Config) -> None:
         self.config = config
+        # Listeners, TLS stores and principal rules are checked before anything starts: a bad one
+        # is a ConfigError (exit 2) naming the setting.
+        self.listeners = resolve_listeners(config)
+        self.listener_tls = {listener.name: _listener_tls(config, listener) for listener in self.listeners.bound}
+        if config["zookeeper.connect"] and self.listeners.protocol_map()[self.listeners.inter_broker] != "PLAINTEXT":
+            raise ConfigError(f"inter-broker listener {self.listeners.inter_broker}: nodes reach each other over "
+                              "PLAINTEXT only so far; name a PLAINTEXT listener in inter.broker.listener.name")
         #: Cluster mode (``zookeeper.connect`` set): this node's ZooKeeper session.
         self.zookeeper: ZooKeeper | None = None
         self.election: ControllerElection | None = None
@@ -208,14 +228,52 @@ class App:
         # (In cluster mode ClusterMarkerChannel, over this, replaces it: ``_build_cluster``.)
         if self.zookeeper is None:
             self.topics.listeners.append(self.transactions)
+        # Security (issue 33; docs/security.html): SCRAM credentials and ACLs in the data directory
+        # on one node, in ZooKeeper where Kafka keeps them in a cluster; the authorizer reads the
+        # ACL store's cache; SASL listeners get a gate per connection.
+        self.scram_store: FileScramStore | ZkScramStore
+        self.acl_store: FileAclStore | ZkAclStore
+        if self.zookeeper is None:
+            self.scram_store = FileScramStore(config.data_dir)
+            self.acl_store = FileAclStore(config.data_dir)
+        else:
+            self.scram_store = ZkScramStore(self.zookeeper)
+            self.scram_store.start()
+            self.acl_store = ZkAclStore(self.zookeeper)
+            self.acl_store.start()
+        self.authorizer = build_authorizer(str(config["authorizer.class.name"]), str(config["super.users"]),
+                                           bool(config["allow.everyone.if.no.acl.found"]), self.acl_store)
+        self.gates = {listener.name: self._gate_factory(listener) for listener in self.listeners.bound
+                      if listener.sasl}
         # Cluster mode: the coordinator follows the leadership of the offsets partitions
         # (``follow_offsets_leadership`` in ``_build_cluster``).
         self.server: KafkaServer | None = None
         self._stop = asyncio.Event()
         self._signals = 0
 
+    def _gate_factory(self, listener: Listener) -> GateFactory:
+        """The SASL gates of one listener, from its settings (listener-prefixed ones first)."""
+        config, name = self.config, listener.name
+        mechanisms = [m.strip() for m in str(config.for_listener(name, "sasl.enabled.mechanisms")).split(",")
+                      if m.strip()]
+        jaas = {m: str(config.for_listener(name, "sasl.jaas.config", m)) for m in mechanisms
+                if config.for_listener(name, "sasl.jaas.config", m)}
+        try:
+            return gate_factory(mechanisms, jaas, self.scram_store.get,
+                                max_receive_size=int(config.for_listener(name, "sasl.server.max.receive.size")),
+                                reauth_ms=int(config.for_listener(name, "connections.max.reauth.ms")),
+                                failed_delay_ms=int(config.for_listener(name, "connection.failed.authentication.delay.ms")))
+        except ValueError as exc:
+            raise ConfigError(f"listener {name} ({listener.protocol}): {exc}") from None
+
     def _build_handlers(self, node: NodeInfo) -> dict[ApiKey, Handler]:
         handlers: dict[ApiKey, Handler] = {}
+        # SaslHandshake / SaslAuthenticate reach a handler only outside a SASL exchange (a listener
+        # without SASL); on SASL listeners the connection's gate answers them.
+        handlers[ApiKey.SASL_HANDSHAKE] = _sasl_handshake_without_sasl
+        handlers[ApiKey.SASL_AUTHENTICATE] = _sasl_authenticate_without_sasl
+        handlers.update(ScramApis(self.scram_store, self.authorizer).handlers())
+        handlers.update(AclApis(self.authorizer, self.acl_store).handlers())
         handlers.update(ClusterApis(node, self.topics, self.view).handlers())
         handlers.update(TopicApis(node, self.topics).handlers())
         handlers.update(ConfigApis(node, self.config, self.topics, self.dynamic_configs, self.group_configs).handlers())
@@ -251,22 +309,33 @@ class App:
         started = loop.time()
         await self.logs.open_all()
         log.info("logs loaded", extra={"partitions": len(self.logs._logs), "seconds": round(loop.time() - started, 3)})
-        host, port = self.config.listen
         self.server = KafkaServer({}, max_request_size=int(self.config["socket.request.max.bytes"]),
                                   max_connections=int(self.config["max.connections"]),
                                   idle_timeout_ms=int(self.config["connections.max.idle.ms"]))
-        bound_host, bound_port = await self.server.bind(host, port)
-        adv_host, adv_port = self.config.advertised
-        if adv_port == 0:
-            adv_port = bound_port
-        node = NodeInfo(self.data_dir.node_id, adv_host, adv_port, self.data_dir.cluster_id)
+        bound: list[tuple[str, str, int]] = []
+        endpoints: list[tuple[str, str, int]] = []
+        for listener, advertised in zip(self.listeners.bound, self.listeners.advertised, strict=True):
+            tls, principal = self.listener_tls[listener.name]
+            gates = self.gates.get(listener.name)
+            bound_host, bound_port = await self.server.bind(
+                listener.host, listener.port, listener=listener.name, ssl=tls.context if tls is not None else None,
+                tls_principal=principal, gate_factory=gates)
+            bound.append((listener.name, bound_host, bound_port))
+            # Port 0 binds a free port; the advertised one follows it.
+            endpoints.append((listener.name, advertised.host, advertised.port or bound_port))
+        bound_host, bound_port = bound[0][1], bound[0][2]
+        inter_broker = next(e for e in endpoints if e[0] == self.listeners.inter_broker)
+        _name, adv_host, adv_port = inter_broker
+        node = NodeInfo(self.data_dir.node_id, adv_host, adv_port, self.data_dir.cluster_id, tuple(endpoints))
         if self.zookeeper is not None:
             self._build_cluster(node)
         self.server.set_handlers(self._build_handlers(node))
         if self.zookeeper is not None:
             # Registered before serving: a node whose broker.id another live node holds never
             # answers a client (ClusterError, exit 1).
-            registration = BrokerRegistration(node.node_id, adv_host, adv_port, self.config["broker.rack"] or None)
+            registration = BrokerRegistration(node.node_id, adv_host, adv_port, self.config["broker.rack"] or None,
+                                              endpoints=node.endpoints,
+                                              protocols=tuple(self.listeners.protocol_map().items()))
             await asyncio.to_thread(self.zookeeper.register, registration)
             await self._start_cluster(node)
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -277,6 +346,7 @@ class App:
             self.transactions.load_all()
         await self.server.start()
         log.info("listening", extra={"listen": f"{bound_host}:{bound_port}", "advertised": f"{adv_host}:{adv_port}",
+                                     "listeners": ",".join(f"{n}://{h}:{p}" for n, h, p in bound),
                                      "node_id": node.node_id, "cluster_id": node.cluster_id,
                                      "event_loop": type(loop).__module__.split(".")[0],
                                      "data_dir": str(self.config.data_dir)})
@@ -429,3 +499,25 @@ class App:
             self.zookeeper.close()
             self.zookeeper = None
         self.data_dir.close()
+
+
+def _listener_tls(config: Config, listener: Listener) -> tuple[ServerTls | None, TlsPrincipal | None]:
+    """One listener's TLS contexts (SSL, SASL_SSL) and the mapping of client certificates to
+    principals (SSL only: on SASL_SSL the SASL identity is the principal)."""
+    tls = ServerTls(tls_settings(config, listener.name, listener.protocol), listener.name) if listener.tls else None
+    principal: TlsPrincipal | None = None
+    if listener.protocol == "SSL":
+        principal = PrincipalMapper(str(config.for_listener(listener.name, "ssl.principal.mapping.rules"))).principal
+    return tls, principal
+
+
+def _sasl_handshake_without_sasl(ctx: RequestContext, _request: object) -> object:
+    # Kafka's KafkaApis.handleSaslHandshakeRequest: a handshake the authenticator did not take.
+    return SaslHandshakeResponse(version=ctx.api_version, error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
+
+
+def _sasl_authenticate_without_sasl(ctx: RequestContext, _request: object) -> object:
+    # Kafka's KafkaApis.handleSaslAuthenticateRequest, with its message.
+    return SaslAuthenticateResponse(version=ctx.api_version, error_code=ErrorCode.ILLEGAL_SASL_STATE,
+                                    error_message="SaslAuthenticate request received after successful authentication",
+                                    auth_bytes=b"", session_lifetime_ms=0)

@@ -48,14 +48,21 @@ IntSetting = Literal[
     "transaction.state.log.replication.factor", "transaction.state.log.min.isr", "transaction.max.timeout.ms",
     "transactional.id.expiration.ms", "transaction.abort.timed.out.transaction.cleanup.interval.ms",
     "transaction.remove.expired.transaction.cleanup.interval.ms",
+    "sasl.server.max.receive.size", "connections.max.reauth.ms", "connection.failed.authentication.delay.ms",
 ]
 FlagSetting = Literal[
     "auto.create.topics.enable", "unclean.leader.election.enable", "auto.leader.rebalance.enable",
     "controlled.shutdown.enable", "delete.topic.enable", "transaction.partition.verification.enable",
+    "allow.everyone.if.no.acl.found",
 ]
 TextSetting = Literal[
     "broker.rack", "zookeeper.connect", "listeners", "advertised.listeners", "log.dirs", "logging.level",
     "group.consumer.assignors", "group.consumer.migration.policy",
+    "listener.security.protocol.map", "inter.broker.listener.name", "security.inter.broker.protocol",
+    "ssl.keystore.location", "ssl.keystore.type", "ssl.key.password", "ssl.keystore.certificate.chain",
+    "ssl.keystore.key", "ssl.truststore.location", "ssl.truststore.type", "ssl.truststore.certificates",
+    "ssl.client.auth", "ssl.principal.mapping.rules", "ssl.enabled.protocols", "sasl.enabled.mechanisms",
+    "sasl.mechanism.inter.broker.protocol", "sasl.jaas.config", "authorizer.class.name", "super.users",
 ]
 
 
@@ -71,6 +78,8 @@ class Setting:
     allowed: str
     doc: str
     check: Callable[[SettingValue], bool] = lambda _v: True
+    #: A secret (passwords, private keys, JAAS text): never shown (Kafka's ``ConfigDef.Type.PASSWORD``).
+    sensitive: bool = False
 
 
 @dataclass(frozen=True)
@@ -116,20 +125,78 @@ def _text(text: str) -> str:
 
 
 def parse_host_port(text: str) -> tuple[str, int]:
-    """``host:port``, ``[v6]:port`` or ``PLAINTEXT://host:port`` (Kafka's listener syntax)."""
-    value = text.strip()
-    if "://" in value:
-        scheme, value = value.split("://", 1)
-        if scheme.upper() != "PLAINTEXT":
-            raise ValueError
+    """``host:port``, ``[v6]:port`` or ``PLAINTEXT://host:port``: the first listener of a list."""
+    _name, host, port = parse_listener_list(text, "listeners")[0]
+    return host, port
+
+
+#: Kafka's security protocols (docs/security.html §7.2); a listener's name maps to one of them.
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+def _host_port(value: str) -> tuple[str, int]:
     if value.startswith("["):
-        host, _, port = value[1:].partition("]:")
+        host, sep, port = value[1:].partition("]:")
+        if not sep:
+            raise ValueError(f"{value!r}: expected [IPV6]:PORT")
     else:
-        host, _, port = value.rpartition(":")
-    port_number = int(port)
+        host, sep, port = value.rpartition(":")
+        if not sep:
+            raise ValueError(f"{value!r}: expected HOST:PORT")
+    try:
+        port_number = int(port)
+    except ValueError:
+        raise ValueError(f"{value!r}: port {port!r} is not a number") from None
     if not 0 <= port_number <= 65535:
-        raise ValueError
+        raise ValueError(f"{value!r}: port {port_number} outside 0..65535")
     return host, port_number
+
+
+def parse_listener_list(text: str, setting: str) -> list[tuple[str, str, int]]:
+    """Kafka's listener list, ``NAME://host:port[,NAME://host:port...]``, as (NAME upper-cased,
+    host, port). A bare ``host:port`` (groupcoord's older form, and ``--listen``) is one listener
+    named PLAINTEXT. Names must be unique (SocketServerConfigs: "Each listener must have a
+    different name"); ValueError naming ``setting`` otherwise. Ports are checked by the caller,
+    because advertised listeners may repeat them."""
+    value = text.strip()
+    if not value:
+        raise ValueError(f"{setting} is empty")
+    result: list[tuple[str, str, int]] = []
+    for item in value.split(","):
+        item = item.strip()
+        if "://" in item:
+            name, rest = item.split("://", 1)
+            name = name.strip().upper()
+            if not name or not all(c.isalnum() or c in "_-" for c in name):
+                raise ValueError(f"{setting}: bad listener name in {item!r}")
+        else:
+            name, rest = "PLAINTEXT", item
+        host, port = _host_port(rest)
+        if any(name == other for other, _h, _p in result):
+            raise ValueError(f"{setting}: listener name {name} appears more than once; each listener must have "
+                             "a different name")
+        result.append((name, host, port))
+    return result
+
+
+def parse_protocol_map(text: str) -> dict[str, str]:
+    """``listener.security.protocol.map``: ``NAME:PROTOCOL[,NAME:PROTOCOL...]``, both upper-cased."""
+    result: dict[str, str] = {}
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, sep, protocol = item.partition(":")
+        name, protocol = name.strip().upper(), protocol.strip().upper()
+        if not sep or not name:
+            raise ValueError(f"listener.security.protocol.map: {item!r} is not NAME:PROTOCOL")
+        if protocol not in SECURITY_PROTOCOLS:
+            raise ValueError(f"listener.security.protocol.map: unknown security protocol {protocol!r} for "
+                             f"listener {name} (expected one of {', '.join(SECURITY_PROTOCOLS)})")
+        if name in result:
+            raise ValueError(f"listener.security.protocol.map: listener {name} is mapped twice")
+        result[name] = protocol
+    return result
 
 
 def parse_zookeeper_connect(text: str) -> tuple[str, str]:
@@ -173,12 +240,42 @@ def _assignors(text: str) -> str:
 
 
 def _listener(text: str) -> str:
-    parse_host_port(text)
+    parse_listener_list(text, "listeners")
     return text.strip()
 
 
 def _optional_listener(text: str) -> str:
-    return "" if not text.strip() else _listener(text)
+    if text.strip():
+        parse_listener_list(text, "advertised.listeners")
+    return text.strip()
+
+
+def _protocol_map(text: str) -> str:
+    parse_protocol_map(text)
+    return text.strip()
+
+
+def _protocol(text: str) -> str:
+    value = text.strip().upper()
+    if value not in SECURITY_PROTOCOLS:
+        raise ValueError
+    return value
+
+
+def _pem_only(text: str) -> str:
+    # Only PEM stores are read (Python's ssl module has no JKS/PKCS12 loader); Kafka's PEM type
+    # is KIP-651's.
+    if text.strip().upper() != "PEM":
+        raise ValueError
+    return "PEM"
+
+
+def _tls_versions(text: str) -> str:
+    versions = [v.strip() for v in text.split(",") if v.strip()]
+    # TLS 1.2 is the floor: older versions are broken and Python's ssl refuses them anyway.
+    if not versions or any(v not in ("TLSv1.2", "TLSv1.3") for v in versions):
+        raise ValueError
+    return ",".join(versions)
 
 
 _SETTINGS = [
@@ -198,10 +295,58 @@ _SETTINGS = [
             "ZooKeeper session timeout: how long a silent node stays registered (the server clamps it)."),
     Setting("zookeeper.connection.timeout.ms", _int(100, INT32_MAX), 18000, "milliseconds >= 100",
             "How long start-up waits to reach ZooKeeper before giving up."),
-    Setting("listeners", _listener, "localhost:9092", "HOST:PORT or PLAINTEXT://HOST:PORT",
-            "Where the server listens (--listen)."),
-    Setting("advertised.listeners", _optional_listener, "", "HOST:PORT, PLAINTEXT://HOST:PORT or empty",
-            "What clients are told to connect to; empty means the listener address."),
+    Setting("listeners", _listener, "localhost:9092", "NAME://HOST:PORT[,NAME://HOST:PORT...] or HOST:PORT",
+            "Where the server listens (--listen); a bare HOST:PORT is one PLAINTEXT listener."),
+    Setting("advertised.listeners", _optional_listener, "", "NAME://HOST:PORT[,...], HOST:PORT or empty",
+            "What clients are told to connect to, per listener; empty means the listener addresses."),
+    # --- security (docs/security.html; reference in coordinator/security/) ---------------------
+    Setting("listener.security.protocol.map", _protocol_map,
+            "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", "NAME:PROTOCOL[,...]",
+            "The security protocol of each listener name."),
+    Setting("inter.broker.listener.name", _text, "", "a listener name or empty",
+            "The listener other nodes use to reach this one; empty: the one of security.inter.broker.protocol."),
+    Setting("security.inter.broker.protocol", _protocol, "PLAINTEXT", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
+            "The protocol between nodes when inter.broker.listener.name is empty."),
+    Setting("ssl.keystore.location", _text, "", "a PEM file path or empty",
+            "The PEM file with this node's certificate chain and private key."),
+    Setting("ssl.keystore.type", _pem_only, "PEM", "PEM", "Format of the key store (only PEM)."),
+    Setting("ssl.key.password", _text, "", "a password or empty", "Password of an encrypted private key.",
+            sensitive=True),
+    Setting("ssl.keystore.certificate.chain", _text, "", "PEM text or empty",
+            "This node's certificate chain inline (instead of ssl.keystore.location)."),
+    Setting("ssl.keystore.key", _text, "", "PEM text or empty",
+            "This node's private key inline (with ssl.keystore.certificate.chain).", sensitive=True),
+    Setting("ssl.truststore.location", _text, "", "a PEM file path or empty",
+            "CA certificates client certificates are verified against."),
+    Setting("ssl.truststore.type", _pem_only, "PEM", "PEM", "Format of the trust store (only PEM)."),
+    Setting("ssl.truststore.certificates", _text, "", "PEM text or empty",
+            "Trusted CA certificates inline (instead of ssl.truststore.location)."),
+    Setting("ssl.client.auth", _choice("none", "requested", "required"), "none", "none, requested or required",
+            "Whether TLS clients must (required) or may (requested) present a certificate."),
+    Setting("ssl.principal.mapping.rules", _text, "DEFAULT", "RULE:regex/replacement/[LU][,...] or DEFAULT",
+            "How a client certificate's distinguished name becomes a principal name."),
+    Setting("ssl.enabled.protocols", _tls_versions, "TLSv1.2,TLSv1.3", "TLSv1.2 and/or TLSv1.3",
+            "TLS versions accepted."),
+    Setting("sasl.enabled.mechanisms", _text, "GSSAPI", "a comma-separated list of SASL mechanisms",
+            "The SASL mechanisms offered on SASL listeners (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)."),
+    Setting("sasl.mechanism.inter.broker.protocol", _text, "GSSAPI", "a SASL mechanism",
+            "The SASL mechanism between nodes."),
+    Setting("sasl.jaas.config", _text, "", "JAAS configuration text or empty",
+            "Login module options (PLAIN's user_<name>=\"password\", the node's own credentials).", sensitive=True),
+    # Kafka's pre-authentication frame cap (BrokerSecurityConfigs): 512 KiB.
+    Setting("sasl.server.max.receive.size", _int(1, INT32_MAX), 524288, "bytes >= 1",
+            "Largest frame accepted before SASL authentication completes."),
+    Setting("connections.max.reauth.ms", _int(0, INT64_MAX), 0, "milliseconds >= 0 (0: no expiry)",
+            "Lifetime of a SASL session before the client must re-authenticate (KIP-368)."),
+    Setting("connection.failed.authentication.delay.ms", _int(0, INT32_MAX), 100, "milliseconds >= 0",
+            "How long a failed authentication's answer is held before the connection closes."),
+    Setting("authorizer.class.name", _text, "", "empty, kafka.security.authorizer.AclAuthorizer, "
+            "org.apache.kafka.metadata.authorizer.StandardAuthorizer or groupcoord",
+            "Empty: every request is allowed. Otherwise ACLs decide."),
+    Setting("super.users", _text, "", "User:name[;User:name...] or empty",
+            "Principals every ACL check allows."),
+    Setting("allow.everyone.if.no.acl.found", _bool, False, "true or false",
+            "Whether a resource without ACLs is open to all."),
     Setting("log.dirs", _text, "groupcoord-data", "a directory path",
             "The data directory (--data-dir): logs, topic registry, meta.properties."),
     # Kafka's socket.request.max.bytes default: 100 MiB. A larger size prefix closes the
@@ -426,6 +571,18 @@ class Config(Mapping[str, SettingValue]):
     def data_dir(self) -> Path:
         return Path(self["log.dirs"])
 
+    def for_listener(self, listener: str, key: str, mechanism: str | None = None) -> SettingValue:
+        """``key`` as listener ``listener`` sees it: ``listener.name.<listener>.<mechanism>.<key>``,
+        then ``listener.name.<listener>.<key>``, then ``key`` (Kafka's lookup order,
+        docs/security.html §7.2 and §7.4)."""
+        prefix = f"listener.name.{listener.lower()}."
+        if mechanism is not None:
+            value = self._values.get(f"{prefix}{mechanism.lower()}.{key}")
+            if value is not None:
+                return value
+        value = self._values.get(prefix + key)
+        return self._values[key] if value is None else value
+
     @property
     def listen(self) -> tuple[str, int]:
         return parse_host_port(self["listeners"])
@@ -441,14 +598,48 @@ class Config(Mapping[str, SettingValue]):
         return host, port
 
 
+#: Settings a SASL mechanism may override per listener: ``listener.name.<l>.<mechanism>.<setting>``.
+MECHANISM_SETTINGS = ("sasl.jaas.config", "connections.max.reauth.ms")
+
+#: Settings a listener may override with ``listener.name.<l>.<setting>`` (docs/security.html §7.2).
+LISTENER_SETTINGS = (
+    "ssl.keystore.location", "ssl.keystore.type", "ssl.key.password", "ssl.keystore.certificate.chain",
+    "ssl.keystore.key", "ssl.truststore.location", "ssl.truststore.type", "ssl.truststore.certificates",
+    "ssl.client.auth", "ssl.principal.mapping.rules", "ssl.enabled.protocols", "sasl.enabled.mechanisms",
+    "sasl.jaas.config", "sasl.server.max.receive.size", "connections.max.reauth.ms",
+    "connection.failed.authentication.delay.ms",
+)
+
+
+def _prefixed_setting(key: str) -> Setting | None:
+    """The setting a ``listener.name.<listener>.[<mechanism>.]<setting>`` key overrides, or None."""
+    rest = key[len("listener.name."):]
+    listener, _, setting_name = rest.partition(".")
+    if not listener or listener != listener.lower():
+        return None
+    if setting_name in LISTENER_SETTINGS:
+        return SETTINGS[setting_name]
+    mechanism, _, setting_name = setting_name.partition(".")
+    if mechanism and mechanism == mechanism.lower() and setting_name in MECHANISM_SETTINGS:
+        return SETTINGS[setting_name]
+    return None
+
+
 def _apply(values: dict[str, SettingValue], key: str, raw: str, source: str, explicit: set[str] | None = None) -> None:
     setting = SETTINGS.get(key)
+    if setting is None and key.startswith("listener.name."):
+        setting = _prefixed_setting(key)
+        if setting is None:
+            raise ConfigError(f"{source}: unknown configuration key {key!r}: expected listener.name.<listener, lower "
+                              f"case>.<setting> with one of {', '.join(LISTENER_SETTINGS)}, or "
+                              f"listener.name.<listener>.<mechanism, lower case>.sasl.jaas.config")
     if setting is None:
         raise ConfigError(f"{source}: unknown configuration key {key!r}; see README for the keys groupcoord knows")
     try:
         values[key] = setting.parse(raw)
-    except ValueError:
-        raise ConfigError(f"{source}: invalid value {raw!r} for {key}: expected {setting.allowed}") from None
+    except ValueError as exc:
+        detail = f" ({exc})" if str(exc) and not str(exc).startswith("invalid literal") else ""
+        raise ConfigError(f"{source}: invalid value {raw!r} for {key}: expected {setting.allowed}{detail}") from None
     if explicit is not None:
         explicit.add(key)
 

@@ -36,6 +36,18 @@ class NodeInfo:
     host: str
     port: int
     cluster_id: str
+    #: Every advertised listener, (NAME, host, port); empty: one PLAINTEXT listener at host:port.
+    endpoints: tuple[tuple[str, str, int], ...] = ()
+
+    def endpoint(self, listener: str) -> tuple[str, int] | None:
+        """Where clients of listener ``listener`` reach this node (Kafka answers with the endpoints
+        of the listener a request arrived on), or None when it has no such listener."""
+        if not self.endpoints:
+            return (self.host, self.port) if listener == "PLAINTEXT" else None
+        for name, host, port in self.endpoints:
+            if name == listener:
+                return host, port
+        return None
 
 
 #: What a handler answers: a response (kafka-python's, or one of ours with an ``encode(version)``,

@@ -18,7 +18,13 @@ Rules:
    bytes arrive: we never allocate or wait for a frame we would refuse.
 3. After a :class:`ProtocolViolation` the connection is dead and yields that violation forever:
    a stream that lost framing cannot be resynchronised.
-4. The connection knows nothing of handlers. An unknown api key or an unsupported version is a
+4. Before authentication (SASL listeners) the server narrows the stream: ``admit`` sees each
+   request's api key and version from its header *before the body is parsed* and may refuse it
+   (a violation: Kafka closes such a connection without answering); ``frame_limit`` caps frame
+   sizes below ``max_request_size`` (``sasl.server.max.receive.size``); ``raw_next`` makes the next
+   frame a :class:`RawFrame`, a SASL token without a Kafka header (SaslHandshake v0; Kafka
+   protocol guide, "SASL Authentication Sequence").
+5. The connection knows nothing of handlers. An unknown api key or an unsupported version is a
    violation (Kafka closes such connections too), except ApiVersions above our maximum, which has
    its own event so it can be answered in the v0 format (KIP-511).
 """
@@ -35,7 +41,7 @@ from .nullability import null_checker
 from .request_codec import MAX_TAGGED_FIELDS, MalformedRequest, body_decoder, too_many_tagged_fields
 from .varints import VarintError, read_uvarint
 
-__all__ = ["ServerConnection", "DEFAULT_MAX_REQUEST_SIZE", "encode_response"]
+__all__ = ["ServerConnection", "DEFAULT_MAX_REQUEST_SIZE", "encode_response", "RawFrame", "Admission"]
 
 #: Kafka's ``socket.request.max.bytes`` default (100 MiB): the largest request frame accepted.
 DEFAULT_MAX_REQUEST_SIZE = 104857600
@@ -43,7 +49,21 @@ DEFAULT_MAX_REQUEST_SIZE = 104857600
 _HEADER = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
 _SIZE = struct.Struct(">i")
 
-Event = RequestReceived | UnsupportedApiVersions | ProtocolViolation
+
+class RawFrame:
+    """A frame read without a Kafka header: a SASL token of the v0 exchange."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+
+Event = RequestReceived | UnsupportedApiVersions | ProtocolViolation | RawFrame
+
+#: Sees (api key, api version) of each request header before its body is parsed; a reason string
+#: refuses the request (the connection then fails with it), None lets it through.
+Admission = Callable[[int, int], "str | None"]
 
 
 def _skip_tagged_fields(buf: memoryview, pos: int) -> int:
@@ -95,6 +115,12 @@ class ServerConnection:
         self.max_request_size = max_request_size
         self._buffer = bytearray()
         self._violation: ProtocolViolation | None = None
+        #: A lower frame cap while it is not None (set by the server before authentication).
+        self.frame_limit: int | None = None
+        #: The next frame is a raw token (:class:`RawFrame`), not a request.
+        self.raw_next = False
+        #: The pre-parse check of each request header, or None (every request admitted).
+        self.admit: Admission | None = None
 
     def receive_data(self, data: bytes) -> None:
         """Buffer bytes read from the socket. Parsing happens in :meth:`next_event`."""
@@ -113,12 +139,16 @@ class ServerConnection:
         if len(buf) < 4:
             return NEED_DATA
         (size,) = _SIZE.unpack_from(buf, 0)
-        if size < 0 or size > self.max_request_size:
-            return self._fail(f"request size {size} outside 0..{self.max_request_size}")
+        limit = self.max_request_size if self.frame_limit is None else min(self.frame_limit, self.max_request_size)
+        if size < 0 or size > limit:
+            return self._fail(f"request size {size} outside 0..{limit}")
         if len(buf) < 4 + size:
             return NEED_DATA
         frame = bytes(buf[4 : 4 + size])
         del buf[: 4 + size]
+        if self.raw_next:
+            self.raw_next = False
+            return RawFrame(frame)
         try:
             return self._parse_request(frame)
         except Exception as exc:  # noqa: BLE001 - any decoder failure means a malformed frame
@@ -133,6 +163,10 @@ class ServerConnection:
         if len(frame) < _HEADER.size:
             return self._fail(f"request header truncated ({len(frame)} bytes)")
         api_key, api_version, correlation_id, client_id_len = _HEADER.unpack_from(frame, 0)
+        if self.admit is not None:
+            refused = self.admit(api_key, api_version)
+            if refused is not None:
+                return self._fail(refused)
         pos = _HEADER.size
         if client_id_len < -1 or pos + max(client_id_len, 0) > len(frame):
             return self._fail(f"bad client id length {client_id_len}")

@@ -92,11 +92,19 @@ class ClusterApis:
 
     # --- who is in the cluster -----------------------------------------------------------------
 
-    def _brokers(self) -> list[_Endpoint]:
+    def _brokers(self, listener: str) -> list[_Endpoint]:
+        """The live brokers as clients of ``listener`` reach them: brokers without that listener
+        are left out (Kafka's ``getAliveBrokerNodes(listenerName)``, reference/security.md §1)."""
         view = self.cluster
         if view is None:
-            return [_Endpoint(self.node.node_id, self.node.host, self.node.port, None)]
-        return [_Endpoint(b.broker_id, b.host, b.port, b.rack) for _, b in sorted(view.brokers.items())]
+            own = self.node.endpoint(listener)
+            return [] if own is None else [_Endpoint(self.node.node_id, own[0], own[1], None)]
+        result = []
+        for _, b in sorted(view.brokers.items()):
+            address = b.endpoint_for(listener)
+            if address is not None:
+                result.append(_Endpoint(b.broker_id, address[0], address[1], b.rack))
+        return result
 
     def _controller_id(self) -> int:
         if self.cluster is None:
@@ -118,12 +126,13 @@ class ClusterApis:
     def metadata(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
         version = ctx.api_version
         brokers = [MetadataResponse.MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
-                   for b in self._brokers()]
+                   for b in self._brokers(ctx.listener)]
         # v0: an empty list means every topic. v1+: null means every topic, empty means none.
         wanted = request.topics
         topic_ops = authorized(version >= 8 and bool(request.include_topic_authorized_operations), TOPIC_OPERATIONS)
         if wanted is None or (version == 0 and not wanted):
-            topics = [self._topic_metadata(name, version, topic_ops) for name in self._describable(ctx, self._topic_names())]
+            topics = [self._topic_metadata(name, version, topic_ops, ctx.listener)
+                      for name in self._describable(ctx, self._topic_names())]
         else:
             auto_create = self.topics.auto_create_enabled and (version < 4 or request.allow_auto_topic_creation)
             topics = [self._authorized_requested_topic(ctx, t, version, auto_create, topic_ops) for t in wanted]
@@ -155,7 +164,7 @@ class ClusterApis:
         (by id: the id is echoed, the name withheld); a missing one auto-created only with CREATE
         on the cluster or the topic, else TOPIC_AUTHORIZATION_FAILED."""
         if not self.authorizer.enabled:
-            return self._requested_topic(wanted, version, auto_create, ops)
+            return self._requested_topic(wanted, version, auto_create, ops, ctx.listener)
         name = wanted.name
         topic_id = getattr(wanted, "topic_id", None)
         if name is None:
@@ -163,7 +172,7 @@ class ClusterApis:
             if found is not None and not allowed(self.authorizer, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
                                                  found):
                 return self._error_topic(None, ErrorCode.TOPIC_AUTHORIZATION_FAILED, topic_id)
-            return self._requested_topic(wanted, version, auto_create, ops)
+            return self._requested_topic(wanted, version, auto_create, ops, ctx.listener)
         if not allowed(self.authorizer, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
             return self._error_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         if auto_create and not self._topic_exists(name) and topic_name_error(name) is None \
@@ -172,7 +181,7 @@ class ClusterApis:
             refused = self._error_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             refused.is_internal = name in INTERNAL_TOPICS
             return refused
-        return self._requested_topic(wanted, version, auto_create, ops)
+        return self._requested_topic(wanted, version, auto_create, ops, ctx.listener)
 
     def _set_topic_operations(self, ctx: RequestContext, topics: list[KafkaStruct]) -> None:
         for topic in topics:
@@ -201,7 +210,7 @@ class ClusterApis:
                 refusal = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "Transactional Id authorization failed."
             if refusal is not None:
                 return _Coordinator(refusal[0], refusal[1] if version < 4 else None)
-        return self._coordinator(key_type, key)
+        return self._coordinator(key_type, key, ctx.listener)
 
     def _topic_names(self) -> list[str]:
         if self.cluster is None:
@@ -220,14 +229,15 @@ class ClusterApis:
             return None if info is None else info.name
         return next((a.name for a in self.cluster.topics.values() if a.topic_id == topic_id), None)
 
-    def _requested_topic(self, wanted: KafkaStruct, version: int, auto_create: bool, ops: set[int] | None) -> KafkaStruct:
+    def _requested_topic(self, wanted: KafkaStruct, version: int, auto_create: bool, ops: set[int] | None,
+                         listener: str = "PLAINTEXT") -> KafkaStruct:
         name = wanted.name
         topic_id = getattr(wanted, "topic_id", None)
         if name is None:
             found = self._topic_name_by_id(topic_id) if topic_id is not None else None
             if found is None:
                 return self._error_topic(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id)
-            return self._topic_metadata(found, version, ops)
+            return self._topic_metadata(found, version, ops, listener)
         if not self._topic_exists(name):
             if topic_name_error(name) is not None:
                 return self._error_topic(name, ErrorCode.INVALID_TOPIC_EXCEPTION)
@@ -245,7 +255,7 @@ class ClusterApis:
             if self.cluster is not None:
                 # Written to ZooKeeper; the view learns of it a moment later (§5).
                 return self._pending_topic(name, ops)
-        return self._topic_metadata(name, version, ops)
+        return self._topic_metadata(name, version, ops, listener)
 
     @staticmethod
     def _error_topic(name: str | None, error: int, topic_id: uuid.UUID | None = None) -> KafkaStruct:
@@ -262,7 +272,7 @@ class ClusterApis:
             partitions=[], authorized_operations=ops,
         )
 
-    def _topic_metadata(self, name: str, version: int, ops: set[int] | None) -> KafkaStruct:
+    def _topic_metadata(self, name: str, version: int, ops: set[int] | None, listener: str = "PLAINTEXT") -> KafkaStruct:
         """A topic known to exist (in the registry alone, in the view in cluster mode)."""
         view = self.cluster
         if view is None:
@@ -278,19 +288,25 @@ class ClusterApis:
             ]
         else:
             topic_id, internal = view.topics[name].topic_id, name in INTERNAL_TOPICS
-            partitions = [self._cluster_partition(view, part, version) for part in view.partitions(name)]
+            partitions = [self._cluster_partition(view, part, version, listener) for part in view.partitions(name)]
         return MetadataResponse.MetadataResponseTopic(
             error_code=0, name=name, topic_id=topic_id, is_internal=internal,
             partitions=partitions, authorized_operations=ops,
         )
 
     @staticmethod
-    def _cluster_partition(view: ClusterView, part: PartitionInfo, version: int) -> KafkaStruct:
+    def _cluster_partition(view: ClusterView, part: PartitionInfo, version: int,
+                           listener: str = "PLAINTEXT") -> KafkaStruct:
         state = part.state
         replicas = list(part.replicas)
         isr = list(state.isr) if state is not None else []
         leader = view.leader(part.topic, part.partition)
         error = ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE
+        if leader >= 0 and view.brokers[leader].endpoint_for(listener) is None:
+            # A leader clients of this listener cannot reach (Kafka's MetadataCache): v6+ says
+            # so with LISTENER_NOT_FOUND, older versions with LEADER_NOT_AVAILABLE; no leader.
+            error = ErrorCode.LISTENER_NOT_FOUND if version >= 6 else ErrorCode.LEADER_NOT_AVAILABLE
+            leader = -1
         if version == 0:
             live_replicas = [r for r in replicas if view.live(r)]
             live_isr = [r for r in isr if view.live(r)]
@@ -323,7 +339,22 @@ class ClusterApis:
             node_id=c.node_id, host=c.host, port=c.port,
         )
 
-    def _coordinator(self, key_type: int, key: str) -> _Coordinator:
+    def _coordinator(self, key_type: int, key: str, listener: str = "PLAINTEXT") -> _Coordinator:
+        found = self._coordinator_on_any_listener(key_type, key)
+        if found.error != ErrorCode.NONE:
+            return found
+        # The coordinator's address on the request's listener (Kafka's getCoordinator asks the
+        # metadata cache for the node of that listener; without one, COORDINATOR_NOT_AVAILABLE).
+        if self.cluster is None:
+            address = self.node.endpoint(listener)
+        else:
+            broker = self.cluster.brokers.get(found.node_id)
+            address = None if broker is None else broker.endpoint_for(listener)
+        if address is None:
+            return _Coordinator(ErrorCode.COORDINATOR_NOT_AVAILABLE, _NOT_AVAILABLE)
+        return _Coordinator(ErrorCode.NONE, None, found.node_id, address[0], address[1])
+
+    def _coordinator_on_any_listener(self, key_type: int, key: str) -> _Coordinator:
         if key_type == KEY_TYPE_GROUP:
             if self.cluster is None:
                 return self._single_node_group_coordinator()
@@ -398,7 +429,8 @@ class ClusterApis:
             version=version, throttle_time_ms=0, error_code=0, error_message=None,
             endpoint_type=ENDPOINT_TYPE_BROKER, cluster_id=node.cluster_id, controller_id=self._controller_id(),
             brokers=[DescribeClusterResponse.DescribeClusterBroker(
-                broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack, is_fenced=False) for b in self._brokers()],
+                broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack, is_fenced=False)
+                for b in self._brokers(ctx.listener)],
             authorized_operations=self._cluster_operations(ctx, bool(request.include_cluster_authorized_operations)),
         )
 

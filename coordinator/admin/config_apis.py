@@ -203,7 +203,7 @@ class ConfigApis:
         for key, setting in sorted(SETTINGS.items()):
             if keys is not None and key not in keys:
                 continue
-            value = _text(self.config[key])
+            value: str | None = _text(self.config[key])
             explicit = key in self.config.explicit
             source = SOURCE_STATIC_BROKER if explicit else SOURCE_DEFAULT
             if key in own:
@@ -219,8 +219,10 @@ class ConfigApis:
                 if explicit:
                     chain.append(Synonym(name=key, value=_text(self.config[key]), source=SOURCE_STATIC_BROKER))
                 chain.append(Synonym(name=key, value=_text(setting.default), source=SOURCE_DEFAULT))
+            if setting.sensitive:  # Kafka shows a PASSWORD setting as null, synonyms included
+                value, chain = None, [Synonym(name=c.name, value=None, source=c.source) for c in chain]
             entries.append(Entry(name=key, value=value, read_only=key not in DYNAMIC_BROKER_KEYS, config_source=source,
-                                 is_default=source == SOURCE_DEFAULT, is_sensitive=False, synonyms=chain,
+                                 is_default=source == SOURCE_DEFAULT, is_sensitive=setting.sensitive, synonyms=chain,
                                  config_type=_broker_type(setting), documentation=setting.doc if docs else None))
         return Result(error_code=0, error_message=None, resource_type=RESOURCE_BROKER, resource_name=name, configs=entries)
 

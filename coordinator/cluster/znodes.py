@@ -100,10 +100,28 @@ class BrokerRegistration:
     rack: str | None = None
     #: Milliseconds since the epoch at registration.
     timestamp_ms: int = 0
+    #: Every listener, (NAME, host, port), as Kafka's ``endpoints``; empty: PLAINTEXT at host:port.
+    endpoints: tuple[tuple[str, str, int], ...] = ()
+    #: ``listener_security_protocol_map`` as (NAME, PROTOCOL) pairs; empty: PLAINTEXT:PLAINTEXT.
+    protocols: tuple[tuple[str, str], ...] = ()
 
     @property
     def endpoint(self) -> str:
         return f"PLAINTEXT://{self.host}:{self.port}"
+
+    def endpoint_for(self, listener: str) -> tuple[str, int] | None:
+        """This broker's address on listener ``listener``, or None without that listener (Metadata
+        then answers LISTENER_NOT_FOUND for what it leads, as Kafka's MetadataCache does)."""
+        if not self.endpoints:
+            return (self.host, self.port) if listener == "PLAINTEXT" else None
+        for name, host, port in self.endpoints:
+            if name == listener:
+                return host, port
+        return None
+
+
+def _endpoint_string(name: str, host: str, port: int) -> str:
+    return f"{name}://[{host}]:{port}" if ":" in host else f"{name}://{host}:{port}"
 
 
 def encode_broker(reg: BrokerRegistration) -> bytes:
@@ -114,8 +132,8 @@ def encode_broker(reg: BrokerRegistration) -> bytes:
         "port": reg.port,
         "jmx_port": -1,
         "timestamp": str(reg.timestamp_ms),  # a string in Kafka's encoding
-        "endpoints": [reg.endpoint],
-        "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+        "endpoints": [_endpoint_string(*e) for e in reg.endpoints] if reg.endpoints else [reg.endpoint],
+        "listener_security_protocol_map": dict(reg.protocols) if reg.protocols else {"PLAINTEXT": "PLAINTEXT"},
         "features": {},
     }
     if reg.rack:  # present only when set (v3+)
@@ -158,16 +176,25 @@ def decode_broker(path: str, data: bytes | None) -> BrokerRegistration:
     endpoints = value.get("endpoints") or []
     if not isinstance(endpoints, list):  # Kafka writes a JSON array; anything else is corrupt
         raise ZnodeError(f"znode {path}: endpoints is {endpoints!r}, not a list")
+    listeners: list[tuple[str, str, int]] = []
     for endpoint in endpoints:
-        if isinstance(endpoint, str) and endpoint.startswith("PLAINTEXT://"):
-            address = endpoint[len("PLAINTEXT://"):]
-            host, _, port_text = address.rpartition(":")
-            host = host.strip("[]")
-            try:
-                port = int(port_text)
-            except ValueError:
-                raise ZnodeError(f"znode {path}: endpoint {endpoint!r} has no port") from None
+        if not isinstance(endpoint, str) or "://" not in endpoint:
+            raise ZnodeError(f"znode {path}: endpoint {endpoint!r} is not NAME://host:port")
+        name, _, address = endpoint.partition("://")
+        ep_host, _, port_text = address.rpartition(":")
+        ep_host = ep_host.strip("[]")
+        try:
+            ep_port = int(port_text)
+        except ValueError:
+            raise ZnodeError(f"znode {path}: endpoint {endpoint!r} has no port") from None
+        listeners.append((name.upper(), ep_host, ep_port))
+    for name, ep_host, ep_port in listeners:
+        if name == "PLAINTEXT":
+            host, port = ep_host, ep_port
             break
+    protocol_map = value.get("listener_security_protocol_map") or {}
+    if not isinstance(protocol_map, dict) or not all(isinstance(v, str) for v in protocol_map.values()):
+        raise ZnodeError(f"znode {path}: listener_security_protocol_map is {protocol_map!r}, expected an object")
     if not isinstance(host, str) or not host or isinstance(port, bool) or not isinstance(port, int) or port < 0:
         raise ZnodeError(f"znode {path}: no PLAINTEXT endpoint (host {host!r}, port {port!r})")
     rack = value.get("rack")
@@ -177,7 +204,8 @@ def decode_broker(path: str, data: bytes | None) -> BrokerRegistration:
         timestamp = int(value.get("timestamp", 0))
     except (TypeError, ValueError):
         raise ZnodeError(f"znode {path}: timestamp {value.get('timestamp')!r} is not milliseconds") from None
-    return BrokerRegistration(broker_id, host, port, rack, timestamp)
+    return BrokerRegistration(broker_id, host, port, rack, timestamp, tuple(listeners),
+                              tuple((str(k).upper(), v.upper()) for k, v in protocol_map.items()))
 
 
 def encode_cluster_id(cluster_id: str) -> bytes:

@@ -18,6 +18,7 @@ created again in it.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -181,8 +182,7 @@ class ZooKeeper:
 
     def _create_registration(self, registration: BrokerRegistration) -> None:
         path = broker_path(registration.broker_id)
-        registration = BrokerRegistration(registration.broker_id, registration.host, registration.port,
-                                          registration.rack, int(time.time() * 1000))
+        registration = dataclasses.replace(registration, timestamp_ms=int(time.time() * 1000))
         data = encode_broker(registration)
         for _ in range(3):
             session = self.session_id

@@ -16,6 +16,16 @@ Rules:
 3. A connection with more than ``MAX_IN_FLIGHT`` requests awaiting their response stops being
    read until it drains, so one client cannot make us buffer without bound.
 4. Protocol violations close only that connection, with one log line naming the peer and reason.
+5. Several listeners (Kafka's ``listeners``) may be bound, each its own asyncio server with its
+   name, its TLS context (SSL, SASL_SSL) and its SASL gate factory (SASL_*). Each request's
+   context carries the listener's name, the peer's IP and the principal: the gate's on SASL
+   listeners, else the TLS client certificate's mapped name, else ``User:ANONYMOUS``.
+6. On a SASL listener every request header is shown to the connection's gate before its body is
+   parsed (coordinator/server/gate.py); frames are capped by the gate's ``frame_limit()`` until
+   authentication completes; a failed authentication is answered after the gate's delay, then
+   the connection closes.
+7. A TLS handshake must finish within ``tls_handshake_timeout_s``; a peer that stalls it is
+   dropped and never counts against ``max.connections``.
 """
 
 from __future__ import annotations
@@ -24,19 +34,22 @@ import asyncio
 import inspect
 import logging
 import os
+import ssl
+import struct
 import time
 from collections import deque
 from collections.abc import Awaitable
 from typing import cast
 
 from protocol.apis import ApiKey
-from protocol.connection import ServerConnection, encode_response
+from protocol.connection import RawFrame, ServerConnection, encode_response
 from protocol.events import NEED_DATA, ProtocolViolation, RequestReceived, UnsupportedApiVersions
 from protocol.fetch_response import RecordsRef
 from protocol.responses import EncodedResponse, FileRange, unsupported_api_versions_response
 
 from ..context import Handler, RequestContext
 from .close_log import CloseLog
+from .gate import Gate, GateFactory, GateReplyLike, TlsPrincipal
 
 __all__ = ["KafkaServer", "Handler", "MAX_IN_FLIGHT"]
 
@@ -48,6 +61,16 @@ MAX_IN_FLIGHT = 256
 
 #: How long a connection being closed may take to send what was queued before it is aborted.
 CLOSE_GRACE_SECONDS = 5.0
+
+#: How long a TLS client may take to finish its handshake (asyncio's default is 60 s; Kafka has
+#: no own setting and leaves it to connections.max.idle.ms). Short, because a stalled handshake
+#: holds a socket and memory while it lasts.
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
+
+ANONYMOUS = "User:ANONYMOUS"
+#: SaslHandshake's api key: the one request an expired SASL session may still send (KIP-368).
+_SASL_HANDSHAKE = 17
+_SIZE = struct.Struct(">i")
 
 
 #: Whether the running loop's transports take ``loop.sendfile`` (asyncio's do; uvloop's raise
@@ -91,12 +114,32 @@ class _Slot:
         self.api_key = api_key
 
 
+class _Listener:
+    """One bound listener: its name, and what its connections are given."""
+
+    __slots__ = ("name", "tls_principal", "gate_factory")
+
+    def __init__(self, name: str, tls_principal: TlsPrincipal | None, gate_factory: GateFactory | None) -> None:
+        self.name = name
+        self.tls_principal = tls_principal
+        self.gate_factory = gate_factory
+
+
 class _Connection(asyncio.Protocol):
-    def __init__(self, server: KafkaServer) -> None:
+    def __init__(self, server: KafkaServer, listener: _Listener | None = None) -> None:
         self.server = server
         self.conn = ServerConnection(server.max_request_size)
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
+        self.listener = listener.name if listener is not None else "PLAINTEXT"
+        self.client_host = ""
+        self.principal = ANONYMOUS
+        self._listener = listener
+        self.gate: Gate | None = None
+        #: The gate's verdict on the request being parsed (set by the admission hook).
+        self._verdict = ""
+        #: Authentication failed: its answer waits for the delay; nothing more is read.
+        self.failing = False
         self.pending: deque[_Slot] = deque()
         self.tasks: set[asyncio.Task[None]] = set()
         self.paused = False
@@ -117,6 +160,7 @@ class _Connection(asyncio.Protocol):
         if isinstance(info, tuple) and len(info) >= 2:
             host, port = info[0], info[1]
             self.peer = f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+            self.client_host = str(host)
         if len(self.server.connections) >= self.server.max_connections or self.server.stopping:
             reason = "server is shutting down" if self.server.stopping else \
                 f"max.connections ({self.server.max_connections}) reached"
@@ -125,7 +169,21 @@ class _Connection(asyncio.Protocol):
             stream.abort()
             return
         self.server.connections.add(self)
-        log.debug("connection opened", extra={"peer": self.peer})
+        log.debug("connection opened", extra={"peer": self.peer, "listener": self.listener})
+        listener = self._listener
+        if listener is not None:
+            if listener.tls_principal is not None:
+                sslobj = transport.get_extra_info("ssl_object")
+                der = sslobj.getpeercert(binary_form=True) if sslobj is not None else None
+                try:
+                    self.principal = listener.tls_principal(der)
+                except ValueError as exc:
+                    self.close(f"TLS client refused: {exc}")
+                    return
+            if listener.gate_factory is not None:
+                self.gate = listener.gate_factory()
+                self.conn.admit = self._admit
+                self.conn.frame_limit = self.gate.frame_limit()
 
     def eof_received(self) -> bool | None:
         if self.conn.buffered and not self.closed:
@@ -141,16 +199,26 @@ class _Connection(asyncio.Protocol):
         log.debug("connection closed", extra={"peer": self.peer})
 
     def data_received(self, data: bytes) -> None:
-        if self.closed:
+        if self.closed or self.failing:
             return
         self.last_activity = time.monotonic()
         self.conn.receive_data(data)
-        while not self.closed:
+        gate = self.gate
+        while not self.closed and not self.failing:
+            if gate is not None:
+                self.conn.frame_limit = gate.frame_limit()
+                self.conn.raw_next = gate.expects_raw_token()
             event = self.conn.next_event()
             if event is NEED_DATA:
                 break
             if isinstance(event, RequestReceived):
-                self._dispatch(event)
+                if gate is not None and self._verdict == "SASL":
+                    self._answer_gate(event.api_key, event.api_version, event.correlation_id,
+                                      gate.respond(event.api_key, event.api_version, event.request))
+                else:
+                    self._dispatch(event)
+            elif isinstance(event, RawFrame) and gate is not None:
+                self._answer_gate(-1, 0, 0, gate.raw_token(event.data))
             elif isinstance(event, UnsupportedApiVersions):
                 slot = _Slot()
                 slot.frame = encode_response(ApiKey.API_VERSIONS, 0, event.correlation_id,
@@ -168,13 +236,62 @@ class _Connection(asyncio.Protocol):
             self.paused = True
             self.transport.pause_reading()
 
+    # --- SASL ---------------------------------------------------------------------------------
+
+    def _admit(self, api_key: int, api_version: int) -> str | None:
+        """The gate's verdict on a request header, before the body is parsed (Kafka's
+        SaslServerAuthenticator reads only the header of a pre-authentication request)."""
+        gate = self.gate
+        assert gate is not None
+        if api_key != _SASL_HANDSHAKE and gate.session_expired():
+            return "SASL session expired (connections.max.reauth.ms); re-authentication required"
+        verdict = gate.check(api_key, api_version)
+        name = getattr(verdict, "name", str(verdict))
+        if name == "CLOSE":
+            return gate.reason or "request refused before SASL authentication"
+        self._verdict = name
+        return None
+
+    def _answer_gate(self, api_key: int, api_version: int, correlation_id: int, reply: GateReplyLike) -> None:
+        slot = _Slot(api_key)
+        self.pending.append(slot)
+        if reply.raw is not None:
+            slot.frame = _SIZE.pack(len(reply.raw)) + reply.raw
+        elif reply.response is not None:
+            slot.frame = encode_response(api_key, api_version, correlation_id, reply.response)
+        if not reply.close:
+            slot.done = True
+            return
+        # A failed authentication: read nothing more; the answer leaves after the delay
+        # (connection.failed.authentication.delay.ms), then the connection closes (Kafka's
+        # Selector.DelayedAuthenticationFailureClose).
+        reason = self.gate.reason if self.gate is not None and self.gate.reason else "SASL authentication failed"
+        if self.transport is not None:
+            self.transport.pause_reading()
+        self.paused = True
+        self.failing = True
+
+        def send_and_close() -> None:
+            if self.closed:
+                return
+            slot.done = True
+            self._flush()
+            self.close(reason)
+
+        if reply.delay_s > 0:
+            asyncio.get_running_loop().call_later(reply.delay_s, send_and_close)
+        else:
+            send_and_close()
+
     # --- requests -------------------------------------------------------------------------------
 
     def _dispatch(self, event: RequestReceived) -> None:
         slot = _Slot(event.api_key)
         self.pending.append(slot)
         handler = self.server.handlers.get(event.api_key)
-        ctx = RequestContext(event.api_key, event.api_version, event.correlation_id, event.client_id, self.peer)
+        ctx = RequestContext(event.api_key, event.api_version, event.correlation_id, event.client_id, self.peer,
+                             self.gate.principal if self.gate is not None else self.principal, self.client_host,
+                             self.listener)
         if handler is None:  # the api table and the handlers disagree: a bug, not the client's fault
             log.error("no handler for a supported api", extra={"api_key": event.api_key, "peer": self.peer})
             self.close("internal error: no handler")
@@ -335,7 +452,7 @@ class KafkaServer:
     """Accepts connections and serves them with ``handlers`` until :meth:`shutdown`."""
 
     def __init__(self, handlers: dict[ApiKey, Handler], *, max_request_size: int, max_connections: int,
-                 idle_timeout_ms: int) -> None:
+                 idle_timeout_ms: int, tls_handshake_timeout_s: float = TLS_HANDSHAKE_TIMEOUT_S) -> None:
         self.handlers: dict[int, Handler] = {}
         self.set_handlers(handlers)
         self.close_log = CloseLog(log)
@@ -344,20 +461,31 @@ class KafkaServer:
         self.idle_timeout = idle_timeout_ms / 1000.0
         self.connections: set[_Connection] = set()
         self.stopping = False
-        self._server: asyncio.base_events.Server | None = None
+        self.tls_handshake_timeout_s = tls_handshake_timeout_s
+        self._servers: list[asyncio.base_events.Server] = []
         self._reaper: asyncio.Task[None] | None = None
 
-    async def bind(self, host: str, port: int) -> tuple[str, int]:
+    async def bind(self, host: str, port: int, *, listener: str = "PLAINTEXT", ssl: ssl.SSLContext | None = None,
+                   tls_principal: TlsPrincipal | None = None, gate_factory: GateFactory | None = None,
+                   ) -> tuple[str, int]:
+        """Listen on ``host:port`` as listener ``listener`` (call once per listener): over TLS with
+        ``ssl``, the client certificate mapped by ``tls_principal``, each connection behind a gate
+        from ``gate_factory``. Returns the bound address (port 0 picks a free one)."""
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: _Connection(self), host or None, port,
-                                                reuse_address=True, start_serving=False, backlog=1024)
-        sock = self._server.sockets[0].getsockname()
+        spec = _Listener(listener, tls_principal if ssl is not None else None, gate_factory)
+        server = await loop.create_server(lambda: _Connection(self, spec), host or None, port,
+                                          reuse_address=True, start_serving=False, backlog=1024, ssl=ssl,
+                                          ssl_handshake_timeout=self.tls_handshake_timeout_s if ssl else None)
+        self._servers.append(server)
+        sock = server.sockets[0].getsockname()
         return str(sock[0]), int(sock[1])
 
     async def start(self) -> None:
-        assert self._server is not None
-        await self._server.start_serving()
-        self._reaper = asyncio.ensure_future(self._reap_idle())
+        assert self._servers, "bind() first"
+        for server in self._servers:
+            await server.start_serving()
+        if self._reaper is None:
+            self._reaper = asyncio.ensure_future(self._reap_idle())
 
     async def _reap_idle(self) -> None:
         # connections.max.idle.ms: a connection that has sent nothing and awaits nothing for that
@@ -378,8 +506,8 @@ class KafkaServer:
     def stop_accepting(self) -> None:
         """Take no new connections and no new requests; those in flight are still answered."""
         self.stopping = True
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         for conn in self.connections:
             conn.stop_reading()
 
@@ -402,5 +530,5 @@ class KafkaServer:
             if conn.transport is not None:
                 conn.transport.close()
         self.connections.clear()
-        if self._server is not None:
-            await self._server.wait_closed()
+        for server in self._servers:
+            await server.wait_closed()

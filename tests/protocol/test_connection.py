@@ -23,7 +23,7 @@ from kafka.protocol.metadata import (
 )
 
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey, is_flexible, request_class
-from protocol.connection import DEFAULT_MAX_REQUEST_SIZE, ServerConnection, encode_response
+from protocol.connection import DEFAULT_MAX_REQUEST_SIZE, RawFrame, ServerConnection, encode_response
 from protocol.events import NEED_DATA, ProtocolViolation, RequestReceived, UnsupportedApiVersions
 
 # --------------------------------------------------------------------------------------------
@@ -435,9 +435,9 @@ def test_unknown_api_key_is_a_violation() -> None:
         assert str(api_key) in violation.reason
 
 
-# Kafka APIs we do not serve: SASL, share group heartbeats (KIP-932), client telemetry (which
-# clients only send when a broker advertises it).
-KAFKA_APIS_NOT_SERVED = [17, 36, 76, 71]
+# Kafka APIs we do not serve: share group heartbeats (KIP-932), client telemetry (which clients
+# only send when a broker advertises it).
+KAFKA_APIS_NOT_SERVED = [76, 71]
 
 
 def test_kafka_apis_we_do_not_serve_are_violations() -> None:
@@ -689,3 +689,37 @@ def test_a_null_in_a_non_nullable_field_is_a_malformed_request() -> None:
         configs=[T.CreatableTopicConfig(name="retention.ms", value=None)])]).encode(version=4)
     events = feed_all(frame(request_header(ApiKey.CREATE_TOPICS, 4, 9, "c", flexible=False) + bytes(body)))
     assert isinstance(events[0], RequestReceived)
+
+
+# --- before SASL authentication (the server's gate drives these three knobs) -----------------------
+
+
+def test_admission_sees_the_header_before_the_body_is_parsed() -> None:
+    conn = ServerConnection()
+    seen: list[tuple[int, int]] = []
+
+    def admit(api_key: int, api_version: int) -> str | None:
+        seen.append((api_key, api_version))
+        return "refused before parsing" if api_key == ApiKey.METADATA else None
+
+    conn.admit = admit
+    # A Metadata header whose body is garbage: refused by admission, not reported as malformed.
+    conn.receive_data(frame(request_header(ApiKey.METADATA, 9, 1, "c", flexible=True) + b"\xff" * 5))
+    assert only_violation(drain(conn)).reason == "refused before parsing"
+    assert seen == [(ApiKey.METADATA, 9)]
+
+
+def test_frame_limit_caps_frames_below_the_request_size() -> None:
+    conn = ServerConnection()
+    conn.frame_limit = 100
+    conn.receive_data(struct.pack(">i", 101))
+    assert "outside 0..100" in only_violation(drain(conn)).reason
+
+
+def test_raw_next_reads_one_frame_without_a_header() -> None:
+    conn = ServerConnection()
+    conn.raw_next = True
+    conn.receive_data(frame(b"\x00alice\x00secret") + request_frame(MetadataRequest[0](topics=[]), 0, 5))
+    events = drain(conn)
+    assert isinstance(events[0], RawFrame) and events[0].data == b"\x00alice\x00secret"
+    assert isinstance(events[1], RequestReceived) and events[1].correlation_id == 5

@@ -32,7 +32,9 @@ def test_reads_a_registration_written_by_kafka() -> None:
     data = (b'{"version":5,"host":"h1","port":9092,"jmx_port":-1,"timestamp":"1700000000000",'
             b'"endpoints":["REPL://h1:9093","PLAINTEXT://h1:9092"],'
             b'"listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT","REPL":"PLAINTEXT"},"rack":"r1","features":{}}')
-    assert decode_broker("/brokers/ids/3", data) == BrokerRegistration(3, "h1", 9092, "r1", 1700000000000)
+    assert decode_broker("/brokers/ids/3", data) == BrokerRegistration(
+        3, "h1", 9092, "r1", 1700000000000, (("REPL", "h1", 9093), ("PLAINTEXT", "h1", 9092)),
+        (("PLAINTEXT", "PLAINTEXT"), ("REPL", "PLAINTEXT")))
     # A v2 registration (0.9 era): host and port only.
     v2 = b'{"version":2,"host":"old","port":9092,"jmx_port":-1,"timestamp":"1"}'
     assert decode_broker("/brokers/ids/1", v2) == BrokerRegistration(1, "old", 9092, None, 1)
@@ -40,7 +42,23 @@ def test_reads_a_registration_written_by_kafka() -> None:
 
 def test_round_trip() -> None:
     reg = BrokerRegistration(7, "10.0.0.7", 19092, None, 123)
-    assert decode_broker("/brokers/ids/7", encode_broker(reg)) == reg
+    decoded = decode_broker("/brokers/ids/7", encode_broker(reg))
+    assert decoded == BrokerRegistration(7, "10.0.0.7", 19092, None, 123, (("PLAINTEXT", "10.0.0.7", 19092),),
+                                         (("PLAINTEXT", "PLAINTEXT"),))
+    assert decoded.endpoint_for("PLAINTEXT") == ("10.0.0.7", 19092) and decoded.endpoint_for("SSL") is None
+
+
+def test_every_listener_is_registered_and_read_back() -> None:
+    # Kafka's /brokers/ids/<id>: every listener in endpoints, and their protocols
+    # (reference/security.md §1: Metadata answers with the endpoints of the request's listener).
+    reg = BrokerRegistration(2, "h2", 9092, None, 5, (("PLAINTEXT", "h2", 9092), ("SASL_SSL", "::1", 9093)),
+                             (("PLAINTEXT", "PLAINTEXT"), ("SASL_SSL", "SASL_SSL")))
+    value = json.loads(encode_broker(reg))
+    assert value["endpoints"] == ["PLAINTEXT://h2:9092", "SASL_SSL://[::1]:9093"]
+    assert value["listener_security_protocol_map"] == {"PLAINTEXT": "PLAINTEXT", "SASL_SSL": "SASL_SSL"}
+    decoded = decode_broker("/brokers/ids/2", encode_broker(reg))
+    assert decoded == reg
+    assert decoded.endpoint_for("SASL_SSL") == ("::1", 9093)
 
 
 @pytest.mark.parametrize("data, message", [

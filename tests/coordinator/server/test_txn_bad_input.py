@@ -97,7 +97,7 @@ class Node:
         self.thread.start()
         self.running = asyncio.run_coroutine_threadsafe(self.app.run(), self.loop)
         deadline = time.monotonic() + 20
-        while self.app.server is None or self.app.server._server is None:
+        while self.app.server is None or not self.app.server._servers:
             assert time.monotonic() < deadline and not self.running.done(), self.running
             time.sleep(0.01)
 
