@@ -1,4 +1,4 @@
-"""The ``groupcoord`` command: ``serve``, ``dump-log``, ``cluster up``, ``pipeline`` and ``--version``.
+"""The ``groupcoord`` command: ``serve``, ``dump-log``, ``cluster up``, ``users``, ``pipeline`` and ``--version``.
 
 Exit codes: 0 success, 1 runtime failure, 2 bad usage or bad configuration (argparse's convention);
 ``dump-log`` exits 141 (as if killed by SIGPIPE) when the reader of its output goes away.
@@ -54,6 +54,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="ZooKeeper's and the nodes' data, and the nodes' logs; default ./groupcoord-cluster")
     up.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                     help="a configuration key for every node; repeatable")
+    from .users_cli import add_parser as add_users_parser
+
+    add_users_parser(sub)
     pipeline = sub.add_parser("pipeline", help="offsets analytics on Spark (see `groupcoord pipeline run --help`)",
                               add_help=False)
     pipeline.add_argument("rest", nargs=argparse.REMAINDER)
@@ -74,6 +77,10 @@ def main(argv: list[str] | None = None) -> int:
         from .cluster.local_cluster import run_local_cluster
 
         return run_local_cluster(args.dir, args.nodes, args.base_port, args.overrides, sys.stdout)
+    if args.command == "users":
+        from .users_cli import run as run_users
+
+        return run_users(args)
     if args.command == "dump-log":
         from .dump_log import dump_log
 

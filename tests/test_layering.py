@@ -60,7 +60,8 @@ ORDER: list[tuple[str, tuple[str, ...]]] = [
     ("admin", ("coordinator.admin",)),
     ("ops", ("coordinator.ops",)),
     ("server", ("coordinator.server",)),
-    ("face", ("coordinator", "coordinator.__main__", "coordinator.app", "coordinator.cli", "coordinator.dump_log")),
+    ("face", ("coordinator", "coordinator.__main__", "coordinator.app", "coordinator.cli", "coordinator.dump_log",
+              "coordinator.users_cli")),
 ]
 
 #: Standard-library modules that do I/O or concurrency: sans-IO code may not import them.

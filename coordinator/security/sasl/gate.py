@@ -151,7 +151,8 @@ class SaslGate:
         if state is GateState.AUTHENTICATE and not self._raw:
             if api_key == ApiKey.SASL_AUTHENTICATE:
                 return self._versioned(api_key, api_version, _AUTHENTICATE_VERSIONS)
-            if api_key in _KNOWN_KEYS:
+            low, high = SUPPORTED_VERSIONS.get(api_key, (0, -1))  # type: ignore[call-overload]
+            if low <= api_version <= high:
                 return Verdict.SASL  # respond() answers it with ILLEGAL_SASL_STATE, then closes
             return self._close(f"Unexpected Kafka request of type {_name(api_key)} during SASL authentication.")
         if state is GateState.AUTHENTICATE:
@@ -279,9 +280,6 @@ class SaslGate:
         self._authenticator = None
         log.info("SASL authentication failed", extra={"reason": self.reason, "mechanism": self._mechanism})
         return GateReply(response=response, close=True, delay_s=self._failed_delay_s)
-
-
-_KNOWN_KEYS = frozenset(int(k) for k in ApiKey)
 
 
 def _name(api_key: int) -> str:
