@@ -14,6 +14,7 @@ from collections.abc import Coroutine
 from importlib import metadata
 from pathlib import Path
 
+from .acls_cli import add_acls_parser
 from .config import ConfigError, load_config
 
 __all__ = ["main"]
@@ -57,6 +58,7 @@ def _parser() -> argparse.ArgumentParser:
     from .users_cli import add_parser as add_users_parser
 
     add_users_parser(sub)
+    add_acls_parser(sub)
     pipeline = sub.add_parser("pipeline", help="offsets analytics on Spark (see `groupcoord pipeline run --help`)",
                               add_help=False)
     pipeline.add_argument("rest", nargs=argparse.REMAINDER)
@@ -81,6 +83,10 @@ def main(argv: list[str] | None = None) -> int:
         from .users_cli import run as run_users
 
         return run_users(args)
+    if args.command == "acls":
+        from .acls_cli import run_acls
+
+        return run_acls(args)
     if args.command == "dump-log":
         from .dump_log import dump_log
 

@@ -6,10 +6,9 @@ PREFIXED patterns, ``name[:n]`` for each prefix length ``n`` in use (a handful o
 and within each pattern the entries of the principal and of ``User:*``, already expanded into
 the operations they deny or allow per host.
 
-A change builds a new :class:`AclIndex` and swaps it in with one assignment, so a reader on
-another thread (kazoo's watch thread applies ZooKeeper changes) sees the old index or the new
-one, never half of a change. Building is linear in the number of ACLs; a change to many
-resources is applied as one batch.
+A change builds a new :class:`AclIndex` (sharing what the change does not touch) and swaps it in
+with one assignment, so a reader on another thread (kazoo's watch thread applies ZooKeeper
+changes) sees the old index or the new one, never half of a change.
 """
 
 from __future__ import annotations
@@ -77,29 +76,85 @@ _EMPTY_ACLS: Mapping[ResourcePattern, frozenset[AccessControlEntry]] = MappingPr
 
 
 class AclIndex:
-    """One immutable snapshot of all bindings and the lookup tables built from it."""
+    """One immutable snapshot of all bindings and the lookup tables built from it. Never changed
+    once built: :meth:`changed` makes a new one, sharing the tables no change touches."""
 
     __slots__ = ("acls", "literal", "prefixed", "prefix_lengths", "by_type", "count")
 
     def __init__(self, acls: Mapping[ResourcePattern, frozenset[AccessControlEntry]]) -> None:
-        self.acls: Mapping[ResourcePattern, frozenset[AccessControlEntry]] = MappingProxyType(
+        self.acls: MappingProxyType[ResourcePattern, frozenset[AccessControlEntry]] = MappingProxyType(
             {p: e for p, e in acls.items() if e})
         self.literal: dict[ResourceType, dict[str, PatternAcls]] = {}
         self.prefixed: dict[ResourceType, dict[str, PatternAcls]] = {}
         #: per type, the distinct PREFIXED name lengths, shortest first.
         self.prefix_lengths: dict[ResourceType, tuple[int, ...]] = {}
         #: per type, per principal: its bindings (authorize_by_resource_type reads these).
-        self.by_type: dict[ResourceType, dict[str, list[AclBinding]]] = {}
+        self.by_type: dict[ResourceType, dict[str, tuple[AclBinding, ...]]] = {}
         self.count = 0
+        by_type: dict[ResourceType, dict[str, list[AclBinding]]] = {}
         for pattern, entries in self.acls.items():
             table = self.literal if pattern.pattern_type == PatternType.LITERAL else self.prefixed
             table.setdefault(pattern.resource_type, {})[pattern.name] = PatternAcls.build(entries)
-            principals = self.by_type.setdefault(pattern.resource_type, {})
+            principals = by_type.setdefault(pattern.resource_type, {})
             for entry in entries:
                 principals.setdefault(entry.principal, []).append(AclBinding(pattern, entry))
             self.count += len(entries)
+        self.by_type = {t: {p: tuple(b) for p, b in ps.items()} for t, ps in by_type.items()}
         for rtype, names in self.prefixed.items():
             self.prefix_lengths[rtype] = tuple(sorted({len(n) for n in names}))
+
+    def changed(self, changes: Mapping[ResourcePattern, frozenset[AccessControlEntry]]) -> AclIndex:
+        """A new index with each named pattern's entries replaced (emptied: removed). Its cost
+        is that of the patterns changed and of their principals' bindings, plus copying the
+        outer tables (in C): a change among 10,000 ACLs does not rebuild the other 9,999."""
+        new = object.__new__(AclIndex)
+        acls = self.acls.copy()  # the dict under the proxy, copied in C
+        literal = dict(self.literal)
+        prefixed = dict(self.prefixed)
+        prefix_lengths = dict(self.prefix_lengths)
+        by_type = dict(self.by_type)
+        count = self.count
+        copied: set[tuple[int, ResourceType]] = set()
+        touched_prefixes: set[ResourceType] = set()
+        principals_touched: dict[ResourceType, set[str]] = {}
+        added: dict[tuple[ResourceType, str], list[AclBinding]] = {}
+        for pattern, entries in changes.items():
+            old = acls.pop(pattern, frozenset())
+            if entries:
+                acls[pattern] = entries
+            count += len(entries) - len(old)
+            is_literal = pattern.pattern_type == PatternType.LITERAL
+            table = literal if is_literal else prefixed
+            rtype = pattern.resource_type
+            if (is_literal, rtype) not in copied:  # copy a type's table once, on its first change
+                table[rtype] = dict(table.get(rtype, {}))
+                copied.add((is_literal, rtype))
+            names = table[rtype]
+            if entries:
+                names[pattern.name] = PatternAcls.build(entries)
+            else:
+                names.pop(pattern.name, None)
+            if not is_literal:
+                touched_prefixes.add(rtype)
+            principals_touched.setdefault(rtype, set()).update(e.principal for e in old | entries)
+            for e in entries:
+                added.setdefault((rtype, e.principal), []).append(AclBinding(pattern, e))
+        for rtype in touched_prefixes:
+            prefix_lengths[rtype] = tuple(sorted({len(n) for n in prefixed[rtype]}))
+        for rtype, principals in principals_touched.items():
+            table_of = dict(by_type.get(rtype, {}))
+            for principal in principals:
+                kept = [b for b in table_of.get(principal, ()) if b.pattern not in changes]
+                kept.extend(added.get((rtype, principal), ()))
+                if kept:
+                    table_of[principal] = tuple(kept)
+                else:
+                    table_of.pop(principal, None)
+            by_type[rtype] = table_of
+        new.acls = MappingProxyType(acls)
+        new.literal, new.prefixed, new.prefix_lengths, new.by_type, new.count = (
+            literal, prefixed, prefix_lengths, by_type, count)
+        return new
 
     def matching(self, resource_type: ResourceType, name: str) -> list[PatternAcls]:
         """The patterns that apply to a resource: LITERAL ``name`` and ``*``, PREFIXED prefixes."""
@@ -148,9 +203,7 @@ class AclCache:
         if not changes:
             return
         with self._lock:
-            acls = dict(self.index.acls)
-            acls.update(changes)
-            self.index = AclIndex(acls)
+            self.index = self.index.changed(changes)
         self._changed()
 
     def add_listener(self, listener: Callable[[], None]) -> None:

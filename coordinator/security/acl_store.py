@@ -35,7 +35,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kazoo.client import KazooState
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError, RolledBackError
+from kazoo.exceptions import (
+    BadVersionError,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    RolledBackError,
+)
 from kazoo.recipe.watchers import ChildrenWatch
 
 from storage.files import atomic_write
@@ -350,14 +357,24 @@ class ZkAclStore:
         """kazoo's watch thread: re-read the resources the new change nodes name."""
         if self._stopped:
             return False
+        try:
+            self._process_changes(root, children)
+        except KazooException as exc:
+            # The connection dropped mid-way: the watch fires again on the new connection, and
+            # after a new session everything is read again (_on_session).
+            log.warning("could not read ACL changes", extra={"path": root, "error": repr(exc)})
+        return True
+
+    def _process_changes(self, root: str, children: list[str]) -> None:
         seen = self._seen[root]
         now = time.time()
         if root not in self._armed:
             # The first call lists what was there before start(), which loads it all anyway.
             self._armed.add(root)
             seen.update((child, now) for child in children)
-            return True
+            return
         patterns: list[ResourcePattern] = []
+        fresh: dict[str, float] = {}
         for child in sorted(children):
             if child in seen:
                 continue
@@ -366,13 +383,14 @@ class ZkAclStore:
                 data, stat = self.client.get(path)
             except NoNodeError:
                 continue
-            seen[child] = stat.ctime / 1000.0
+            fresh[child] = stat.ctime / 1000.0
             try:
                 patterns.append(_decode_change(root, data))
             except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
                 log.error("ignoring an unreadable ACL change", extra={"path": path, "error": repr(exc)})
         if patterns:
             self._refresh(patterns)
+        seen.update(fresh)  # only once applied: a failure above leaves them to the next call
         for child, created in list(seen.items()):
             if child not in children:
                 del seen[child]
@@ -381,7 +399,6 @@ class ZkAclStore:
                     self.client.delete(f"{root}/{child}")
                 except NoNodeError:
                     pass
-        return True
 
     # --- writing ---------------------------------------------------------------------------------
 

@@ -28,9 +28,10 @@ from .acl import (
     NoAuthorizer,
     PatternType,
     ResourceType,
+    operations_bitfield,
 )
 from .acl_bindings import WILDCARD_HOST, WILDCARD_PRINCIPAL, WILDCARD_RESOURCE, normalize_host
-from .acl_cache import AclCache
+from .acl_cache import AclCache, AclIndex, PatternAcls
 
 __all__ = ["AclAuthorizer", "build_authorizer", "parse_super_users", "ACL_AUTHORIZER_CLASSES",
            "AUTHORIZER_CLASS_NAME", "SUPER_USERS", "ALLOW_EVERYONE_IF_NO_ACL_FOUND"]
@@ -51,6 +52,8 @@ ACL_AUTHORIZER_CLASSES = frozenset({
 #: The name Kafka's ``authorizeByResourceType`` first checks, to let super users (and
 #: allow-everyone) through whatever DENY ACLs exist (``Authorizer.java``).
 _DUMMY_NAME = "hardcode"
+#: How many decisions an authorizer remembers before starting afresh.
+MEMO_SIZE = 100_000
 
 
 class _HasCache(Protocol):
@@ -70,17 +73,33 @@ class AclAuthorizer:
         self.acls = acls
         self.super_users = super_users
         self.allow_if_no_acl = allow_if_no_acl
+        self._memo: tuple[AclIndex | None, dict[tuple[str, str, AclOperation, ResourceType, str], bool]] = (None, {})
 
     def authorize(self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType,
                   name: str) -> bool:
         if principal in self.super_users:
             return True
-        found = self.acls.index.matching(resource_type, name)
+        # Decisions are remembered per index: the same client asks the same question on every
+        # heartbeat and commit. A change to the ACLs makes a new index, and so a new memo.
+        index = self.acls.index
+        memo_index, memo = self._memo
+        if memo_index is not index:
+            memo = {}
+            self._memo = (index, memo)
+        key = (principal, host, operation, resource_type, name)
+        decision = memo.get(key)
+        if decision is None:
+            decision = self._decide(index.matching(resource_type, name), principal, normalize_host(host), operation)
+            if len(memo) >= MEMO_SIZE:
+                memo.clear()  # bounded: many distinct questions just means recomputing
+            memo[key] = decision
+        return decision
+
+    def _decide(self, found: list[PatternAcls], principal: str, host: str, operation: AclOperation) -> bool:
         if not found:
             return self.allow_if_no_acl
-        host = normalize_host(host)
         principals = (principal, WILDCARD_PRINCIPAL)
-        for acls in found:
+        for acls in found:  # any matching DENY wins
             for who in principals:
                 hosts = acls.deny.get(who)
                 if hosts is not None:
@@ -104,9 +123,14 @@ class AclAuthorizer:
 
     def authorized_operations(self, principal: str, host: str, resource_type: ResourceType, name: str) -> int:
         """KIP-430's bit field: bit ``1 << code`` per supported operation the principal may perform."""
+        supported = SUPPORTED_OPERATIONS.get(resource_type, ())
+        if principal in self.super_users:
+            return operations_bitfield(frozenset(supported))
+        found = self.acls.index.matching(resource_type, name)
+        host = normalize_host(host)
         bits = 0
-        for op in SUPPORTED_OPERATIONS.get(resource_type, ()):
-            if self.authorize(principal, host, op, resource_type, name):
+        for op in supported:
+            if self._decide(found, principal, host, op):
                 bits |= 1 << int(op)
         return bits
 

@@ -149,3 +149,19 @@ def test_acls_written_by_kafka_are_read(clients: list[KazooClient]) -> None:
     kafka.set("/kafka-acl/Topic/payments", b'{"version":1,"acls":[]}')
     kafka.create("/kafka-acl-changes/acl_changes_", b"Topic:payments", sequence=True)
     wait_for(lambda: len(store.cache) == 0, "Kafka's change is applied")
+
+
+def test_acls_cli_on_zookeeper(zookeeper: LocalZooKeeper, clients: list[KazooClient]) -> None:
+    """``groupcoord acls --authorizer-properties zookeeper.connect=…``: a running node's store sees it."""
+    import io
+
+    from coordinator.acls_cli import run_acls
+    from coordinator.cli import _parser
+
+    node = ZkAclStore(clients[0])
+    node.start()
+    connect = f"zookeeper.connect={zookeeper.connect}/test_acls_cli_on_zookeeper"
+    args = _parser().parse_args(["acls", "--authorizer-properties", connect, "--add", "--allow-principal",
+                                 "User:alice", "--operation", "Read", "--topic", "t1"])
+    assert run_acls(args, io.StringIO()) == 0
+    wait_for(lambda: node.list() == [binding("t1")], "the CLI's ACL reaches the node")
