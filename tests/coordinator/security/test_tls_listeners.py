@@ -37,7 +37,7 @@ class TwoListenerNode:
         args = [sys.executable, "-m", "coordinator", "serve", "--data-dir", str(root / "data"),
                 "--set", f"listeners=PLAINTEXT://127.0.0.1:{self.plain_port},SSL://127.0.0.1:{self.ssl_port},"
                          f"SASL_SSL://127.0.0.1:{self.sasl_port}",
-                "--set", "listener.name.sasl_ssl.sasl.enabled.mechanisms=PLAIN",
+                "--set", "listener.name.sasl_ssl.sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512",
                 "--set", "listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain."
                          'PlainLoginModule required user_alice="alice-secret";',
                 "--set", f"advertised.listeners=SSL://localhost:{self.ssl_port},"
@@ -133,3 +133,18 @@ def test_kafka_python_over_sasl_ssl(node: TwoListenerNode) -> None:
         assert {(b.host, b.port) for b in brokers} == {("localhost", node.sasl_port)}
     finally:
         consumer.close()
+
+
+def test_scram_user_added_over_the_wire_then_kafka_python_over_sasl_ssl(node: TwoListenerNode) -> None:
+    # AlterUserScramCredentials through the PLAINTEXT listener (groupcoord users), then SCRAM-SHA-512.
+    done = subprocess.run([sys.executable, "-m", "coordinator", "users", "add", "bob", "--mechanism", "SCRAM-SHA-512",
+                           "--password", "bob-secret", "--bootstrap-server", f"127.0.0.1:{node.plain_port}"],
+                          cwd=REPO, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stdout + done.stderr
+    producer = KafkaProducer(bootstrap_servers=f"localhost:{node.sasl_port}", security_protocol="SASL_SSL",
+                             ssl_cafile=str(node.cafile), sasl_mechanism="SCRAM-SHA-512", sasl_plain_username="bob",
+                             sasl_plain_password="bob-secret")
+    try:
+        producer.send("scram-topic", b"scram").get(timeout=10)
+    finally:
+        producer.close()
