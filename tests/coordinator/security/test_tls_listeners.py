@@ -148,3 +148,20 @@ def test_scram_user_added_over_the_wire_then_kafka_python_over_sasl_ssl(node: Tw
         producer.send("scram-topic", b"scram").get(timeout=10)
     finally:
         producer.close()
+
+
+def test_confluent_kafka_over_ssl_and_sasl_ssl(node: TwoListenerNode) -> None:
+    from confluent_kafka import Producer
+
+    done = subprocess.run([sys.executable, "-m", "coordinator", "users", "add", "carol", "--mechanism", "SCRAM-SHA-512",
+                           "--password", "carol-secret", "--bootstrap-server", f"127.0.0.1:{node.plain_port}"],
+                          cwd=REPO, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for settings in ({"bootstrap.servers": f"localhost:{node.ssl_port}", "security.protocol": "ssl"},
+                     {"bootstrap.servers": f"localhost:{node.sasl_port}", "security.protocol": "sasl_ssl",
+                      "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "carol", "sasl.password": "carol-secret"}):
+        delivered: list[object] = []
+        producer = Producer({**settings, "ssl.ca.location": str(node.cafile), "message.timeout.ms": 10000})
+        producer.produce("librdkafka-topic", b"v", on_delivery=lambda err, _msg: delivered.append(err))
+        producer.flush(15)
+        assert delivered == [None], (settings["security.protocol"], delivered)
