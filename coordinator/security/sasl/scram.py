@@ -19,7 +19,8 @@ when a wrong password gets one step further): the exchange goes on with a fake c
 salt is an HMAC of a per-process secret and the name — the same salt on every try, as a random one
 would give the game away on a repeat (Openfire OF-3258) — and fails at client-final, as a wrong
 password does. Every failure is a :class:`SaslFailure`, so the client sees Kafka's one generic
-message (error 58) for all of them.
+message (error 58) for all of them. The fake credential has Kafka's default 4096 iterations, so a
+user stored with another count still stands out by that number.
 """
 
 from __future__ import annotations
