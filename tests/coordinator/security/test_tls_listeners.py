@@ -162,6 +162,6 @@ def test_confluent_kafka_over_ssl_and_sasl_ssl(node: TwoListenerNode) -> None:
                       "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "carol", "sasl.password": "carol-secret"}):
         delivered: list[object] = []
         producer = Producer({**settings, "ssl.ca.location": str(node.cafile), "message.timeout.ms": 10000})
-        producer.produce("librdkafka-topic", b"v", on_delivery=lambda err, _msg: delivered.append(err))
+        producer.produce("librdkafka-topic", b"v", on_delivery=lambda err, _msg, out=delivered: out.append(err))
         producer.flush(15)
         assert delivered == [None], (settings["security.protocol"], delivered)
