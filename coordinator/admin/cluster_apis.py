@@ -24,6 +24,15 @@ from protocol.responses import api_version_entries
 
 from ..cluster.view import ClusterView, PartitionInfo
 from ..context import Handler, NodeInfo, RequestContext
+from ..security.acl import CLUSTER_NAME, AclOperation, Authorizer, ResourceType
+from ..security.request_checks import (
+    NO_AUTHORIZER,
+    allowed,
+    allowed_names,
+    cluster_allowed,
+    operations_of,
+    operations_set,
+)
 from ..topics.registry import CONSUMER_OFFSETS, INTERNAL_TOPICS, TRANSACTION_STATE, TopicError, topic_name_error
 from ..topics.service import TopicService
 
@@ -62,11 +71,15 @@ class _Coordinator(NamedTuple):
 
 
 class ClusterApis:
-    def __init__(self, node: NodeInfo, topics: TopicService, cluster: ClusterView | None = None) -> None:
+    def __init__(self, node: NodeInfo, topics: TopicService, cluster: ClusterView | None = None, *,
+                 authorizer: Authorizer = NO_AUTHORIZER) -> None:
         self.node = node
         self.topics = topics
         #: None: the single-node mode. Otherwise every answer is read from this view.
         self.cluster = cluster
+        #: Metadata: DESCRIBE per topic (CREATE to auto-create); FindCoordinator: DESCRIBE on the
+        #: group or transactional id; the KIP-430 fields from it (KafkaApis; coordinator/security/request_checks.py).
+        self.authorizer = authorizer
 
     def api_versions(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
         version = ctx.api_version
@@ -118,10 +131,13 @@ class ClusterApis:
         wanted = request.topics
         topic_ops = authorized(version >= 8 and bool(request.include_topic_authorized_operations), TOPIC_OPERATIONS)
         if wanted is None or (version == 0 and not wanted):
-            topics = [self._topic_metadata(name, version, topic_ops, ctx.listener) for name in self._topic_names()]
+            topics = [self._topic_metadata(name, version, topic_ops, ctx.listener)
+                      for name in self._describable(ctx, self._topic_names())]
         else:
             auto_create = self.topics.auto_create_enabled and (version < 4 or request.allow_auto_topic_creation)
-            topics = [self._requested_topic(t, version, auto_create, topic_ops, ctx.listener) for t in wanted]
+            topics = [self._authorized_requested_topic(ctx, t, version, auto_create, topic_ops) for t in wanted]
+        if self.authorizer.enabled and topic_ops is not OMITTED:
+            self._set_topic_operations(ctx, topics)
         return MetadataResponse(
             version=version,
             throttle_time_ms=0,
@@ -129,9 +145,72 @@ class ClusterApis:
             cluster_id=self.node.cluster_id,
             controller_id=self._controller_id(),
             topics=topics,
-            authorized_operations=authorized(8 <= version <= 10 and bool(request.include_cluster_authorized_operations),
-                                             CLUSTER_OPERATIONS),
+            authorized_operations=self._cluster_operations(
+                ctx, 8 <= version <= 10 and bool(request.include_cluster_authorized_operations)),
         )
+
+    # --- authorization (KafkaApis handleTopicMetadataRequest, getCoordinator) ---
+
+    def _describable(self, ctx: RequestContext, names: list[str]) -> list[str]:
+        """All-topics Metadata: the topics the principal may not DESCRIBE are left out, silently."""
+        if not self.authorizer.enabled:
+            return names
+        permitted = allowed_names(self.authorizer, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+        return [n for n in names if n in permitted]
+
+    def _authorized_requested_topic(self, ctx: RequestContext, wanted: KafkaStruct, version: int, auto_create: bool,
+                                    ops: set[int] | None) -> KafkaStruct:
+        """A named topic: TOPIC_AUTHORIZATION_FAILED without DESCRIBE, before any existence check
+        (by id: the id is echoed, the name withheld); a missing one auto-created only with CREATE
+        on the cluster or the topic, else TOPIC_AUTHORIZATION_FAILED."""
+        if not self.authorizer.enabled:
+            return self._requested_topic(wanted, version, auto_create, ops, ctx.listener)
+        name = wanted.name
+        topic_id = getattr(wanted, "topic_id", None)
+        if name is None:
+            found = self._topic_name_by_id(topic_id) if topic_id is not None else None
+            if found is not None and not allowed(self.authorizer, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                                 found):
+                return self._error_topic(None, ErrorCode.TOPIC_AUTHORIZATION_FAILED, topic_id)
+            return self._requested_topic(wanted, version, auto_create, ops, ctx.listener)
+        if not allowed(self.authorizer, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+            return self._error_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        if auto_create and not self._topic_exists(name) and topic_name_error(name) is None \
+                and not cluster_allowed(self.authorizer, ctx, AclOperation.CREATE) \
+                and not allowed(self.authorizer, ctx, AclOperation.CREATE, ResourceType.TOPIC, name):
+            refused = self._error_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            refused.is_internal = name in INTERNAL_TOPICS
+            return refused
+        return self._requested_topic(wanted, version, auto_create, ops, ctx.listener)
+
+    def _set_topic_operations(self, ctx: RequestContext, topics: list[KafkaStruct]) -> None:
+        for topic in topics:
+            if topic.authorized_operations is not OMITTED and topic.name is not None:
+                topic.authorized_operations = operations_set(
+                    operations_of(self.authorizer, ctx, ResourceType.TOPIC, topic.name))
+
+    def _cluster_operations(self, ctx: RequestContext, requested: bool) -> set[int] | None:
+        """KIP-430's cluster field: what the principal may do on the cluster, 0 without DESCRIBE."""
+        if not requested or not self.authorizer.enabled:
+            return authorized(requested, CLUSTER_OPERATIONS)
+        if not cluster_allowed(self.authorizer, ctx, AclOperation.DESCRIBE):
+            return set()
+        return operations_set(operations_of(self.authorizer, ctx, ResourceType.CLUSTER, CLUSTER_NAME))
+
+    def _authorized_coordinator(self, ctx: RequestContext, version: int, key_type: int, key: str) -> _Coordinator:
+        """DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED) or the transactional id
+        (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), no node; v4+ per key without a message."""
+        if self.authorizer.enabled:
+            refusal = None
+            if key_type == KEY_TYPE_GROUP and not allowed(self.authorizer, ctx, AclOperation.DESCRIBE,
+                                                          ResourceType.GROUP, key):
+                refusal = ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed."
+            elif key_type == KEY_TYPE_TRANSACTION and not allowed(self.authorizer, ctx, AclOperation.DESCRIBE,
+                                                                  ResourceType.TRANSACTIONAL_ID, key):
+                refusal = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "Transactional Id authorization failed."
+            if refusal is not None:
+                return _Coordinator(refusal[0], refusal[1] if version < 4 else None)
+        return self._coordinator(key_type, key, ctx.listener)
 
     def _topic_names(self) -> list[str]:
         if self.cluster is None:
@@ -249,12 +328,12 @@ class ClusterApis:
         if version >= 4:
             entries = []
             for key in request.coordinator_keys:
-                c = self._coordinator(key_type, key, ctx.listener)
+                c = self._authorized_coordinator(ctx, version, key_type, key)
                 entries.append(FindCoordinatorResponse.Coordinator(
                     key=key, node_id=c.node_id, host=c.host, port=c.port, error_code=c.error, error_message=c.message,
                 ))
             return FindCoordinatorResponse(version=version, throttle_time_ms=0, coordinators=entries)
-        c = self._coordinator(key_type, request.key, ctx.listener)
+        c = self._authorized_coordinator(ctx, version, key_type, request.key)
         return FindCoordinatorResponse(
             version=version, throttle_time_ms=0, error_code=c.error, error_message=c.message,
             node_id=c.node_id, host=c.host, port=c.port,
@@ -352,7 +431,7 @@ class ClusterApis:
             brokers=[DescribeClusterResponse.DescribeClusterBroker(
                 broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack, is_fenced=False)
                 for b in self._brokers(ctx.listener)],
-            authorized_operations=authorized(bool(request.include_cluster_authorized_operations), CLUSTER_OPERATIONS),
+            authorized_operations=self._cluster_operations(ctx, bool(request.include_cluster_authorized_operations)),
         )
 
     def handlers(self) -> dict[ApiKey, Handler]:

@@ -35,6 +35,8 @@ from protocol.kafka_types import KafkaRequest, KafkaResponse, KafkaStruct
 
 from ..config import SETTINGS, Config, Setting
 from ..context import Handler, NodeInfo, RequestContext
+from ..security.acl import AclOperation, Authorizer, ResourceType
+from ..security.request_checks import NO_AUTHORIZER, allowed, cluster_allowed
 from ..topics.configs import (
     TOPIC_CONFIGS,
     TYPE_BOOLEAN,
@@ -100,6 +102,11 @@ SOURCE_STATIC_BROKER = 4
 SOURCE_DEFAULT = 5
 SOURCE_DYNAMIC_GROUP = 8
 
+#: DescribeConfigs' message for a denied resource (Kafka's ``Errors`` default messages).
+_DENIED_MESSAGES: dict[int, str] = {ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
+                    ErrorCode.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
+                    ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed."}
+
 AlterResult = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
 Result = DescribeConfigsResponse.DescribeConfigsResult
 Entry = Result.DescribeConfigsResourceResult
@@ -121,8 +128,11 @@ def _broker_type(setting: Setting) -> int:
 
 class ConfigApis:
     def __init__(self, node: NodeInfo, config: Config, topics: TopicService,
-                 dynamic: DynamicBrokerConfigs | None = None, groups: GroupConfigs | None = None) -> None:
+                 dynamic: DynamicBrokerConfigs | None = None, groups: GroupConfigs | None = None, *,
+                 authorizer: Authorizer = NO_AUTHORIZER) -> None:
         self.node = node
+        #: DESCRIBE_CONFIGS / ALTER_CONFIGS on the resource (a broker's: on the cluster).
+        self.authorizer = authorizer
         self.config = config
         self.topics = topics
         self.dynamic: DynamicBrokerConfigs = dynamic if dynamic is not None else MemoryBrokerConfigs()
@@ -135,7 +145,12 @@ class ConfigApis:
         results = []
         for resource in request.resources:
             keys = None if resource.configuration_keys is None else set(resource.configuration_keys)
-            if resource.resource_type == RESOURCE_TOPIC:
+            denied = self._denial(ctx, resource.resource_type, resource.resource_name, AclOperation.DESCRIBE_CONFIGS)
+            if denied:
+                results.append(Result(error_code=denied, error_message=_DENIED_MESSAGES[denied],
+                                      resource_type=resource.resource_type, resource_name=resource.resource_name,
+                                      configs=[]))
+            elif resource.resource_type == RESOURCE_TOPIC:
                 results.append(self._topic(resource.resource_name, keys, synonyms, docs))
             elif resource.resource_type == RESOURCE_BROKER:
                 results.append(self._broker(resource.resource_name, keys, synonyms, docs))
@@ -251,8 +266,11 @@ class ConfigApis:
             def change(current: dict[str, str], is_list: Callable[[str], bool]) -> dict[str, str]:
                 return self._apply_ops(current, ops, is_list)  # noqa: B023 (called before the next turn)
 
-            code, message = await self._alter(resource.resource_type, resource.resource_name,
-                                              [op.name for op in resource.configs], change, validate_only)
+            code = self._denial(ctx, resource.resource_type, resource.resource_name, AclOperation.ALTER_CONFIGS)
+            message = None
+            if not code:
+                code, message = await self._alter(resource.resource_type, resource.resource_name,
+                                                  [op.name for op in resource.configs], change, validate_only)
             responses.append(AlterResult(error_code=code, error_message=message, resource_type=resource.resource_type,
                                          resource_name=resource.resource_name))
         return IncrementalAlterConfigsResponse(version=ctx.api_version, throttle_time_ms=0, responses=responses)
@@ -277,7 +295,10 @@ class ConfigApis:
         code: int
         message: str | None
         for resource in request.resources:
-            if seen[(resource.resource_type, resource.resource_name)] > 1:
+            denied = self._denial(ctx, resource.resource_type, resource.resource_name, AclOperation.ALTER_CONFIGS)
+            if denied:
+                code, message = denied, None
+            elif seen[(resource.resource_type, resource.resource_name)] > 1:
                 code, message = ErrorCode.INVALID_REQUEST, "Duplicate resource."
             else:
                 wanted: dict[str, str | None] = {c.name: c.value for c in resource.configs}
@@ -294,6 +315,22 @@ class ConfigApis:
         return AlterConfigsResponse(version=ctx.api_version, throttle_time_ms=0, responses=responses)
 
     # --- shared by both forms ---------------------------------------------------------------------
+
+    def _denial(self, ctx: RequestContext, resource_type: int, name: str, operation: AclOperation) -> int:
+        """The error for a resource the principal may not describe or alter (Kafka's ConfigHelper
+        and ``configsAuthorizationApiError``): a broker's configs are the cluster's; 0 if allowed."""
+        if not self.authorizer.enabled:
+            return ErrorCode.NONE
+        if resource_type == RESOURCE_BROKER:
+            return ErrorCode.NONE if cluster_allowed(self.authorizer, ctx, operation) \
+                else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        if resource_type == RESOURCE_TOPIC:
+            return ErrorCode.NONE if allowed(self.authorizer, ctx, operation, ResourceType.TOPIC, name) \
+                else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        if resource_type == RESOURCE_GROUP:
+            return ErrorCode.NONE if allowed(self.authorizer, ctx, operation, ResourceType.GROUP, name) \
+                else ErrorCode.GROUP_AUTHORIZATION_FAILED
+        return ErrorCode.NONE  # an unsupported type is refused by its own check
 
     async def _alter(self, resource_type: int, name: str, keys: list[str],
                      change: Callable[[dict[str, str], Callable[[str], bool]], dict[str, str]],

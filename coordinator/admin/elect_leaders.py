@@ -17,6 +17,8 @@ from protocol.kafka_types import KafkaRequest, KafkaResponse, KafkaStruct
 
 from ..cluster.controller import Controller
 from ..context import Handler, Reply, RequestContext
+from ..security.acl import AclOperation, Authorizer
+from ..security.request_checks import NO_AUTHORIZER, cluster_allowed
 from ..topics.service import TopicService
 
 __all__ = ["ElectLeadersApis"]
@@ -27,12 +29,23 @@ PartitionResult = Result.PartitionResult
 
 
 class ElectLeadersApis:
-    def __init__(self, topics: TopicService, controller: Controller | None = None) -> None:
+    def __init__(self, topics: TopicService, controller: Controller | None = None, *,
+                 authorizer: Authorizer = NO_AUTHORIZER) -> None:
         self.topics = topics
         self.controller = controller
+        #: ALTER on the cluster (KafkaApis handleElectLeaders).
+        self.authorizer = authorizer
 
     def elect_leaders(self, ctx: RequestContext, request: KafkaRequest) -> Reply:
         version = ctx.api_version
+        if self.authorizer.enabled and not cluster_allowed(self.authorizer, ctx, AclOperation.ALTER):
+            # CLUSTER_AUTHORIZATION_FAILED at the top and on each named partition, no message.
+            denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            return ElectLeadersResponse(version=version, throttle_time_ms=0, error_code=denied,
+                                        replica_election_results=[
+                                            Result(topic=t.topic, partition_result=[
+                                                PartitionResult(partition_id=p, error_code=denied, error_message=None)
+                                                for p in t.partitions]) for t in request.topic_partitions or []])
         election_type = request.election_type if version >= 1 else PREFERRED
         if election_type not in (PREFERRED, UNCLEAN):
             return ElectLeadersResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST,

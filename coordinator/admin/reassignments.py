@@ -19,6 +19,8 @@ from protocol.kafka_types import KafkaRequest, KafkaResponse, KafkaStruct
 
 from ..cluster.controller import Controller
 from ..context import Handler, NodeInfo, Reply, RequestContext
+from ..security.acl import AclOperation, Authorizer
+from ..security.request_checks import NO_AUTHORIZER, cluster_allowed
 from ..topics.service import TopicService
 
 __all__ = ["ReassignmentApis"]
@@ -29,16 +31,34 @@ ListTopic = ListPartitionReassignmentsResponse.OngoingTopicReassignment
 ListPartition = ListTopic.OngoingPartitionReassignment
 
 
+#: The message of a refusal (Kafka's names the request; ours says what failed).
+_DENIED = "Cluster authorization failed."
+
+
 class ReassignmentApis:
-    def __init__(self, node: NodeInfo, topics: TopicService, controller: Controller | None = None) -> None:
+    def __init__(self, node: NodeInfo, topics: TopicService, controller: Controller | None = None, *,
+                 authorizer: Authorizer = NO_AUTHORIZER) -> None:
         self.node = node
         self.topics = topics
         self.controller = controller
+        #: AlterPartitionReassignments: ALTER on the cluster; ListPartitionReassignments: DESCRIBE
+        #: (KafkaApis; CLUSTER_AUTHORIZATION_FAILED at the top and on each partition named).
+        self.authorizer = authorizer
+
+    def _denied(self, ctx: RequestContext, operation: AclOperation) -> bool:
+        return self.authorizer.enabled and not cluster_allowed(self.authorizer, ctx, operation)
 
     # --- AlterPartitionReassignments -------------------------------------------------------------
 
     def alter(self, ctx: RequestContext, request: KafkaRequest) -> Reply:
         version = ctx.api_version
+        if self._denied(ctx, AclOperation.ALTER):
+            denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            return AlterPartitionReassignmentsResponse(
+                version=version, throttle_time_ms=0, error_code=denied, error_message=_DENIED,
+                responses=[AlterTopic(name=t.name, partitions=[
+                    AlterPartition(partition_index=p.partition_index, error_code=denied, error_message=_DENIED)
+                    for p in t.partitions]) for t in request.topics])
         wanted: dict[tuple[str, int], tuple[int, ...] | None] = {}
         for topic in request.topics:
             for part in topic.partitions:
@@ -83,6 +103,10 @@ class ReassignmentApis:
 
     def list(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
         version = ctx.api_version
+        if self._denied(ctx, AclOperation.DESCRIBE):
+            return ListPartitionReassignmentsResponse(
+                version=version, throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                error_message=_DENIED, topics=[])
         wanted = None if request.topics is None else [
             (t.name, p) for t in request.topics for p in t.partition_indexes]
         if self.controller is None:

@@ -34,6 +34,7 @@ partition (optionally verified first with the transaction coordinator, KIP-890),
 from __future__ import annotations
 
 import asyncio
+import copy
 import types
 from collections.abc import Awaitable, Callable
 from functools import partial
@@ -51,6 +52,8 @@ from protocol.hot_responses import (
     CommitPartition,
     CommitTopic,
     FetchGroup,
+    FetchPartition,
+    FetchTopic,
     HeartbeatAnswer,
     OffsetCommitAnswer,
     OffsetFetchAnswer,
@@ -62,6 +65,15 @@ from ..context import Handler, RequestContext
 from ..runtime.contract import CoordinatorResult, non_atomic
 from ..runtime.errors import MarkerRefused, ProducerFenced, RecordTooLarge
 from ..runtime.runtime import CoordinatorRuntime, CoordinatorState, NotActiveError, unanswered
+from ..security.acl import AclOperation, Authorizer, ResourceType
+from ..security.request_checks import (
+    NO_AUTHORIZER,
+    allowed,
+    allowed_names,
+    cluster_allowed,
+    operations_of,
+    operations_set,
+)
 from .consumer.validation import HeartbeatError, validate_heartbeat
 from .responses import heartbeat_response, join_error, leave_response, sync_response
 from .shard import GroupCoordinatorShard
@@ -72,6 +84,7 @@ E = ErrorCode
 T = TypeVar("T")
 TxnTopic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
 TxnPartition = TxnTopic.TxnOffsetCommitResponsePartition
+_Deleted = OffsetDeleteResponse.OffsetDeleteResponseTopic
 
 class NamedTopic(Protocol):
     """What the topic listener callbacks read of a topic (the topics wing's ``TopicInfo``, which
@@ -98,6 +111,59 @@ def _commit_error(request: KafkaRequest, v: int, error: int) -> OffsetCommitAnsw
     return OffsetCommitAnswer([CommitTopic(t.name, [CommitPartition(x.partition_index, int(error))
                                                     for x in t.partitions])
                                for t in request.topics])
+
+
+def _with_topics(request: KafkaRequest, topics: list[KafkaStruct] | None) -> KafkaRequest:
+    """``request`` naming only ``topics`` (the ones the principal may act on)."""
+    narrowed = copy.copy(request)
+    narrowed.topics = topics
+    return narrowed
+
+
+def _denied_topic_names(authorizer: Authorizer, ctx: RequestContext, operation: AclOperation,
+                        names: list[str]) -> set[str]:
+    return set(names) - allowed_names(authorizer, ctx, operation, ResourceType.TOPIC, names)
+
+
+def _denied_topics(authorizer: Authorizer, ctx: RequestContext, operation: AclOperation,
+                   topics: list[KafkaStruct]) -> set[str]:
+    names = {t.name for t in topics}
+    return names - allowed_names(authorizer, ctx, operation, ResourceType.TOPIC, names)
+
+
+def _readable(authorizer: Authorizer, ctx: RequestContext, topics: list[KafkaStruct] | None
+              ) -> list[KafkaStruct] | None:
+    """The topics of an OffsetFetch the principal may DESCRIBE (None, all topics, stays None)."""
+    if topics is None:
+        return None
+    names = allowed_names(authorizer, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, [t.name for t in topics])
+    return [t for t in topics if t.name in names]
+
+
+def _fetch_topics_checked(authorizer: Authorizer, ctx: RequestContext, requested: list[KafkaStruct] | None,
+                          fetched: list[FetchTopic]) -> list[FetchTopic]:
+    """An OffsetFetch group's topics with the denied ones put back as Kafka answers them
+    (``OffsetFetchResponse.UNAUTHORIZED_PARTITION``: offset -1, TOPIC_AUTHORIZATION_FAILED), or,
+    for the all-topics form, dropped."""
+    if requested is None:
+        names = allowed_names(authorizer, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, [t.name for t in fetched])
+        return [t for t in fetched if t.name in names]
+    by_name = {t.name: t for t in fetched}
+    out = []
+    for t in requested:
+        got = by_name.get(t.name)
+        if got is not None:
+            out.append(got)
+        else:
+            out.append(FetchTopic(t.name, [FetchPartition(p, -1, -1, "", int(E.TOPIC_AUTHORIZATION_FAILED))
+                                           for p in t.partition_indexes]))
+    return out
+
+
+def _txn_commit_error(request: KafkaRequest, v: int, error: int) -> KafkaResponse:
+    return TxnOffsetCommitResponse(version=v, throttle_time_ms=0, topics=[
+        TxnTopic(name=t.name, partitions=[TxnPartition(partition_index=x.partition_index, error_code=int(error))
+                                          for x in t.partitions]) for t in request.topics])
 
 
 def _discard(parked: asyncio.Future[T]) -> None:
@@ -160,8 +226,11 @@ def _unserved(exc: NotActiveError) -> ErrorCode:
 class GroupService:
     def __init__(self, runtime: CoordinatorRuntime[GroupCoordinatorShard],
                  offsets_partitions: Callable[[], int | None],
-                 consumer_assignors: tuple[str, ...] = ("uniform", "range")) -> None:
+                 consumer_assignors: tuple[str, ...] = ("uniform", "range"), *,
+                 authorizer: Authorizer = NO_AUTHORIZER) -> None:
         self.runtime = runtime
+        #: Every API checks what Kafka's KafkaApis checks, before it routes (coordinator/security/request_checks.py).
+        self.authorizer = authorizer
         #: group.consumer.assignors: the ServerAssignor names a heartbeat may ask for.
         self.consumer_assignors = consumer_assignors
         #: The partition count of the offsets topic (``runtime.topic``), None while it does not
@@ -310,8 +379,13 @@ class GroupService:
 
     # --- membership ---------------------------------------------------------------------------
 
+    def _group_denied(self, ctx: RequestContext, group_id: str, operation: AclOperation = AclOperation.READ) -> bool:
+        return self.authorizer.enabled and not allowed(self.authorizer, ctx, operation, ResourceType.GROUP, group_id)
+
     async def join_group(self, ctx: RequestContext, request: KafkaRequest) -> object:
         v = ctx.api_version
+        if self._group_denied(ctx, request.group_id):
+            return join_error(v, E.GROUP_AUTHORIZATION_FAILED, request.member_id or "")
         p = self.partition_of(request.group_id)
         error = self._error_for(p)
         if error:
@@ -329,6 +403,8 @@ class GroupService:
 
     async def sync_group(self, ctx: RequestContext, request: KafkaRequest) -> object:
         v = ctx.api_version
+        if self._group_denied(ctx, request.group_id):
+            return sync_response(v, E.GROUP_AUTHORIZATION_FAILED)
         p = self.partition_of(request.group_id)
         error = self._error_for(p)
         if error == E.COORDINATOR_LOAD_IN_PROGRESS:
@@ -348,6 +424,8 @@ class GroupService:
     def heartbeat(self, ctx: RequestContext, request: KafkaRequest
                   ) -> HeartbeatAnswer | None | asyncio.Future[HeartbeatAnswer | None]:
         v = ctx.api_version
+        if self._group_denied(ctx, request.group_id):
+            return heartbeat_response(v, E.GROUP_AUTHORIZATION_FAILED)
         p = self.partition_of(request.group_id)
         error = self._error_for(p)
         if error == E.COORDINATOR_LOAD_IN_PROGRESS:
@@ -363,6 +441,8 @@ class GroupService:
 
     async def leave_group(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
         v = ctx.api_version
+        if self._group_denied(ctx, request.group_id):
+            return leave_response(v, E.GROUP_AUTHORIZATION_FAILED, [])
         p = self.partition_of(request.group_id)
         error = self._error_for(p)
         if error:
@@ -376,8 +456,15 @@ class GroupService:
     # --- offsets ------------------------------------------------------------------------------
 
     def offset_commit(self, ctx: RequestContext, request: KafkaRequest
-                      ) -> OffsetCommitAnswer | None | asyncio.Future[OffsetCommitAnswer | None]:
+                      ) -> OffsetCommitAnswer | None | asyncio.Future[OffsetCommitAnswer | None] \
+            | Awaitable[OffsetCommitAnswer]:
         v = ctx.api_version
+        if self.authorizer.enabled:
+            if self._group_denied(ctx, request.group_id):
+                return _commit_error(request, v, E.GROUP_AUTHORIZATION_FAILED)
+            denied = _denied_topics(self.authorizer, ctx, AclOperation.READ, request.topics)
+            if denied:
+                return self._offset_commit_some(ctx, request, denied)
         p = self.partition_of(request.group_id)
         error = self._error_for(p)
         if not error:
@@ -392,23 +479,91 @@ class GroupService:
                                                 lambda code: _commit_error(request, v, code))
         return _commit_error(request, v, error)
 
+    async def _offset_commit_some(self, ctx: RequestContext, request: KafkaRequest,
+                                  denied: set[str]) -> OffsetCommitAnswer:
+        """An OffsetCommit naming topics the principal may not READ: those answer
+        TOPIC_AUTHORIZATION_FAILED on every partition and are not written; the rest are committed."""
+        v = ctx.api_version
+        kept = [t for t in request.topics if t.name not in denied]
+        committed: dict[str, CommitTopic] = {}
+        if kept:
+            answer = self.offset_commit(ctx, _with_topics(request, kept))
+            if not isinstance(answer, OffsetCommitAnswer):
+                answer = await answer  # type: ignore[misc]  # a future of the write's answer
+            assert answer is not None
+            committed = {t.name: t for t in answer.topics}
+        refused = _commit_error(_with_topics(request, [t for t in request.topics if t.name in denied]), v,
+                                E.TOPIC_AUTHORIZATION_FAILED)
+        committed.update({t.name: t for t in refused.topics})
+        return OffsetCommitAnswer([committed[t.name] for t in request.topics if t.name in committed])
+
     def offset_fetch(self, ctx: RequestContext, request: KafkaRequest
                      ) -> OffsetFetchAnswer | asyncio.Future[OffsetFetchAnswer] | Awaitable[OffsetFetchAnswer]:
         v = ctx.api_version
+        if self.authorizer.enabled:
+            return self._offset_fetch_authorized(ctx, request)
         if v < 8:
-            p = self.partition_of(request.group_id)
-            error = self._error_for(p)
-            if not error:
-                try:
-                    answer = self.runtime.read(p, "fetch-offsets",  # type: ignore[arg-type]  # p: no error
-                                               lambda s: s.fetch_offsets(request, v))
-                except NotActiveError:
-                    error = E.NOT_COORDINATOR
-                else:
-                    return self._or_not_coordinator(
-                        answer, lambda: OffsetFetchAnswer(topics=[], error_code=int(E.NOT_COORDINATOR)))
-            return OffsetFetchAnswer(topics=[], error_code=int(error))
+            return self.offset_fetch_unchecked(ctx, request)
         return self._offset_fetch_groups(ctx, request)
+
+    async def _offset_fetch_authorized(self, ctx: RequestContext, request: KafkaRequest) -> OffsetFetchAnswer:
+        """OffsetFetch under an authorizer (KafkaApis ``handleOffsetFetchRequest``): DESCRIBE on
+        each group (GROUP_AUTHORIZATION_FAILED for the group), then DESCRIBE on each topic. A named
+        topic denied answers offset -1 with TOPIC_AUTHORIZATION_FAILED on its partitions; the
+        all-topics form (null topics) leaves the denied topics out."""
+        v = ctx.api_version
+        checks = self.authorizer
+        if v < 8:
+            if self._group_denied(ctx, request.group_id, AclOperation.DESCRIBE):
+                refused = int(E.GROUP_AUTHORIZATION_FAILED)
+                # v1 has no group-level error: each requested partition carries it (Kafka's
+                # OffsetFetchRequest.getErrorResponse).
+                return OffsetFetchAnswer(topics=[] if v >= 2 or request.topics is None else [
+                    FetchTopic(t.name, [FetchPartition(p, -1, -1, "", refused) for p in t.partition_indexes])
+                    for t in request.topics], error_code=refused)
+            answer = self.offset_fetch_unchecked(ctx, _with_topics(request, _readable(checks, ctx, request.topics)))
+            if not isinstance(answer, OffsetFetchAnswer):
+                answer = await answer
+            if answer.error_code:
+                return answer
+            return answer._replace(topics=_fetch_topics_checked(checks, ctx, request.topics, answer.topics or []))
+        groups = list(request.groups)
+        denied = {g.group_id for g in groups if self._group_denied(ctx, g.group_id, AclOperation.DESCRIBE)}
+        kept = [copy.copy(g) for g in groups if g.group_id not in denied]
+        for g in kept:
+            g.topics = _readable(checks, ctx, g.topics)
+        fetched: dict[str, FetchGroup] = {}
+        if kept:
+            sub = copy.copy(request)
+            sub.groups = kept
+            answer = await self._offset_fetch_groups(ctx, sub)
+            fetched = {g.group_id: g for g in answer.groups or []}
+        out = []
+        for g in groups:
+            if g.group_id in denied:
+                out.append(FetchGroup(g.group_id, [], int(E.GROUP_AUTHORIZATION_FAILED)))
+                continue
+            got = fetched[g.group_id]
+            out.append(got if got.error_code else
+                       got._replace(topics=_fetch_topics_checked(checks, ctx, g.topics, got.topics)))
+        return OffsetFetchAnswer(groups=out)
+
+    def offset_fetch_unchecked(self, ctx: RequestContext, request: KafkaRequest
+                               ) -> OffsetFetchAnswer | asyncio.Future[OffsetFetchAnswer]:
+        """OffsetFetch v1-7 of one group, past the authorization."""
+        v = ctx.api_version
+        p = self.partition_of(request.group_id)
+        error = self._error_for(p)
+        if not error:
+            try:
+                answer = self.runtime.read(p, "fetch-offsets",  # type: ignore[arg-type]  # p: no error
+                                           lambda s: s.fetch_offsets(request, v))
+            except NotActiveError:
+                error = E.NOT_COORDINATOR
+            else:
+                return self._or_not_coordinator(
+                    answer, lambda: OffsetFetchAnswer(topics=[], error_code=int(E.NOT_COORDINATOR)))
+        return OffsetFetchAnswer(topics=[], error_code=int(error))
 
     async def _offset_fetch_groups(self, ctx: RequestContext, request: KafkaRequest) -> OffsetFetchAnswer:
         v = ctx.api_version
@@ -448,7 +603,30 @@ class GroupService:
 
     async def txn_offset_commit(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
         """TxnOffsetCommit v0-4 (KIP-98, KIP-447): a transactional write of the group's partition,
-        answered once durable; its offsets stay pending until the producer's marker."""
+        answered once durable; its offsets stay pending until the producer's marker. Under an
+        authorizer: WRITE on the transactional id, READ on the group, READ on each topic (KafkaApis
+        ``handleTxnOffsetCommitRequest``)."""
+        v = ctx.api_version
+        denied: set[str] = set()
+        if self.authorizer.enabled:
+            if not allowed(self.authorizer, ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                           request.transactional_id):
+                return _txn_commit_error(request, v, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            if self._group_denied(ctx, request.group_id):
+                return _txn_commit_error(request, v, E.GROUP_AUTHORIZATION_FAILED)
+            denied = _denied_topics(self.authorizer, ctx, AclOperation.READ, request.topics)
+            if denied:
+                kept = [t for t in request.topics if t.name not in denied]
+                refused = _txn_commit_error(_with_topics(request, [t for t in request.topics if t.name in denied]),
+                                            v, E.TOPIC_AUTHORIZATION_FAILED)
+                if not kept:
+                    return refused
+                answer = await self._txn_offset_commit(ctx, _with_topics(request, kept))
+                answer.topics = list(answer.topics) + list(refused.topics)
+                return answer
+        return await self._txn_offset_commit(ctx, request)
+
+    async def _txn_offset_commit(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
         v = ctx.api_version
         p = self.partition_of(request.group_id)
         error = self._error_for(p)
@@ -470,9 +648,7 @@ class GroupService:
             # Clients before v2 do not retry COORDINATOR_LOAD_IN_PROGRESS here (KafkaApis
             # handleTxnOffsetCommitRequest).
             error = E.COORDINATOR_NOT_AVAILABLE
-        return TxnOffsetCommitResponse(version=v, throttle_time_ms=0, topics=[
-            TxnTopic(name=t.name, partitions=[TxnPartition(partition_index=x.partition_index, error_code=int(error))
-                                              for x in t.partitions]) for t in request.topics])
+        return _txn_commit_error(request, v, error)
 
     async def _verify(self, request: KafkaRequest, partition: int) -> int:
         """The verification's answer for the group's partition, as TxnOffsetCommit < v5 sends it
@@ -508,38 +684,79 @@ class GroupService:
         return E.NONE
 
     async def offset_delete(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
+        """OffsetDelete; under an authorizer DELETE on the group, then READ on each topic (a denied
+        topic answers TOPIC_AUTHORIZATION_FAILED on its partitions and keeps its offsets)."""
         v = ctx.api_version
+        refused: list[KafkaStruct] = []
+        if self.authorizer.enabled:
+            if self._group_denied(ctx, request.group_id, AclOperation.DELETE):
+                return OffsetDeleteResponse(version=v, error_code=int(E.GROUP_AUTHORIZATION_FAILED),
+                                            throttle_time_ms=0, topics=[])
+            denied = _denied_topics(self.authorizer, ctx, AclOperation.READ, request.topics)
+            if denied:
+                refused = [_Deleted(name=t.name, partitions=[
+                    _Deleted.OffsetDeleteResponsePartition(partition_index=x.partition_index,
+                                                           error_code=int(E.TOPIC_AUTHORIZATION_FAILED))
+                    for x in t.partitions]) for t in request.topics if t.name in denied]
+                request = _with_topics(request, [t for t in request.topics if t.name not in denied])
         p = self.partition_of(request.group_id)
         error = self._error_for(p)
         if p is not None and not error:
             try:
-                return await self._write(p, "delete-offsets", lambda s: s.delete_offsets(request, v))
+                answer = await self._write(p, "delete-offsets", lambda s: s.delete_offsets(request, v))
             except NotActiveError as exc:
                 error = _unserved(exc)
+            else:
+                assert answer is not None
+                if refused and not answer.error_code:
+                    answer.topics = list(answer.topics) + refused
+                return answer
         return OffsetDeleteResponse(version=v, error_code=int(error), throttle_time_ms=0, topics=[])
 
     # --- admin --------------------------------------------------------------------------------
 
     async def describe_groups(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
+        """DescribeGroups; under an authorizer DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED in
+        its entry), and the KIP-430 field from the authorizer."""
         v = ctx.api_version
+        denied = self._groups_denied(ctx, request.groups, AclOperation.DESCRIBE)
         answers = await self._per_partition(
-            request.groups, lambda gid: gid,
+            [g for g in request.groups if g not in denied], lambda gid: gid,
             lambda p, subset: self.runtime.read(p, "describe-groups", lambda s: s.describe_groups(
                 types.SimpleNamespace(groups=subset, include_authorized_operations=v >= 3 and request.include_authorized_operations), v)),
             lambda resp: {g.group_id: g for g in resp.groups},
             lambda gid, error: DescribeGroupsResponse.DescribedGroup(
                 error_code=int(error), error_message=None, group_id=gid, group_state="", protocol_type="",
                 protocol_data="", members=[], authorized_operations=None))
+        for gid in denied:
+            answers[gid] = DescribeGroupsResponse.DescribedGroup(
+                error_code=int(E.GROUP_AUTHORIZATION_FAILED), error_message=None, group_id=gid, group_state="",
+                protocol_type="", protocol_data="", members=[], authorized_operations=None)
+        if self.authorizer.enabled:
+            for described in answers.values():
+                if described.authorized_operations is not None and not described.error_code:
+                    described.authorized_operations = operations_set(
+                        operations_of(self.authorizer, ctx, ResourceType.GROUP, described.group_id))
         return DescribeGroupsResponse(version=v, throttle_time_ms=0, groups=[answers[g] for g in request.groups])
 
+    def _groups_denied(self, ctx: RequestContext, group_ids: list[str], operation: AclOperation) -> set[str]:
+        if not self.authorizer.enabled:
+            return set()
+        return set(group_ids) - allowed_names(self.authorizer, ctx, operation, ResourceType.GROUP, group_ids)
+
     async def delete_groups(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
+        """DeleteGroups; under an authorizer DELETE on each group (GROUP_AUTHORIZATION_FAILED)."""
         v = ctx.api_version
+        denied = self._groups_denied(ctx, request.groups_names, AclOperation.DELETE)
         answers = await self._per_partition(
-            request.groups_names, lambda gid: gid,
+            [g for g in request.groups_names if g not in denied], lambda gid: gid,
             lambda p, subset: self.runtime.write(p, "delete-groups", lambda s: s.delete_groups(
                 types.SimpleNamespace(groups_names=subset), v)),
             lambda resp: {r.group_id: r for r in resp.results},
             lambda gid, error: DeleteGroupsResponse.DeletableGroupResult(group_id=gid, error_code=int(error)))
+        for gid in denied:
+            answers[gid] = DeleteGroupsResponse.DeletableGroupResult(
+                group_id=gid, error_code=int(E.GROUP_AUTHORIZATION_FAILED))
         return DeleteGroupsResponse(version=v, throttle_time_ms=0, results=[answers[g] for g in request.groups_names])
 
     async def _per_partition(self, items: list[str], group_of: Callable[[str], str],
@@ -567,6 +784,17 @@ class GroupService:
     def consumer_group_heartbeat(self, ctx: RequestContext, request: KafkaRequest
                                  ) -> KafkaResponse | asyncio.Future[KafkaResponse]:
         v = ctx.api_version
+        describable: Callable[[str], bool] | None = None
+        if self.authorizer.enabled:
+            # KafkaApis handleConsumerGroupHeartbeatRequest: READ on the group, then (Kafka 4.0,
+            # KAFKA-18813) DESCRIBE on every subscribed topic name; a regex resolves for this
+            # member to the topics it may DESCRIBE (the rules get the check as a predicate).
+            if self._group_denied(ctx, request.group_id):
+                return _heartbeat_error(v, E.GROUP_AUTHORIZATION_FAILED)
+            names = request.subscribed_topic_names
+            if names and _denied_topic_names(self.authorizer, ctx, AclOperation.DESCRIBE, names):
+                return _heartbeat_error(v, E.TOPIC_AUTHORIZATION_FAILED)
+            describable = partial(allowed, self.authorizer, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC)
         p = self.partition_of(request.group_id)
         error = self._error_for(p)
         if error:
@@ -574,7 +802,10 @@ class GroupService:
         client_id, client_host = ctx.client_id or "", _client_host(ctx.peer)
         try:
             answer = self.runtime.write(p, "consumer-group-heartbeat",  # type: ignore[arg-type]  # p: no error
-                                        lambda s: s.consumer_group_heartbeat(request, v, client_id, client_host))
+                                        (lambda s: s.consumer_group_heartbeat(request, v, client_id, client_host))
+                                        if describable is None else
+                                        (lambda s: s.consumer_group_heartbeat(request, v, client_id, client_host,
+                                                                              describable)))
         except NotActiveError as exc:
             return self._heartbeat_refused(request, v, _refusal(exc))
         return self._or_not_coordinator(answer, lambda: self._heartbeat_refused(request, v, E.NOT_COORDINATOR),
@@ -595,8 +826,11 @@ class GroupService:
         group_ids: list[str] = list(request.group_ids)
         answers: dict[str, KafkaStruct] = {}
         by_partition: dict[int | None, list[str]] = {}
+        denied = self._groups_denied(ctx, group_ids, AclOperation.DESCRIBE)
         for gid in group_ids:
-            if gid:
+            if gid in denied:
+                answers[gid] = _described_error(gid, E.GROUP_AUTHORIZATION_FAILED)
+            elif gid:
                 by_partition.setdefault(self.partition_of(gid), []).append(gid)
             else:  # Kafka's service answers an empty group id itself
                 answers[gid] = _described_error(gid, E.INVALID_GROUP_ID)
@@ -624,7 +858,27 @@ class GroupService:
         finally:
             for _subset, read in reads:
                 _discard(read)
+        if self.authorizer.enabled:
+            self._check_described_topics(ctx, answers, include_operations)
         return ConsumerGroupDescribeResponse(version=v, throttle_time_ms=0, groups=[answers[g] for g in group_ids])
+
+    def _check_described_topics(self, ctx: RequestContext, answers: dict[str, KafkaStruct],
+                                include_operations: bool) -> None:
+        """Kafka 4.0 (KAFKA-18813): a described group naming a topic the principal may not DESCRIBE
+        (subscribed or assigned) answers TOPIC_AUTHORIZATION_FAILED instead of its members; the
+        others carry their KIP-430 field from the authorizer."""
+        for gid, described in answers.items():
+            if described.error_code:
+                continue
+            names: set[str] = set()
+            for m in described.members:
+                names.update(m.subscribed_topic_names)
+                for assignment in (m.assignment, m.target_assignment):
+                    names.update(tp.topic_name for tp in assignment.topic_partitions if tp.topic_name)
+            if _denied_topic_names(self.authorizer, ctx, AclOperation.DESCRIBE, sorted(names)):
+                answers[gid] = _described_error(gid, E.TOPIC_AUTHORIZATION_FAILED)
+            elif include_operations:
+                described.authorized_operations = operations_of(self.authorizer, ctx, ResourceType.GROUP, gid)
 
     async def list_groups(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
         v = ctx.api_version
@@ -641,6 +895,12 @@ class GroupService:
                 error = E.COORDINATOR_LOAD_IN_PROGRESS
         if error:
             return ListGroupsResponse(version=v, throttle_time_ms=0, error_code=int(error), groups=[])
+        if self.authorizer.enabled and not cluster_allowed(self.authorizer, ctx, AclOperation.DESCRIBE):
+            # KafkaApis handleListGroupsRequest: DESCRIBE on the cluster lists every group, else
+            # only the groups the principal may DESCRIBE, silently.
+            visible = allowed_names(self.authorizer, ctx, AclOperation.DESCRIBE, ResourceType.GROUP,
+                                    [g.group_id for g in listed])
+            listed = [g for g in listed if g.group_id in visible]
         return ListGroupsResponse(version=v, throttle_time_ms=0, error_code=0, groups=listed)
 
     def handlers(self) -> dict[ApiKey, Handler]:

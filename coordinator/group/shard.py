@@ -140,10 +140,14 @@ class GroupCoordinatorShard:
     # --- KIP-848 consumer groups ---------------------------------------------------------------
 
     def consumer_group_heartbeat(self, request: KafkaRequest, api_version: int, client_id: str,
-                                 client_host: str) -> CoordinatorResult[KafkaResponse]:
-        """ConsumerGroupHeartbeat v0-1 (write op "consumer-group-heartbeat")."""
+                                 client_host: str, describable: Callable[[str], bool] | None = None
+                                 ) -> CoordinatorResult[KafkaResponse]:
+        """ConsumerGroupHeartbeat v0-1 (write op "consumer-group-heartbeat"). ``describable``: the
+        topics the member's principal may DESCRIBE, when an authorizer is configured (its regex
+        matches no other topic)."""
         return self.consumer_manager.heartbeat(request, api_version, client_id, client_host,
-                                               self._classic_group_state, self._classic_group_tombstones)
+                                               self._classic_group_state, self._classic_group_tombstones,
+                                               describable)
 
     def _classic_group_state(self, group_id: str) -> str | None:
         group = self.group_manager.groups.get(group_id)

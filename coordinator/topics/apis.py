@@ -23,6 +23,8 @@ from protocol.errors import ErrorCode
 from protocol.kafka_types import KafkaRequest, KafkaResponse, KafkaStruct
 
 from ..context import Handler, NodeInfo, Reply, RequestContext
+from ..security.acl import AclOperation, Authorizer, ResourceType
+from ..security.request_checks import NO_AUTHORIZER, allowed_names, cluster_allowed
 from .registry import TopicError
 from .service import MAX_PARTITIONS, TopicService
 
@@ -39,10 +41,31 @@ MAX_RECORDS_PER_USER_OP = 10_000
 _TOO_LARGE = "Unable to perform excessively large batch operation."
 
 
+def _hide_configs(results: list[KafkaStruct], describable: set[str] | None) -> None:
+    """CreateTopics shows a topic's configs only with DESCRIBE_CONFIGS on it; otherwise its
+    TopicConfigErrorCode (v5+) says TOPIC_AUTHORIZATION_FAILED (KafkaApis handleCreateTopicsRequest)."""
+    if describable is None:
+        return
+    for result in results:
+        if result.name not in describable:
+            result.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            result.configs = []
+
+
 class TopicApis:
-    def __init__(self, node: NodeInfo, topics: TopicService) -> None:
+    def __init__(self, node: NodeInfo, topics: TopicService, *, authorizer: Authorizer = NO_AUTHORIZER) -> None:
         self.node = node
         self.topics = topics
+        #: CreateTopics: CREATE on the cluster or on each topic (its configs shown with
+        #: DESCRIBE_CONFIGS); DeleteTopics: DELETE (and DESCRIBE to name a topic given by id);
+        #: CreatePartitions: ALTER (KafkaApis).
+        self.authorizer = authorizer
+
+    def _permitted(self, ctx: RequestContext, operation: AclOperation, names: list[str]) -> set[str] | None:
+        """The names the check passes for; None without an authorizer (all of them)."""
+        if not self.authorizer.enabled:
+            return None
+        return allowed_names(self.authorizer, ctx, operation, ResourceType.TOPIC, names)
 
     # --- CreateTopics ---------------------------------------------------------------------------
 
@@ -61,10 +84,19 @@ class TopicApis:
                        for t in request.topics]
             return CreateTopicsResponse(version=version, throttle_time_ms=0, topics=results)
         placements: dict[str, dict[int, list[int]]] = {}
+        creatable = describable = None
+        if self.authorizer.enabled:
+            creatable = (None if cluster_allowed(self.authorizer, ctx, AclOperation.CREATE)
+                         else self._permitted(ctx, AclOperation.CREATE, names))
+            describable = self._permitted(ctx, AclOperation.DESCRIBE_CONFIGS, names)
         for topic in request.topics:
             if topic.name in duplicates:
                 results.append(self._create_result(version, topic.name, ErrorCode.INVALID_REQUEST,
                                                    "Duplicate topic name."))
+                continue
+            if creatable is not None and topic.name not in creatable:  # before any existence check
+                results.append(self._create_result(version, topic.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                                   "Authorization failed."))
                 continue
             try:
                 results.append(self._create_one(version, topic, request.validate_only if version >= 1 else False,
@@ -72,7 +104,8 @@ class TopicApis:
             except TopicError as exc:
                 results.append(self._create_result(version, topic.name, exc.error_code, exc.message))
         if self.topics.store is not None and not (version >= 1 and request.validate_only):
-            return self._create_in_cluster(version, request, results, placements)
+            return self._create_in_cluster(version, request, results, placements, describable)
+        _hide_configs(results, describable)
         response = CreateTopicsResponse(version=version, throttle_time_ms=0, topics=results)
         return self._after_settled([r.name for r in results if r.error_code == ErrorCode.NONE], response)
 
@@ -91,7 +124,8 @@ class TopicApis:
         return settled()
 
     async def _create_in_cluster(self, version: int, request: KafkaRequest, results: list[KafkaStruct],
-                                 placements: dict[str, dict[int, list[int]]]) -> KafkaResponse:
+                                 placements: dict[str, dict[int, list[int]]],
+                                 describable: set[str] | None = None) -> KafkaResponse:
         """Cluster mode: the validated topics are written to ZooKeeper (off the event loop), with
         the request's placement where it gave one, and the answer waits until each has a live
         leader per partition or the request times out."""
@@ -116,6 +150,7 @@ class TopicApis:
         for name in created:
             if not await store.wait_ready(name, timeout_s):
                 break  # Kafka answers NONE after its timeout too: the topic exists
+        _hide_configs(results, describable)
         return CreateTopicsResponse(version=version, throttle_time_ms=0, topics=results)
 
     def _create_one(self, version: int, topic: KafkaStruct, validate_only: bool,
@@ -242,6 +277,12 @@ class TopicApis:
             return after_settled()
         results = []
         doomed: list[str] = []
+        named = [n for n in (name if name is not None else info.name if info is not None else None
+                             for (name, _), info in zip(wanted, found, strict=True)) if n is not None]
+        # With deletion disabled every topic says so, before any check (KafkaApis).
+        enabled = bool(self.topics.config["delete.topic.enable"])
+        deletable = self._permitted(ctx, AclOperation.DELETE, named) if enabled else None
+        describable = self._permitted(ctx, AclOperation.DESCRIBE, named) if enabled else None
         for name, topic_id in wanted:
             info = None
             if name is not None:
@@ -250,6 +291,18 @@ class TopicApis:
             else:
                 info = self.topics.registry.by_id(topic_id) if topic_id is not None else None
                 missing = ErrorCode.UNKNOWN_TOPIC_ID
+            if name is None and info is not None and describable is not None and info.name not in describable:
+                # By id without DESCRIBE: refused, and the name is not revealed.
+                results.append(DeleteTopicsResponse.DeletableTopicResult(
+                    name=None, topic_id=topic_id, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=None))
+                continue
+            checked = name if name is not None else info.name if info is not None else None
+            if deletable is not None and checked is not None and checked not in deletable:
+                error, message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, None  # before existence
+                results.append(DeleteTopicsResponse.DeletableTopicResult(
+                    name=checked, topic_id=info.topic_id if info is not None and name is None else topic_id,
+                    error_code=error, error_message=message))
+                continue
             if info is None:
                 error, message = missing, None
             elif not self.topics.config["delete.topic.enable"]:
@@ -305,10 +358,13 @@ class TopicApis:
         growing: list[tuple[str, int, dict[int, list[int]] | None]] = []
         error: int
         message: str | None
+        alterable = self._permitted(ctx, AclOperation.ALTER, names)
         for topic in request.topics:
             try:
                 if names.count(topic.name) > 1:
                     raise TopicError(ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
+                if alterable is not None and topic.name not in alterable:  # before existence
+                    raise TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "The topic authorization is failed.")
                 grow, placement = self._add_partitions(topic, request.validate_only)
                 if grow:
                     growing.append((topic.name, topic.count, placement))

@@ -39,6 +39,8 @@ from protocol.errors import ErrorCode
 from protocol.kafka_types import KafkaRequest, KafkaResponse, KafkaStruct
 
 from ..context import Handler, RequestContext
+from ..security.acl import AclOperation, Authorizer, ResourceType
+from ..security.request_checks import NO_AUTHORIZER, allowed_names
 from .log_manager import LogManager
 from .registry import INTERNAL_TOPICS, TopicInfo
 
@@ -57,18 +59,25 @@ _Partition = _Topic.DeleteRecordsPartitionResult
 
 
 class DeleteRecordsApis:
-    def __init__(self, logs: LogManager) -> None:
+    def __init__(self, logs: LogManager, *, authorizer: Authorizer = NO_AUTHORIZER) -> None:
         self.logs = logs
+        #: DELETE on each topic (KafkaApis handleDeleteRecordsRequest).
+        self.authorizer = authorizer
 
     async def delete_records(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
         work = []
         topics = []
+        names = [t.name for t in request.topics]
+        permitted = allowed_names(self.authorizer, ctx, AclOperation.DELETE, ResourceType.TOPIC, names)
         for topic in request.topics:
             info = self.logs.topic_info(topic.name, None)
             parts = []
             for part in topic.partitions:
                 out = _Partition(partition_index=part.partition_index, low_watermark=-1, error_code=ErrorCode.NONE)
                 parts.append(out)
+                if topic.name not in permitted:  # before any existence check
+                    out.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    continue
                 work.append(self._delete(info, topic.name, part.partition_index, part.offset, out,
                                          request.timeout_ms))
             topics.append(_Topic(name=topic.name, partitions=parts))

@@ -18,6 +18,8 @@ from protocol.errors import ErrorCode
 from protocol.kafka_types import KafkaRequest, KafkaResponse
 
 from ..context import Handler, RequestContext
+from ..security.acl import AclOperation, Authorizer, ResourceType
+from ..security.request_checks import NO_AUTHORIZER, allowed_names
 from .log_manager import LogManager
 
 __all__ = ["DescribeProducersApis"]
@@ -28,11 +30,15 @@ _Producer = _Partition.ProducerState
 
 
 class DescribeProducersApis:
-    def __init__(self, logs: LogManager) -> None:
+    def __init__(self, logs: LogManager, *, authorizer: Authorizer = NO_AUTHORIZER) -> None:
         self.logs = logs
+        #: READ on each topic (KafkaApis handleDescribeProducersRequest).
+        self.authorizer = authorizer
 
     def describe_producers(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
         topics = []
+        permitted = allowed_names(self.authorizer, ctx, AclOperation.READ, ResourceType.TOPIC,
+                                  [t.name for t in request.topics])
         for topic in request.topics:
             info = self.logs.topic_info(topic.name, None)
             parts = []
@@ -40,6 +46,9 @@ class DescribeProducersApis:
                 out = _Partition(partition_index=index, error_code=ErrorCode.NONE, error_message=None,
                                  active_producers=[])
                 parts.append(out)
+                if topic.name not in permitted:
+                    out.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    continue
                 if info is None or not 0 <= index < info.num_partitions:
                     out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     continue

@@ -46,6 +46,8 @@ from protocol.responses import EncodedResponse, FileRange
 from storage.files import pread_exact
 
 from ..context import Handler, RequestContext
+from ..security.acl import AclOperation, Authorizer, ResourceType
+from ..security.request_checks import NO_AUTHORIZER, allowed_names, cluster_allowed
 from .log_manager import LogManager
 from .partition_log import SENDFILE_MIN_BYTES, PartitionLog
 from .replication_quota import ReplicationThrottle
@@ -65,20 +67,44 @@ def check_leader_epoch(plog: PartitionLog, current_leader_epoch: int) -> int:
 
 
 class FetchApis:
-    def __init__(self, logs: LogManager, throttle: ReplicationThrottle | None = None) -> None:
+    def __init__(self, logs: LogManager, throttle: ReplicationThrottle | None = None, *,
+                 authorizer: Authorizer = NO_AUTHORIZER) -> None:
         self.logs = logs
         #: Cluster mode: the leader's replication quota (KIP-73) for followers' fetches.
         self.throttle = throttle
+        #: READ on each topic; a follower's fetch needs CLUSTER_ACTION on the cluster instead
+        #: (KafkaApis handleFetchRequest).
+        self.authorizer = authorizer
 
     def fetch(self, ctx: RequestContext, request: KafkaRequest) -> EncodedResponse | Awaitable[EncodedResponse]:
         version = ctx.api_version
-        first = self._read(version, request)
+        refused = self._refused(ctx, request) if self.authorizer.enabled else None
+        first = self._read(version, request, refused)
         topics, size, logs, immediate = first
         if immediate or size >= request.min_bytes or request.max_wait_ms <= 0 or not logs:
             return self._encode(version, ctx.correlation_id, topics)
-        return self._long_poll(ctx, request, logs)
+        return self._long_poll(ctx, request, logs, refused)
 
-    async def _long_poll(self, ctx: RequestContext, request: KafkaRequest, logs: list[PartitionLog]) -> EncodedResponse:
+    def _refused(self, ctx: RequestContext, request: KafkaRequest) -> frozenset[str]:
+        """The requested topics this fetch may not read (TOPIC_AUTHORIZATION_FAILED on their
+        partitions): those without READ for a consumer, every one for a follower without
+        CLUSTER_ACTION. Topics are named as the request names them, by id from v13."""
+        version = ctx.api_version
+        names = set()
+        for topic in request.topics:
+            if version < 13:
+                names.add(topic.topic)
+            else:
+                info = self.logs.topic_info(None, getattr(topic, "topic_id", None))
+                if info is not None:  # an unknown id stays UNKNOWN_TOPIC_ID: it names nothing
+                    names.add(info.name)
+        if _replica_id(version, request) >= 0:
+            return frozenset() if cluster_allowed(self.authorizer, ctx, AclOperation.CLUSTER_ACTION) \
+                else frozenset(names)
+        return frozenset(names - allowed_names(self.authorizer, ctx, AclOperation.READ, ResourceType.TOPIC, names))
+
+    async def _long_poll(self, ctx: RequestContext, request: KafkaRequest, logs: list[PartitionLog],
+                         refused: frozenset[str] | None = None) -> EncodedResponse:
         version = ctx.api_version
         loop = asyncio.get_running_loop()
         deadline = loop.time() + request.max_wait_ms / 1000.0
@@ -87,18 +113,20 @@ class FetchApis:
             if remaining <= 0:
                 break
             await self.logs.wait_for_data(logs, remaining)
-            topics, size, logs, immediate = self._read(version, request)
+            topics, size, logs, immediate = self._read(version, request, refused)
             if immediate or size >= request.min_bytes:
                 return self._encode(version, ctx.correlation_id, topics)
-        topics, _, _, _ = self._read(version, request)
+        topics, _, _, _ = self._read(version, request, refused)
         return self._encode(version, ctx.correlation_id, topics)
 
     @staticmethod
     def _encode(version: int, correlation_id: int, topics: list[FetchTopicData]) -> EncodedResponse:
         return EncodedResponse(encode_fetch_response(version, correlation_id, topics, session_id=0))
 
-    def _read(self, version: int, request: KafkaRequest) -> tuple[list[FetchTopicData], int, list[PartitionLog], bool]:
-        """One pass over the requested partitions: (topics, bytes found, logs read, errors seen)."""
+    def _read(self, version: int, request: KafkaRequest, refused: frozenset[str] | None = None
+              ) -> tuple[list[FetchTopicData], int, list[PartitionLog], bool]:
+        """One pass over the requested partitions: (topics, bytes found, logs read, errors seen).
+        ``refused``: topics answered TOPIC_AUTHORIZATION_FAILED, before any existence check."""
         replica_id = _replica_id(version, request)
         response_budget = request.max_bytes if request.max_bytes is not None else 2**31 - 1
         total = 0
@@ -110,6 +138,13 @@ class FetchApis:
             info = self.logs.topic_info(topic.topic if version < 13 else None, topic_id)
             out = FetchTopicData(topic.topic if version < 13 else None, topic_id)
             topics.append(out)
+            if refused and (topic.topic if version < 13 else info.name if info is not None else None) in refused:
+                for part in topic.partitions:
+                    data = FetchPartitionData(part.partition)
+                    data.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    out.partitions.append(data)
+                immediate = True
+                continue
             for part in topic.partitions:
                 data = FetchPartitionData(part.partition)
                 out.partitions.append(data)

@@ -16,6 +16,8 @@ from protocol.errors import ErrorCode
 from protocol.kafka_types import KafkaRequest, KafkaResponse, KafkaStruct
 
 from ..context import Handler, RequestContext
+from ..security.acl import AclOperation, Authorizer
+from ..security.request_checks import NO_AUTHORIZER, cluster_allowed
 from .log_manager import LogManager
 
 __all__ = ["LogDirApis"]
@@ -26,11 +28,16 @@ PartitionOut = TopicOut.DescribeLogDirsPartition
 
 
 class LogDirApis:
-    def __init__(self, logs: LogManager) -> None:
+    def __init__(self, logs: LogManager, *, authorizer: Authorizer = NO_AUTHORIZER) -> None:
         self.logs = logs
+        #: DESCRIBE on the cluster (KafkaApis handleDescribeLogDirsRequest).
+        self.authorizer = authorizer
 
     def describe_log_dirs(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
         version = ctx.api_version
+        if self.authorizer.enabled and not cluster_allowed(self.authorizer, ctx, AclOperation.DESCRIBE):
+            return DescribeLogDirsResponse(version=version, throttle_time_ms=0,
+                                           error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results=[])
         hosted = self.logs.partitions()
         if request.topics is None:
             chosen = hosted

@@ -24,6 +24,8 @@ from protocol.errors import ErrorCode
 from protocol.kafka_types import KafkaRequest, KafkaResponse
 
 from ..context import Handler, RequestContext
+from ..security.acl import AclOperation, Authorizer, ResourceType
+from ..security.request_checks import NO_AUTHORIZER, allowed_names, cluster_allowed
 from .fetch import READ_COMMITTED, check_leader_epoch
 from .log_manager import LogManager
 from .partition_log import PartitionLog
@@ -39,12 +41,21 @@ EpochPartition = EpochTopic.EpochEndOffset
 
 
 class OffsetApis:
-    def __init__(self, logs: LogManager) -> None:
+    def __init__(self, logs: LogManager, *, authorizer: Authorizer = NO_AUTHORIZER) -> None:
         self.logs = logs
+        #: ListOffsets: DESCRIBE on each topic; OffsetForLeaderEpoch: CLUSTER_ACTION on the
+        #: cluster (followers) or else DESCRIBE on each topic (KafkaApis, KIP-320).
+        self.authorizer = authorizer
+
+    def _denied(self, ctx: RequestContext, names: list[str]) -> set[str]:
+        if not self.authorizer.enabled:
+            return set()
+        return set(names) - allowed_names(self.authorizer, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
 
     def list_offsets(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
         version = ctx.api_version
         topics = []
+        denied = self._denied(ctx, [t.name for t in request.topics])
         for topic in request.topics:
             info = self.logs.topic_info(topic.name, None)
             parts = []
@@ -52,6 +63,9 @@ class OffsetApis:
                 out = LOPartition(partition_index=part.partition_index, error_code=0, timestamp=-1, offset=-1,
                                   leader_epoch=-1)
                 parts.append(out)
+                if topic.name in denied:  # before existence: a denied name tells nothing
+                    out.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    continue
                 plog = self.logs.get(info.name, part.partition_index) if info is not None else None
                 if plog is None:
                     out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -94,12 +108,18 @@ class OffsetApis:
     def offset_for_leader_epoch(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
         version = ctx.api_version
         topics = []
+        denied: set[str] = set()
+        if self.authorizer.enabled and not cluster_allowed(self.authorizer, ctx, AclOperation.CLUSTER_ACTION):
+            denied = self._denied(ctx, [t.topic for t in request.topics])
         for topic in request.topics:
             info = self.logs.topic_info(topic.topic, None)
             parts = []
             for part in topic.partitions:
                 out = EpochPartition(error_code=0, partition=part.partition, leader_epoch=-1, end_offset=-1)
                 parts.append(out)
+                if topic.topic in denied:
+                    out.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    continue
                 plog = self.logs.get(info.name, part.partition) if info is not None else None
                 if plog is None:
                     out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

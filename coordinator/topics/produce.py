@@ -66,6 +66,8 @@ from storage.errors import LogClosedError
 from storage.producer_state import Duplicate
 
 from ..context import Handler, RequestContext
+from ..security.acl import AclOperation, Authorizer, ResourceType
+from ..security.request_checks import NO_AUTHORIZER, allowed
 from .log_manager import LogManager
 from .partition_log import PartitionLog
 from .replication import NotLeader
@@ -152,8 +154,11 @@ class _Refused(Exception):
 
 
 class ProduceApis:
-    def __init__(self, logs: LogManager) -> None:
+    def __init__(self, logs: LogManager, *, authorizer: Authorizer = NO_AUTHORIZER) -> None:
         self.logs = logs
+        #: WRITE on each topic, and on the transactional id of transactional batches (KafkaApis
+        #: handleProduceRequest).
+        self.authorizer = authorizer
         #: KIP-890 verification (set by app.py); None: transactional batches are not verified.
         self.verifier: Verifier | None = None
         #: (topic, partition, producer id) → the last of its batches waiting for verification.
@@ -173,24 +178,38 @@ class ProduceApis:
         topics_out = []
         # Kafka refuses the whole request when a transactional batch comes without a
         # transactional id (KafkaApis.handleProduceRequest); one byte per partition tells.
-        txn_refused = request.transactional_id is None and any(
+        checks = self.authorizer.enabled
+        txn_refused = (request.transactional_id is None or checks) and any(
             part.records is not None and len(part.records) > _ATTRIBUTES_LOW
             and part.records[_ATTRIBUTES_LOW] & TRANSACTIONAL_MASK
             for topic in request.topic_data for part in topic.partition_data)
+        if txn_refused and request.transactional_id is not None:
+            # With an authorizer, transactional batches need WRITE on the transactional id; the
+            # whole request is refused otherwise.
+            txn_refused = not allowed(self.authorizer, ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                                      request.transactional_id)
         for topic in request.topic_data:
             parts_out = []
             info = self.logs.topic_info(topic.name if version < 13 else None, getattr(topic, "topic_id", None))
+            # Authorization before existence: a denied name never tells whether it exists (v13+
+            # names topics by id, and an unknown id has no name to check).
+            name = topic.name if version < 13 else (info.name if info is not None else None)
+            topic_denied = checks and name is not None and not allowed(
+                self.authorizer, ctx, AclOperation.WRITE, ResourceType.TOPIC, name)
             for part in topic.partition_data:
                 result = ProduceResponse.TopicProduceResponse.PartitionProduceResponse(
                     index=part.index, error_code=0, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1,
                     record_errors=[], error_message=None)
                 parts_out.append(result)
                 try:
+                    if topic_denied and not txn_refused:
+                        raise _Refused(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                     if acks not in (-1, 0, 1):
                         raise _Refused(ErrorCode.INVALID_REQUIRED_ACKS)
                     if txn_refused:
                         raise _Refused(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                                       "a transactional batch needs the request's transactional id")
+                                       "a transactional batch needs the request's transactional id"
+                                       if request.transactional_id is None else None)
                     if info is None:
                         raise _Refused(ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                     if info.internal:

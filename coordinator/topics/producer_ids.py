@@ -32,6 +32,8 @@ from protocol.kafka_types import KafkaRequest, KafkaResponse
 from ..config import ConfigError
 from ..context import Handler, Reply, RequestContext
 from ..data_dir import atomic_write
+from ..security.acl import AclOperation, Authorizer, ResourceType
+from ..security.request_checks import NO_AUTHORIZER, allowed, cluster_allowed
 
 __all__ = ["ProducerIdManager", "ProducerIdApis", "BLOCK_SIZE"]
 
@@ -88,12 +90,33 @@ class ProducerIdManager:
         return pid
 
 
+def init_producer_id_refusal(authorizer: Authorizer, ctx: RequestContext, transactional_id: str | None) -> int:
+    """KafkaApis handleInitProducerIdRequest: WRITE on the transactional id
+    (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), or without one IDEMPOTENT_WRITE on the cluster or
+    WRITE on some topic (``authorizeByResourceType``; CLUSTER_AUTHORIZATION_FAILED)."""
+    if not authorizer.enabled:
+        return ErrorCode.NONE
+    if transactional_id is not None:
+        if not allowed(authorizer, ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+            return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not cluster_allowed(authorizer, ctx, AclOperation.IDEMPOTENT_WRITE) and \
+            not authorizer.authorize_by_resource_type(ctx.principal, ctx.client_host, AclOperation.WRITE,
+                                                      ResourceType.TOPIC):
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    return ErrorCode.NONE
+
+
 class ProducerIdApis:
-    def __init__(self, manager: ProducerIdManager) -> None:
+    def __init__(self, manager: ProducerIdManager, *, authorizer: Authorizer = NO_AUTHORIZER) -> None:
         self.manager = manager
+        self.authorizer = authorizer
 
     def init_producer_id(self, ctx: RequestContext, request: KafkaRequest) -> Reply:
         version = ctx.api_version
+        error = init_producer_id_refusal(self.authorizer, ctx, request.transactional_id)
+        if error:
+            return InitProducerIdResponse(version=version, throttle_time_ms=0, error_code=error, producer_id=-1,
+                                          producer_epoch=-1)
         if request.transactional_id is not None:
             # Served by the transaction coordinator; reached only where none is wired.
             return InitProducerIdResponse(version=version, throttle_time_ms=0,

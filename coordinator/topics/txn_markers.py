@@ -36,6 +36,8 @@ from protocol.kafka_types import KafkaRequest, KafkaResponse
 from storage.errors import LogClosedError
 
 from ..context import Handler, RequestContext
+from ..security.acl import AclOperation, Authorizer
+from ..security.request_checks import NO_AUTHORIZER, cluster_allowed
 from .log_manager import LogManager
 from .partition_log import PartitionLog
 from .registry import CONSUMER_OFFSETS
@@ -67,8 +69,9 @@ _PartitionResult = _TopicResult.WritableTxnMarkerPartitionResult
 class TxnMarkerApis:
     """Writes transaction markers on this node's partitions (seam C2, docs/transactions.md)."""
 
-    def __init__(self, logs: LogManager) -> None:
+    def __init__(self, logs: LogManager, *, authorizer: Authorizer = NO_AUTHORIZER) -> None:
         self.logs = logs
+        self.authorizer = authorizer
         #: Set by app.py: writes the marker of a ``__consumer_offsets`` partition through the group
         #: coordinator. None: those partitions get NOT_COORDINATOR.
         self.internal_marker_writer: InternalMarkerWriter | None = None
@@ -135,8 +138,16 @@ class TxnMarkerApis:
         return ErrorCode.NONE
 
     async def write_txn_markers(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
-        """WriteTxnMarkers v0–v1: every marker of the request written at once; one answer."""
+        """WriteTxnMarkers v0–v1: every marker of the request written at once; one answer. Only
+        brokers send it: ALTER or else CLUSTER_ACTION on the cluster (KafkaApis
+        handleWriteTxnMarkersRequest), CLUSTER_AUTHORIZATION_FAILED on every partition otherwise."""
         markers = list(request.markers)
+        if self.authorizer.enabled and not cluster_allowed(self.authorizer, ctx, AclOperation.ALTER) \
+                and not cluster_allowed(self.authorizer, ctx, AclOperation.CLUSTER_ACTION):
+            return WriteTxnMarkersResponse(version=ctx.api_version, markers=[_Result(
+                producer_id=m.producer_id, topics=[_TopicResult(name=t.name, partitions=[
+                    _PartitionResult(partition_index=p, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+                    for p in t.partition_indexes]) for t in m.topics]) for m in markers])
         outcomes = await asyncio.gather(*(
             self.write_markers(m.producer_id, m.producer_epoch, bool(m.transaction_result), m.coordinator_epoch,
                                [(t.name, p) for t in m.topics for p in t.partition_indexes])

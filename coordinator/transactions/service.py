@@ -52,7 +52,10 @@ from ..data_dir import atomic_write
 from ..runtime.contract import CoordinatorResult
 from ..runtime.errors import RecordTooLarge
 from ..runtime.runtime import CoordinatorRuntime, CoordinatorState, NotActiveError, unanswered
+from ..security.acl import CLUSTER_NAME, AclOperation, Authorizer, ResourceType
+from ..security.request_checks import NO_AUTHORIZER, allowed, allowed_names
 from .config import TransactionConfig
+from .coordinator_type import TRANSACTION_STATE
 from .marker_channel import MarkerChannel, MarkerOutcome
 from .markers import MarkerJob, MarkerWriter
 from .metadata import TopicPartition, TransactionMetadata
@@ -152,8 +155,12 @@ class TransactionService:
                  partition_exists: Callable[[str, int], bool] = lambda topic, partition: True,
                  node_coordinator_epoch: int = 0, ensure_topic: Callable[[], object] = lambda: None,
                  marker_retry_backoff_ms: int = 100, concurrent_wait_ms: int = CONCURRENT_WAIT_MS,
-                 sleep_ms: Callable[[int], Awaitable[None]] | None = None) -> None:
+                 sleep_ms: Callable[[int], Awaitable[None]] | None = None,
+                 authorizer: Authorizer = NO_AUTHORIZER) -> None:
         self.runtime = runtime
+        #: WRITE (DESCRIBE to look up) on the transactional id, then what each API adds
+        #: (KafkaApis; coordinator/security/request_checks.py). Brokers' AddPartitionsToTxn v4+ needs CLUSTER_ACTION.
+        self.authorizer = authorizer
         self.config = config
         #: The partition count of ``__transaction_state``, None while it does not exist.
         self.state_partitions = state_partitions
@@ -356,8 +363,17 @@ class TransactionService:
 
     def init_producer_id(self, ctx: RequestContext, request: KafkaRequest) -> object:
         if request.transactional_id is None:
-            return self.idempotent_init(ctx, request)
+            return self.idempotent_init(ctx, request)  # it checks IDEMPOTENT_WRITE itself
+        if self._txn_denied(ctx, request.transactional_id):
+            return InitProducerIdResponse(version=ctx.api_version, throttle_time_ms=0,
+                                          error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_id=-1,
+                                          producer_epoch=-1)
         return self._init_transactional(ctx, request)
+
+    def _txn_denied(self, ctx: RequestContext, transactional_id: str,
+                    operation: AclOperation = AclOperation.WRITE) -> bool:
+        return self.authorizer.enabled and not allowed(self.authorizer, ctx, operation,
+                                                       ResourceType.TRANSACTIONAL_ID, transactional_id)
 
     async def _init_transactional(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
         v = ctx.api_version
@@ -434,11 +450,13 @@ class TransactionService:
     def _unknown(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
         return {tp: E.UNKNOWN_TOPIC_OR_PARTITION for tp in partitions if not self.partition_exists(*tp)}
 
-    async def _add_one(self, v: int, txn_id: str, pid: int, epoch: int,
-                       partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
-        """One client transaction (v0-3): unknown partitions fail and the others are not
-        attempted; otherwise the coordinator's one outcome goes to every partition."""
-        unknown = self._unknown(partitions)
+    async def _add_one(self, v: int, txn_id: str, pid: int, epoch: int, partitions: list[TopicPartition],
+                       denied: frozenset[str] = frozenset()) -> dict[TopicPartition, int]:
+        """One client transaction (v0-3): partitions of ``denied`` topics (TOPIC_AUTHORIZATION_FAILED)
+        and unknown ones fail and the others are not attempted; otherwise the coordinator's one
+        outcome goes to every partition."""
+        unknown: dict[TopicPartition, int] = {tp: E.TOPIC_AUTHORIZATION_FAILED for tp in partitions if tp[0] in denied}
+        unknown.update(self._unknown([tp for tp in partitions if tp[0] not in denied]))
         if unknown:
             return {tp: unknown.get(tp, E.OPERATION_NOT_ATTEMPTED) for tp in partitions}
         error = _fenced(ApiKey.ADD_PARTITIONS_TO_TXN, v, await self._add(txn_id, pid, epoch, partitions))
@@ -461,11 +479,22 @@ class TransactionService:
     async def add_partitions_to_txn(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
         v = ctx.api_version
         if v <= 3:
-            results = await self._add_one(v, request.v3_and_below_transactional_id,
-                                          request.v3_and_below_producer_id, request.v3_and_below_producer_epoch,
-                                          self._partitions(request.v3_and_below_topics))
+            txn_id = request.v3_and_below_transactional_id
+            partitions = self._partitions(request.v3_and_below_topics)
+            if self._txn_denied(ctx, txn_id):
+                results: dict[TopicPartition, int] = {
+                    tp: E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for tp in partitions}
+            else:
+                results = await self._add_one(v, txn_id, request.v3_and_below_producer_id,
+                                              request.v3_and_below_producer_epoch, partitions,
+                                              self._unwritable(ctx, partitions))
             return AddPartitionsToTxnResponse(version=v, throttle_time_ms=0,
                                               results_by_topic_v3_and_below=self._topic_results(results))
+        if self.authorizer.enabled and not allowed(self.authorizer, ctx, AclOperation.CLUSTER_ACTION,
+                                                   ResourceType.CLUSTER, CLUSTER_NAME):
+            # v4+ comes from brokers only (KIP-890).
+            return AddPartitionsToTxnResponse(version=v, throttle_time_ms=0,
+                                              error_code=E.CLUSTER_AUTHORIZATION_FAILED, results_by_transaction=[])
         answers = []
         for txn in request.transactions:
             partitions = self._partitions(txn.topics)
@@ -479,8 +508,24 @@ class TransactionService:
         return AddPartitionsToTxnResponse(version=v, throttle_time_ms=0, error_code=E.NONE,
                                           results_by_transaction=answers)
 
+    def _unwritable(self, ctx: RequestContext, partitions: list[TopicPartition]) -> frozenset[str]:
+        """The topics a client may not add to its transaction: those without WRITE, and internal
+        ones whatever the ACLs (KafkaApis handleAddPartitionsToTxnRequest)."""
+        if not self.authorizer.enabled:
+            return frozenset()
+        names = {t for t, _ in partitions}
+        candidates = {t for t in names if t not in (CONSUMER_OFFSETS, TRANSACTION_STATE)}
+        return frozenset(names - allowed_names(self.authorizer, ctx, AclOperation.WRITE, ResourceType.TOPIC,
+                                               candidates))
+
     async def add_offsets_to_txn(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
         v = ctx.api_version
+        denial = (E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if self._txn_denied(ctx, request.transactional_id)
+                  else E.GROUP_AUTHORIZATION_FAILED if self.authorizer.enabled and not allowed(
+                      self.authorizer, ctx, AclOperation.READ, ResourceType.GROUP, request.group_id)
+                  else E.NONE)
+        if denial:
+            return AddOffsetsToTxnResponse(version=v, throttle_time_ms=0, error_code=denial)
         # The group's partition of __consumer_offsets joins the transaction, so the marker reaches
         # the offsets TxnOffsetCommit writes there (Kafka's handleAddOffsetsToTxnRequest).
         offsets_partition = (CONSUMER_OFFSETS, partition_for(request.group_id, self.offsets_partitions()))
@@ -498,6 +543,8 @@ class TransactionService:
             return EndTxnResponse(version=v, throttle_time_ms=0, error_code=_fenced(ApiKey.END_TXN, v, error))
 
         txn_id: str = request.transactional_id
+        if self._txn_denied(ctx, txn_id):
+            return answer(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         if txn_id == "":
             return answer(E.INVALID_REQUEST)
         p = self.partition_of(txn_id)
@@ -519,6 +566,8 @@ class TransactionService:
         for txn_id in request.transactional_ids:
             p = self.partition_of(txn_id) if txn_id else None
             error = E.INVALID_REQUEST if not txn_id else self._error_for(p)
+            if self._txn_denied(ctx, txn_id, AclOperation.DESCRIBE):
+                error = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
             meta: TransactionMetadata | None = None
             if not error:
                 assert p is not None
@@ -536,6 +585,9 @@ class TransactionService:
             topics: dict[str, list[int]] = {}
             for topic, partition in sorted(meta.partitions):
                 topics.setdefault(topic, []).append(partition)
+            if self.authorizer.enabled:  # only the topics the principal may DESCRIBE are shown
+                shown = allowed_names(self.authorizer, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, list(topics))
+                topics = {t: ps for t, ps in topics.items() if t in shown}
             states.append(Described(
                 error_code=0, transactional_id=txn_id, transaction_state=meta.state.kafka_name,
                 transaction_timeout_ms=meta.timeout_ms, transaction_start_time_ms=meta.start_ms,
@@ -573,7 +625,8 @@ class TransactionService:
                                                 lambda s: s.list_transactions(states, pids, duration))
             except NotActiveError:
                 continue
-            listed.extend(m for m in found if m.state is not TransactionState.DEAD)
+            listed.extend(m for m in found if m.state is not TransactionState.DEAD
+                          and not self._txn_denied(ctx, m.transactional_id, AclOperation.DESCRIBE))
         Listed = ListTransactionsResponse.TransactionState
         return ListTransactionsResponse(
             version=v, throttle_time_ms=0, error_code=int(error), unknown_state_filters=unknown,

@@ -132,6 +132,9 @@ class ConsumerGroupManager(Fencing, TargetAssignment, ConsumerGroupTimers, Consu
         self.session_deadlines: dict[tuple[str, str], int] = {}
         #: Soft state: the topics-image version each group's metadata hash was last checked at.
         self.hash_checked_at: dict[str, int] = {}
+        #: Soft state, with an authorizer only: per group, the DESCRIBE check of the principal of
+        #: the member that heartbeat last, which the regexes' resolution applies.
+        self.topic_filters: dict[str, Callable[[str], bool]] = {}
         self.loaded = False
         #: Called when a record for a consumer group arrives: the shard drops the Empty classic
         #: group that only held the id's offsets (one namespace for both kinds of group).
@@ -172,10 +175,16 @@ class ConsumerGroupManager(Fencing, TargetAssignment, ConsumerGroupTimers, Consu
 
     def heartbeat(self, request: KafkaRequest, api_version: int, client_id: str, client_host: str,
                   classic_group_state: Callable[[str], str | None],
-                  classic_group_tombstones: Callable[[str], list[Record]]) -> CoordinatorResult[KafkaResponse]:
+                  classic_group_tombstones: Callable[[str], list[Record]],
+                  describable: Callable[[str], bool] | None = None) -> CoordinatorResult[KafkaResponse]:
         """``classic_group_state(group_id)``: the state of a classic group of that id ("Empty",
         ...), or None when there is none; an Empty one is replaced by the consumer group, its
-        offsets kept (``classic_group_tombstones`` gives the records that delete it)."""
+        offsets kept (``classic_group_tombstones`` gives the records that delete it).
+        ``describable``: with an authorizer, which topics the member's principal may DESCRIBE;
+        the group's regexes, resolved on behalf of the member that heartbeats, match only those
+        (Kafka 4.0, KAFKA-18813)."""
+        if describable is not None:
+            self.topic_filters[request.group_id] = describable
         try:
             validate_heartbeat(request, api_version, self.config.consumer_assignors)
             if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
@@ -437,7 +446,7 @@ class ConsumerGroupManager(Fencing, TargetAssignment, ConsumerGroupTimers, Consu
                 continue
             if refresh and known.version != version:
                 try:
-                    topics = tuple(sorted(self.regex_resolver(pattern, [t.name for t in self.topics.all()])))
+                    topics = tuple(sorted(self.regex_resolver(pattern, self._regex_candidates(group.group_id))))
                 except ValueError as exc:
                     raise HeartbeatError(INVALID_REGULAR_EXPRESSION, str(exc)) from None
                 if known is None or known.topics != topics:

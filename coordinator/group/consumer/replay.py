@@ -53,6 +53,7 @@ class ConsumerGroupReplay:
     groups: dict[str, ConsumerGroup]
     last_assignment_ms: dict[str, int]
     hash_checked_at: dict[str, int]
+    topic_filters: dict[str, Callable[[str], bool]]
     on_group_created: Callable[[str], None]
     #: The classic GroupMetadata record the shard holds for a group id, or None (set by the shard).
     classic_group_record: Callable[[str], GroupMetadataValue | None]
@@ -121,6 +122,7 @@ class ConsumerGroupReplay:
         if self.groups.pop(group_id, None) is not None:
             self.last_assignment_ms.pop(group_id, None)
             self.hash_checked_at.pop(group_id, None)
+            self.topic_filters.pop(group_id, None)
 
     def _refuse_a_classic_group(self, key: ConsumerGroupRecordKey, value: ConsumerGroupRecordValue | None) -> None:
         """Kafka replays a consumer-group record (tombstones included) into the group of its id
@@ -142,6 +144,7 @@ class ConsumerGroupReplay:
             del self.groups[group.group_id]
             self.last_assignment_ms.pop(group.group_id, None)
             self.hash_checked_at.pop(group.group_id, None)
+            self.topic_filters.pop(group.group_id, None)
         elif isinstance(key, ConsumerGroupPartitionMetadataKey):
             group.partition_metadata = None
         elif isinstance(key, ConsumerGroupMemberMetadataKey):

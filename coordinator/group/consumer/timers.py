@@ -67,6 +67,7 @@ class ConsumerGroupTimers:
     regex_resolver: Callable[[str, Iterable[str]], frozenset[str]]
     session_deadlines: dict[tuple[str, str], int]
     hash_checked_at: dict[str, int]
+    topic_filters: dict[str, Callable[[str], bool]]
     loaded: bool
 
     if TYPE_CHECKING:
@@ -149,13 +150,20 @@ class ConsumerGroupTimers:
         self.timer.cancel(classic_join_timeout_key(group_id, member_id))
         self.timer.cancel(classic_sync_timeout_key(group_id, member_id))
 
+    def _regex_candidates(self, group_id: str) -> list[str]:
+        """The topic names a regex of the group may match: every topic of the image, or with an
+        authorizer those the refreshing member's principal may DESCRIBE (Kafka 4.0)."""
+        names = [t.name for t in self.topics.all()]
+        describable = self.topic_filters.get(group_id)
+        return names if describable is None else [n for n in names if describable(n)]
+
     def _schedule_regex_resolution(self, group_id: str) -> None:
         def resolve() -> CoordinatorResult[None]:
             group = self.groups.get(group_id)
             if group is None:
                 return CoordinatorResult()
             wanted = {m.subscribed_topic_regex for m in group.members.values() if m.subscribed_topic_regex}
-            names = [t.name for t in self.topics.all()]
+            names = self._regex_candidates(group_id)
             version, now = self.topics.version, self.clock.now_ms()
             records: list[Record] = []
             regexes = dict(group.regexes)
