@@ -386,6 +386,7 @@ class App:
         assert self.zookeeper is not None
         config = self.config
         self.view = ClusterView()
+        self.view.inter_broker_listener = self.listeners.inter_broker
         # What consumer groups read of replica racks (KIP-1101), from the view.
         ReplicaRacks(self.view, self.registry)
         self.topics.store = ZkTopicStore(self.zookeeper, self.view)

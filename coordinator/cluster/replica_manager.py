@@ -324,8 +324,7 @@ class ReplicaManager:
             self.fetchers[leader].unfollow(*key)
 
     def _endpoint(self, broker_id: int) -> tuple[str, int] | None:
-        reg = self.view.brokers.get(broker_id)
-        return None if reg is None else (reg.host, reg.port)
+        return self.view.inter_broker_endpoint(broker_id)
 
     # --- ISR changes by the leader --------------------------------------------------------------------------
 

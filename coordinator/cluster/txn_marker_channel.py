@@ -117,8 +117,7 @@ class ClusterMarkerChannel:
 
     def _connection(self, broker_id: int) -> NodeConnection:
         def endpoint() -> tuple[str, int] | None:
-            reg = self.view.brokers.get(broker_id)
-            return None if reg is None else (reg.host, reg.port)
+            return self.view.inter_broker_endpoint(broker_id)
         return NodeConnection(broker_id, endpoint, f"txn-marker-sender-{self.broker_id}", self.timeout_s)
 
     async def _send(self, connection: NodeConnection, batch: list[_Marker]) -> None:

@@ -90,3 +90,14 @@ def test_single_node_answers_with_the_listener_endpoint() -> None:
     assert (found.error_code, found.node_id, found.host, found.port) == (0, 1, "s1", 9191)
     found = _call(apis, ApiKey.FIND_COORDINATOR, 3, request, "PLAINTEXT")
     assert (found.error_code, found.node_id, found.host, found.port) == (0, 1, "h1", 9091)
+
+
+def test_nodes_reach_each_other_on_the_inter_broker_listener() -> None:
+    view = ClusterView()
+    view.set_brokers({
+        1: BrokerRegistration(1, "pub1", 9092, None, 0, (("PLAINTEXT", "pub1", 9092), ("INTERNAL", "10.0.0.1", 9093))),
+        2: BrokerRegistration(2, "old", 9092)})  # registered without endpoints: PLAINTEXT only
+    assert view.inter_broker_endpoint(1) == ("pub1", 9092)
+    view.inter_broker_listener = "INTERNAL"
+    assert view.inter_broker_endpoint(1) == ("10.0.0.1", 9093)
+    assert view.inter_broker_endpoint(2) is None and view.inter_broker_endpoint(3) is None
