@@ -56,6 +56,7 @@ from .runtime.runtime import CoordinatorRuntime
 from .security.acl_store import FileAclStore, ZkAclStore
 from .security.authorizer import build_authorizer
 from .security.listeners import Listener, resolve_listeners
+from .security.node_client import node_client_security
 from .security.sasl.gate import gate_factory
 from .security.scram_credentials import FileScramStore, ZkScramStore
 from .security.ssl_principal import PrincipalMapper
@@ -95,9 +96,9 @@ class App:
         # is a ConfigError (exit 2) naming the setting.
         self.listeners = resolve_listeners(config)
         self.listener_tls = {listener.name: _listener_tls(config, listener) for listener in self.listeners.bound}
-        if config["zookeeper.connect"] and self.listeners.protocol_map()[self.listeners.inter_broker] != "PLAINTEXT":
-            raise ConfigError(f"inter-broker listener {self.listeners.inter_broker}: nodes reach each other over "
-                              "PLAINTEXT only so far; name a PLAINTEXT listener in inter.broker.listener.name")
+        # How this node connects to the others (TLS, SASL) on the inter-broker listener.
+        self.inter_broker_security = node_client_security(config, self.listeners) if config["zookeeper.connect"] \
+            else None
         #: Cluster mode (``zookeeper.connect`` set): this node's ZooKeeper session.
         self.zookeeper: ZooKeeper | None = None
         self.election: ControllerElection | None = None
@@ -387,6 +388,7 @@ class App:
         config = self.config
         self.view = ClusterView()
         self.view.inter_broker_listener = self.listeners.inter_broker
+        self.view.inter_broker_security = self.inter_broker_security
         # What consumer groups read of replica racks (KIP-1101), from the view.
         ReplicaRacks(self.view, self.registry)
         self.topics.store = ZkTopicStore(self.zookeeper, self.view)

@@ -314,7 +314,8 @@ class ReplicaManager:
         fetcher = self.fetchers.get(leader)
         if fetcher is None:
             fetcher = self.fetchers[leader] = ReplicaFetcher(leader, partial(self._endpoint, leader),
-                                                             self.fetch_settings, self.throttle)
+                                                             self.fetch_settings, self.throttle,
+                                                             self.view.inter_broker_security)
         fetcher.follow(plog, epoch)
         self._following[(plog.topic, plog.partition)] = leader
 

@@ -98,7 +98,8 @@ class ClusterVerifier:
     def _connection(self, broker_id: int) -> NodeConnection:
         def endpoint() -> tuple[str, int] | None:
             return self.view.inter_broker_endpoint(broker_id)
-        return NodeConnection(broker_id, endpoint, f"txn-verifier-{self.broker_id}", self.timeout_s)
+        return NodeConnection(broker_id, endpoint, f"txn-verifier-{self.broker_id}", self.timeout_s,
+                              self.view.inter_broker_security)
 
     async def _send(self, connection: NodeConnection, batch: list[_Check]) -> None:
         cls = request_class(ApiKey.ADD_PARTITIONS_TO_TXN)

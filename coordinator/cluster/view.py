@@ -17,6 +17,7 @@ from typing import Protocol
 
 from protocol.hashing import partition_for
 
+from ..security.node_client import NodeClientSecurity
 from .znodes import DEFAULT_ENTITY, BrokerRegistration, PartitionState, TopicAssignment
 
 __all__ = ["ClusterView", "ViewListener", "PartitionInfo"]
@@ -67,8 +68,10 @@ class ClusterView:
         #: a group needs them, so no listener is told.
         self.group_configs: dict[str, dict[str, str]] = {}
         self.listeners: list[ViewListener] = []
-        #: The listener nodes reach each other on (``inter.broker.listener.name``, set by app.py).
+        #: The listener nodes reach each other on (``inter.broker.listener.name``, set by app.py),
+        #: and how this node speaks on it as a client (TLS, SASL; None: PLAINTEXT).
         self.inter_broker_listener = "PLAINTEXT"
+        self.inter_broker_security: NodeClientSecurity | None = None
 
     # --- reading ------------------------------------------------------------------------------
 

@@ -101,3 +101,40 @@ def test_nodes_reach_each_other_on_the_inter_broker_listener() -> None:
     view.inter_broker_listener = "INTERNAL"
     assert view.inter_broker_endpoint(1) == ("10.0.0.1", 9093)
     assert view.inter_broker_endpoint(2) is None and view.inter_broker_endpoint(3) is None
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"])
+def test_the_node_client_authenticates_against_our_sasl_server(mechanism: str) -> None:
+    # What a node sends on a SASL inter-broker listener, answered by the server side's mechanisms.
+    import asyncio
+
+    from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
+
+    from coordinator.security.node_client import NodeClientSecurity, SaslClientError
+    from coordinator.security.sasl.plain import PlainServer
+    from coordinator.security.sasl.scram import ScramServer
+    from coordinator.security.sasl.scram_formatter import make_credential
+
+    credential = make_credential(mechanism, "n0de,=secret") if mechanism != "PLAIN" else None
+
+    def run(password: str) -> None:
+        server = (PlainServer({"node=1": "n0de,=secret"}) if mechanism == "PLAIN" else
+                  ScramServer(mechanism, lambda user, _m: credential if user == "node=1" else None))
+
+        async def call(api_key: int, version: int, request: Any) -> Any:
+            if api_key == ApiKey.SASL_HANDSHAKE:
+                return SaslHandshakeResponse(version=version, error_code=0, mechanisms=[mechanism])
+            try:
+                reply = server.evaluate(bytes(request.auth_bytes))
+            except Exception as exc:  # noqa: BLE001 - any refusal is error 58 on the wire
+                return SaslAuthenticateResponse(version=version, error_code=58, error_message=str(exc), auth_bytes=b"",
+                                                session_lifetime_ms=0)
+            return SaslAuthenticateResponse(version=version, error_code=0, error_message=None, auth_bytes=reply,
+                                            session_lifetime_ms=0)
+
+        asyncio.run(NodeClientSecurity(None, mechanism, "node=1", password).authenticate(call))
+        assert server.complete and server.username == "node=1"
+
+    run("n0de,=secret")
+    with pytest.raises(SaslClientError):
+        run("wrong")
