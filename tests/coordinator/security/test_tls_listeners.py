@@ -165,3 +165,19 @@ def test_confluent_kafka_over_ssl_and_sasl_ssl(node: TwoListenerNode) -> None:
         producer.produce("librdkafka-topic", b"v", on_delivery=lambda err, _msg, out=delivered: out.append(err))
         producer.flush(15)
         assert delivered == [None], (settings["security.protocol"], delivered)
+
+
+def test_java_client_over_sasl_ssl_with_a_pem_truststore(node: TwoListenerNode) -> None:
+    from tests.clients.tools import run_java
+
+    done = subprocess.run([sys.executable, "-m", "coordinator", "users", "add", "dave", "--mechanism", "SCRAM-SHA-512",
+                           "--password", "dave-secret", "--bootstrap-server", f"127.0.0.1:{node.plain_port}"],
+                          cwd=REPO, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stdout + done.stderr
+    props = ["security.protocol=SASL_SSL", "sasl.mechanism=SCRAM-SHA-512",
+             "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+             'username="dave" password="dave-secret";',
+             "ssl.truststore.type=PEM", f"ssl.truststore.location={node.cafile}"]
+    res = run_java("ProduceConsume", ["stream", f"localhost:{node.sasl_port}", "java-topic", "1", "3", *props],
+                   timeout=60).check()
+    assert res.kv().get("stream.acked") == "3", res.describe()
