@@ -56,6 +56,7 @@ from .runtime.runtime import CoordinatorRuntime
 from .security.acl_store import FileAclStore, ZkAclStore
 from .security.authorizer import build_authorizer
 from .security.listeners import Listener, resolve_listeners
+from .security.node_client import node_client_security
 from .security.sasl.gate import gate_factory
 from .security.scram_credentials import FileScramStore, ZkScramStore
 from .security.ssl_principal import PrincipalMapper
@@ -95,9 +96,9 @@ class App:
         # is a ConfigError (exit 2) naming the setting.
         self.listeners = resolve_listeners(config)
         self.listener_tls = {listener.name: _listener_tls(config, listener) for listener in self.listeners.bound}
-        if config["zookeeper.connect"] and self.listeners.protocol_map()[self.listeners.inter_broker] != "PLAINTEXT":
-            raise ConfigError(f"inter-broker listener {self.listeners.inter_broker}: nodes reach each other over "
-                              "PLAINTEXT only so far; name a PLAINTEXT listener in inter.broker.listener.name")
+        # How this node connects to the others (TLS, SASL) on the inter-broker listener.
+        self.inter_broker_security = node_client_security(config, self.listeners) if config["zookeeper.connect"] \
+            else None
         #: Cluster mode (``zookeeper.connect`` set): this node's ZooKeeper session.
         self.zookeeper: ZooKeeper | None = None
         self.election: ControllerElection | None = None
@@ -129,6 +130,23 @@ class App:
             if self.zookeeper is not None:
                 self.zookeeper.close()
             raise
+        # Security (issue 33; docs/security.html): SCRAM credentials and ACLs in the data directory
+        # on one node, in ZooKeeper where Kafka keeps them in a cluster; the authorizer reads the
+        # ACL store's cache; SASL listeners get a gate per connection.
+        self.scram_store: FileScramStore | ZkScramStore
+        self.acl_store: FileAclStore | ZkAclStore
+        if self.zookeeper is None:
+            self.scram_store = FileScramStore(config.data_dir)
+            self.acl_store = FileAclStore(config.data_dir)
+        else:
+            self.scram_store = ZkScramStore(self.zookeeper)
+            self.scram_store.start()
+            self.acl_store = ZkAclStore(self.zookeeper)
+            self.acl_store.start()
+        self.authorizer = build_authorizer(str(config["authorizer.class.name"]), str(config["super.users"]),
+                                           bool(config["allow.everyone.if.no.acl.found"]), self.acl_store)
+        self.gates = {listener.name: self._gate_factory(listener) for listener in self.listeners.bound
+                      if listener.sasl}
         # Cluster mode: the topics are ZooKeeper's; the registry mirrors them (replica_manager).
         self.registry = TopicRegistry(config.data_dir, persistent=self.zookeeper is None)
         self.registry.node_rack = config["broker.rack"]
@@ -184,7 +202,8 @@ class App:
             info = self.registry.get(CONSUMER_OFFSETS)
             return None if info is None else info.num_partitions
 
-        self.groups = GroupService(self.runtime, offsets_partitions, group_config.consumer_assignors)
+        self.groups = GroupService(self.runtime, offsets_partitions, group_config.consumer_assignors,
+                                   authorizer=self.authorizer)
         if self.zookeeper is None:
             self.topics.listeners.append(self.groups)
 
@@ -210,17 +229,17 @@ class App:
         def offsets_partition_count() -> int:
             return offsets_partitions() or int(config["offsets.topic.num.partitions"])
 
-        self.producer_id_apis = ProducerIdApis(self.producer_ids)
+        self.producer_id_apis = ProducerIdApis(self.producer_ids, authorizer=self.authorizer)
         self.transactions = TransactionService(
             self.txn_runtime, txn_hooks, txn_config, transaction_state_partitions, offsets_partition_count,
             self.producer_ids, self.producer_id_apis.init_producer_id, partition_exists=partition_exists,
             # One node: a counter raised at every start (see transactions/service.py); a cluster
             # uses each partition's leader epoch instead.
             node_coordinator_epoch=next_node_coordinator_epoch(config.data_dir) if self.zookeeper is None else 0,
-            ensure_topic=self.topics.create_transaction_state_topic)
+            ensure_topic=self.topics.create_transaction_state_topic, authorizer=self.authorizer)
         # The markers of hosted partitions (WriteTxnMarkers; seam C2, docs/transactions.md): on one node they are
         # also the transaction coordinator's marker writer, in-process.
-        self.txn_markers = TxnMarkerApis(self.logs)
+        self.txn_markers = TxnMarkerApis(self.logs, authorizer=self.authorizer)
         # A marker on a __consumer_offsets partition goes through the group coordinator, which
         # stores or drops the producer's pending offsets (seam C4, docs/transactions.md).
         self.txn_markers.internal_marker_writer = self.groups.complete_transaction
@@ -228,23 +247,6 @@ class App:
         # (In cluster mode ClusterMarkerChannel, over this, replaces it: ``_build_cluster``.)
         if self.zookeeper is None:
             self.topics.listeners.append(self.transactions)
-        # Security (issue 33; docs/security.html): SCRAM credentials and ACLs in the data directory
-        # on one node, in ZooKeeper where Kafka keeps them in a cluster; the authorizer reads the
-        # ACL store's cache; SASL listeners get a gate per connection.
-        self.scram_store: FileScramStore | ZkScramStore
-        self.acl_store: FileAclStore | ZkAclStore
-        if self.zookeeper is None:
-            self.scram_store = FileScramStore(config.data_dir)
-            self.acl_store = FileAclStore(config.data_dir)
-        else:
-            self.scram_store = ZkScramStore(self.zookeeper)
-            self.scram_store.start()
-            self.acl_store = ZkAclStore(self.zookeeper)
-            self.acl_store.start()
-        self.authorizer = build_authorizer(str(config["authorizer.class.name"]), str(config["super.users"]),
-                                           bool(config["allow.everyone.if.no.acl.found"]), self.acl_store)
-        self.gates = {listener.name: self._gate_factory(listener) for listener in self.listeners.bound
-                      if listener.sasl}
         # Cluster mode: the coordinator follows the leadership of the offsets partitions
         # (``follow_offsets_leadership`` in ``_build_cluster``).
         self.server: KafkaServer | None = None
@@ -274,10 +276,12 @@ class App:
         handlers[ApiKey.SASL_AUTHENTICATE] = _sasl_authenticate_without_sasl
         handlers.update(ScramApis(self.scram_store, self.authorizer).handlers())
         handlers.update(AclApis(self.authorizer, self.acl_store).handlers())
-        handlers.update(ClusterApis(node, self.topics, self.view).handlers())
-        handlers.update(TopicApis(node, self.topics).handlers())
-        handlers.update(ConfigApis(node, self.config, self.topics, self.dynamic_configs, self.group_configs).handlers())
-        produce = ProduceApis(self.logs)
+        authorizer = self.authorizer
+        handlers.update(ClusterApis(node, self.topics, self.view, authorizer=authorizer).handlers())
+        handlers.update(TopicApis(node, self.topics, authorizer=authorizer).handlers())
+        handlers.update(ConfigApis(node, self.config, self.topics, self.dynamic_configs, self.group_configs,
+                                   authorizer=authorizer).handlers())
+        produce = ProduceApis(self.logs, authorizer=authorizer)
         if self.config["transaction.partition.verification.enable"]:
             # KIP-890 part 1 (seam C3, docs/transactions.md): a transaction's first batch on a partition is checked
             # with its coordinator (in cluster mode wherever it runs: ClusterVerifier).
@@ -285,15 +289,15 @@ class App:
             produce.verifier = verifier
             self.groups.verifier = verifier  # TxnOffsetCommit's check, as Kafka's group coordinator
         handlers.update(produce.handlers())
-        handlers.update(FetchApis(self.logs, self.throttle).handlers())
-        handlers.update(LogDirApis(self.logs).handlers())
-        handlers.update(ElectLeadersApis(self.topics, self.controller).handlers())
-        handlers.update(ReassignmentApis(node, self.topics, self.controller).handlers())
-        handlers.update(OffsetApis(self.logs).handlers())
+        handlers.update(FetchApis(self.logs, self.throttle, authorizer=authorizer).handlers())
+        handlers.update(LogDirApis(self.logs, authorizer=authorizer).handlers())
+        handlers.update(ElectLeadersApis(self.topics, self.controller, authorizer=authorizer).handlers())
+        handlers.update(ReassignmentApis(node, self.topics, self.controller, authorizer=authorizer).handlers())
+        handlers.update(OffsetApis(self.logs, authorizer=authorizer).handlers())
         # Transaction markers and producer state of hosted partitions (KIP-98, KIP-664).
         handlers.update(self.txn_markers.handlers())
-        handlers.update(DescribeProducersApis(self.logs).handlers())
-        handlers.update(DeleteRecordsApis(self.logs).handlers())
+        handlers.update(DescribeProducersApis(self.logs, authorizer=authorizer).handlers())
+        handlers.update(DeleteRecordsApis(self.logs, authorizer=authorizer).handlers())
         handlers.update(self.producer_id_apis.handlers())
         handlers.update(self.groups.handlers())
         # InitProducerId with a transactional id, and the transaction APIs; without one it goes on
@@ -383,6 +387,8 @@ class App:
         assert self.zookeeper is not None
         config = self.config
         self.view = ClusterView()
+        self.view.inter_broker_listener = self.listeners.inter_broker
+        self.view.inter_broker_security = self.inter_broker_security
         # What consumer groups read of replica racks (KIP-1101), from the view.
         ReplicaRacks(self.view, self.registry)
         self.topics.store = ZkTopicStore(self.zookeeper, self.view)

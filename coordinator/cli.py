@@ -55,10 +55,10 @@ def _parser() -> argparse.ArgumentParser:
                     help="ZooKeeper's and the nodes' data, and the nodes' logs; default ./groupcoord-cluster")
     up.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                     help="a configuration key for every node; repeatable")
-    add_acls_parser(sub)
     from .users_cli import add_parser as add_users_parser
 
     add_users_parser(sub)
+    add_acls_parser(sub)
     pipeline = sub.add_parser("pipeline", help="offsets analytics on Spark (see `groupcoord pipeline run --help`)",
                               add_help=False)
     pipeline.add_argument("rest", nargs=argparse.REMAINDER)
@@ -79,14 +79,14 @@ def main(argv: list[str] | None = None) -> int:
         from .cluster.local_cluster import run_local_cluster
 
         return run_local_cluster(args.dir, args.nodes, args.base_port, args.overrides, sys.stdout)
-    if args.command == "acls":
-        from .acls_cli import run_acls
-
-        return run_acls(args)
     if args.command == "users":
         from .users_cli import run as run_users
 
         return run_users(args)
+    if args.command == "acls":
+        from .acls_cli import run_acls
+
+        return run_acls(args)
     if args.command == "dump-log":
         from .dump_log import dump_log
 

@@ -587,16 +587,6 @@ class Config(Mapping[str, SettingValue]):
     def listen(self) -> tuple[str, int]:
         return parse_host_port(self["listeners"])
 
-    @property
-    def advertised(self) -> tuple[str, int]:
-        text = self["advertised.listeners"] or self["listeners"]
-        host, port = parse_host_port(text)
-        if host in ("", "0.0.0.0", "::"):
-            import socket
-
-            host = socket.getfqdn()
-        return host, port
-
 
 #: Settings a SASL mechanism may override per listener: ``listener.name.<l>.<mechanism>.<setting>``.
 MECHANISM_SETTINGS = ("sasl.jaas.config", "connections.max.reauth.ms")

@@ -23,6 +23,8 @@ from typing import Generic, TypeVar
 from protocol.client import decode_response, encode_request
 from protocol.kafka_types import KafkaRequest, KafkaResponse
 
+from ..security.node_client import NodeClientSecurity
+
 __all__ = ["NodeConnection", "NodeQueues", "CONNECTION_ERRORS"]
 
 log = logging.getLogger("groupcoord.cluster.nodes")
@@ -35,8 +37,10 @@ CONNECTION_ERRORS = (TimeoutError, OSError, ConnectionError, asyncio.IncompleteR
 
 class NodeConnection:
     def __init__(self, broker_id: int, endpoint: Callable[[], tuple[str, int] | None], client_id: str,
-                 timeout_s: float = 30.0) -> None:
+                 timeout_s: float = 30.0, security: NodeClientSecurity | None = None) -> None:
         self.broker_id = broker_id
+        #: TLS and SASL on the inter-broker listener (coordinator/security/node_client.py); None: PLAINTEXT.
+        self.security = security
         self.endpoint = endpoint
         self.client_id = client_id
         self.timeout_s = timeout_s
@@ -54,7 +58,14 @@ class NodeConnection:
         endpoint = self.endpoint()
         if endpoint is None:
             raise ConnectionError(f"broker {self.broker_id} is not registered")
-        self._reader, self._writer = await asyncio.wait_for(asyncio.open_connection(*endpoint), self.timeout_s)
+        security = self.security
+        if security is None or security.ssl is None:
+            opening = asyncio.open_connection(*endpoint)
+        else:
+            opening = asyncio.open_connection(*endpoint, ssl=security.ssl, server_hostname=endpoint[0])
+        self._reader, self._writer = await asyncio.wait_for(opening, self.timeout_s)
+        if security is not None:
+            await security.authenticate(self._exchange)
 
     def close(self) -> None:
         if self._writer is not None:
@@ -66,19 +77,22 @@ class NodeConnection:
         error the connection is closed and the error raised."""
         try:
             await self.connect()
-            assert self._reader is not None and self._writer is not None
-            self._correlation += 1
-            cid = self._correlation
-            self._writer.write(encode_request(api_key, version, cid, request, client_id=self.client_id))
-            await self._writer.drain()
-            size = struct.unpack(">i", await asyncio.wait_for(self._reader.readexactly(4), self.timeout_s))[0]
-            frame = await asyncio.wait_for(self._reader.readexactly(size), self.timeout_s)
-            got, response = decode_response(api_key, version, frame)
-            if got != cid:
-                raise ConnectionError(f"correlation id {got} != {cid}")
+            return await self._exchange(api_key, version, request)
         except BaseException:
             self.close()
             raise
+
+    async def _exchange(self, api_key: int, version: int, request: KafkaRequest) -> KafkaResponse:
+        assert self._reader is not None and self._writer is not None
+        self._correlation += 1
+        cid = self._correlation
+        self._writer.write(encode_request(api_key, version, cid, request, client_id=self.client_id))
+        await self._writer.drain()
+        size = struct.unpack(">i", await asyncio.wait_for(self._reader.readexactly(4), self.timeout_s))[0]
+        frame = await asyncio.wait_for(self._reader.readexactly(size), self.timeout_s)
+        got, response = decode_response(api_key, version, frame)
+        if got != cid:
+            raise ConnectionError(f"correlation id {got} != {cid}")
         return response
 
 

@@ -29,6 +29,7 @@ from protocol.kafka_types import KafkaRequest, KafkaResponse, KafkaStruct
 from storage.errors import InvalidBatchError
 from storage.log import AppendResult
 
+from ..security.node_client import NodeClientSecurity
 from ..topics.partition_log import PartitionLog
 from ..topics.replication_quota import ReplicationThrottle
 from .node_client import CONNECTION_ERRORS, NodeConnection
@@ -69,7 +70,7 @@ class _Followed:
 
 class ReplicaFetcher:
     def __init__(self, leader_id: int, endpoint: Callable[[], tuple[str, int] | None], settings: FetchSettings,
-                 throttle: ReplicationThrottle | None = None) -> None:
+                 throttle: ReplicationThrottle | None = None, security: NodeClientSecurity | None = None) -> None:
         self.leader_id = leader_id
         self.endpoint = endpoint
         self.settings = settings
@@ -79,7 +80,7 @@ class ReplicaFetcher:
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._connection = NodeConnection(leader_id, endpoint, f"replica-fetcher-{settings.broker_id}",
-                                          settings.socket_timeout_s)
+                                          settings.socket_timeout_s, security)
 
     # --- membership (event loop) ------------------------------------------------------------------
 

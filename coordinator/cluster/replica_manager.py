@@ -314,7 +314,8 @@ class ReplicaManager:
         fetcher = self.fetchers.get(leader)
         if fetcher is None:
             fetcher = self.fetchers[leader] = ReplicaFetcher(leader, partial(self._endpoint, leader),
-                                                             self.fetch_settings, self.throttle)
+                                                             self.fetch_settings, self.throttle,
+                                                             self.view.inter_broker_security)
         fetcher.follow(plog, epoch)
         self._following[(plog.topic, plog.partition)] = leader
 
@@ -324,8 +325,7 @@ class ReplicaManager:
             self.fetchers[leader].unfollow(*key)
 
     def _endpoint(self, broker_id: int) -> tuple[str, int] | None:
-        reg = self.view.brokers.get(broker_id)
-        return None if reg is None else (reg.host, reg.port)
+        return self.view.inter_broker_endpoint(broker_id)
 
     # --- ISR changes by the leader --------------------------------------------------------------------------
 

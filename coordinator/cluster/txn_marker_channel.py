@@ -117,9 +117,9 @@ class ClusterMarkerChannel:
 
     def _connection(self, broker_id: int) -> NodeConnection:
         def endpoint() -> tuple[str, int] | None:
-            reg = self.view.brokers.get(broker_id)
-            return None if reg is None else (reg.host, reg.port)
-        return NodeConnection(broker_id, endpoint, f"txn-marker-sender-{self.broker_id}", self.timeout_s)
+            return self.view.inter_broker_endpoint(broker_id)
+        return NodeConnection(broker_id, endpoint, f"txn-marker-sender-{self.broker_id}", self.timeout_s,
+                              self.view.inter_broker_security)
 
     async def _send(self, connection: NodeConnection, batch: list[_Marker]) -> None:
         cls = request_class(ApiKey.WRITE_TXN_MARKERS)

@@ -97,9 +97,9 @@ class ClusterVerifier:
 
     def _connection(self, broker_id: int) -> NodeConnection:
         def endpoint() -> tuple[str, int] | None:
-            reg = self.view.brokers.get(broker_id)
-            return None if reg is None else (reg.host, reg.port)
-        return NodeConnection(broker_id, endpoint, f"txn-verifier-{self.broker_id}", self.timeout_s)
+            return self.view.inter_broker_endpoint(broker_id)
+        return NodeConnection(broker_id, endpoint, f"txn-verifier-{self.broker_id}", self.timeout_s,
+                              self.view.inter_broker_security)
 
     async def _send(self, connection: NodeConnection, batch: list[_Check]) -> None:
         cls = request_class(ApiKey.ADD_PARTITIONS_TO_TXN)

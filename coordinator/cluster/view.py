@@ -17,6 +17,7 @@ from typing import Protocol
 
 from protocol.hashing import partition_for
 
+from ..security.node_client import NodeClientSecurity
 from .znodes import DEFAULT_ENTITY, BrokerRegistration, PartitionState, TopicAssignment
 
 __all__ = ["ClusterView", "ViewListener", "PartitionInfo"]
@@ -67,8 +68,18 @@ class ClusterView:
         #: a group needs them, so no listener is told.
         self.group_configs: dict[str, dict[str, str]] = {}
         self.listeners: list[ViewListener] = []
+        #: The listener nodes reach each other on (``inter.broker.listener.name``, set by app.py),
+        #: and how this node speaks on it as a client (TLS, SASL; None: PLAINTEXT).
+        self.inter_broker_listener = "PLAINTEXT"
+        self.inter_broker_security: NodeClientSecurity | None = None
 
     # --- reading ------------------------------------------------------------------------------
+
+    def inter_broker_endpoint(self, broker_id: int) -> tuple[str, int] | None:
+        """Where this node reaches broker ``broker_id``: its endpoint on the inter-broker listener
+        (Kafka's replica fetchers and controller channels use that listener's endpoints)."""
+        reg = self.brokers.get(broker_id)
+        return None if reg is None else reg.endpoint_for(self.inter_broker_listener)
 
     def live(self, broker_id: int) -> bool:
         return broker_id in self.brokers

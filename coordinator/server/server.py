@@ -213,12 +213,17 @@ class _Connection(asyncio.Protocol):
                 break
             if isinstance(event, RequestReceived):
                 if gate is not None and self._verdict == "SASL":
-                    self._answer_gate(event.api_key, event.api_version, event.correlation_id,
-                                      gate.respond(event.api_key, event.api_version, event.request))
+                    self._gate_request(gate, event)
                 else:
                     self._dispatch(event)
             elif isinstance(event, RawFrame) and gate is not None:
-                self._answer_gate(-1, 0, 0, gate.raw_token(event.data))
+                try:
+                    reply = gate.raw_token(event.data)
+                except Exception:
+                    log.exception("SASL gate failed", extra={"peer": self.peer})
+                    self.close("internal error in the SASL gate")
+                    return
+                self._answer_gate(-1, 0, 0, reply)
             elif isinstance(event, UnsupportedApiVersions):
                 slot = _Slot()
                 slot.frame = encode_response(ApiKey.API_VERSIONS, 0, event.correlation_id,
@@ -252,12 +257,21 @@ class _Connection(asyncio.Protocol):
         self._verdict = name
         return None
 
+    def _gate_request(self, gate: Gate, event: RequestReceived) -> None:
+        try:
+            reply = gate.respond(event.api_key, event.api_version, event.request)
+        except Exception:  # a bug, as a handler's: logged, and this connection closed
+            log.exception("SASL gate failed", extra={"api": ApiKey(event.api_key).name, "peer": self.peer})
+            self.close("internal error in the SASL gate")
+            return
+        self._answer_gate(event.api_key, event.api_version, event.correlation_id, reply)
+
     def _answer_gate(self, api_key: int, api_version: int, correlation_id: int, reply: GateReplyLike) -> None:
         slot = _Slot(api_key)
         self.pending.append(slot)
         if reply.raw is not None:
             slot.frame = _SIZE.pack(len(reply.raw)) + reply.raw
-        elif reply.response is not None:
+        elif reply.response is not None and api_key >= 0:  # a raw token is answered raw or not at all
             slot.frame = encode_response(api_key, api_version, correlation_id, reply.response)
         if not reply.close:
             slot.done = True

@@ -94,3 +94,19 @@ def test_listener_prefixed_settings_override_the_plain_ones() -> None:
         load_config(overrides=["listener.name.sasl_ssl.ssl.client.auth=maybe"])
     with pytest.raises(ConfigError, match="unknown configuration key 'listener.name.sasl_ssl.num.partitions'"):
         load_config(overrides=["listener.name.sasl_ssl.num.partitions=3"])
+
+
+def test_describe_configs_never_shows_a_secret() -> None:
+    # Kafka shows PASSWORD-typed settings as null and sensitive, synonyms included.
+    from coordinator.admin.config_apis import ConfigApis
+    from coordinator.context import NodeInfo
+
+    config = load_config(overrides=["sasl.jaas.config=x required user_alice=\"secret\";", "ssl.key.password=pw"])
+    apis = ConfigApis(NodeInfo(1, "h", 9092, "c"), config, None)  # type: ignore[arg-type]
+    result = apis._broker("1", {"sasl.jaas.config", "ssl.key.password", "ssl.keystore.key", "ssl.client.auth"},
+                          synonyms=True, docs=False)
+    entries = {e.name: e for e in result.configs}
+    for key in ("sasl.jaas.config", "ssl.key.password", "ssl.keystore.key"):
+        assert entries[key].value is None and entries[key].is_sensitive, key
+        assert all(s.value is None for s in entries[key].synonyms), key
+    assert entries["ssl.client.auth"].value == "none" and not entries["ssl.client.auth"].is_sensitive

@@ -37,7 +37,7 @@ class TwoListenerNode:
         args = [sys.executable, "-m", "coordinator", "serve", "--data-dir", str(root / "data"),
                 "--set", f"listeners=PLAINTEXT://127.0.0.1:{self.plain_port},SSL://127.0.0.1:{self.ssl_port},"
                          f"SASL_SSL://127.0.0.1:{self.sasl_port}",
-                "--set", "listener.name.sasl_ssl.sasl.enabled.mechanisms=PLAIN",
+                "--set", "listener.name.sasl_ssl.sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512",
                 "--set", "listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain."
                          'PlainLoginModule required user_alice="alice-secret";',
                 "--set", f"advertised.listeners=SSL://localhost:{self.ssl_port},"
@@ -133,3 +133,51 @@ def test_kafka_python_over_sasl_ssl(node: TwoListenerNode) -> None:
         assert {(b.host, b.port) for b in brokers} == {("localhost", node.sasl_port)}
     finally:
         consumer.close()
+
+
+def test_scram_user_added_over_the_wire_then_kafka_python_over_sasl_ssl(node: TwoListenerNode) -> None:
+    # AlterUserScramCredentials through the PLAINTEXT listener (groupcoord users), then SCRAM-SHA-512.
+    done = subprocess.run([sys.executable, "-m", "coordinator", "users", "add", "bob", "--mechanism", "SCRAM-SHA-512",
+                           "--password", "bob-secret", "--bootstrap-server", f"127.0.0.1:{node.plain_port}"],
+                          cwd=REPO, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stdout + done.stderr
+    producer = KafkaProducer(bootstrap_servers=f"localhost:{node.sasl_port}", security_protocol="SASL_SSL",
+                             ssl_cafile=str(node.cafile), sasl_mechanism="SCRAM-SHA-512", sasl_plain_username="bob",
+                             sasl_plain_password="bob-secret")
+    try:
+        producer.send("scram-topic", b"scram").get(timeout=10)
+    finally:
+        producer.close()
+
+
+def test_confluent_kafka_over_ssl_and_sasl_ssl(node: TwoListenerNode) -> None:
+    from confluent_kafka import Producer
+
+    done = subprocess.run([sys.executable, "-m", "coordinator", "users", "add", "carol", "--mechanism", "SCRAM-SHA-512",
+                           "--password", "carol-secret", "--bootstrap-server", f"127.0.0.1:{node.plain_port}"],
+                          cwd=REPO, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for settings in ({"bootstrap.servers": f"localhost:{node.ssl_port}", "security.protocol": "ssl"},
+                     {"bootstrap.servers": f"localhost:{node.sasl_port}", "security.protocol": "sasl_ssl",
+                      "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "carol", "sasl.password": "carol-secret"}):
+        delivered: list[object] = []
+        producer = Producer({**settings, "ssl.ca.location": str(node.cafile), "message.timeout.ms": 10000})
+        producer.produce("librdkafka-topic", b"v", on_delivery=lambda err, _msg, out=delivered: out.append(err))
+        producer.flush(15)
+        assert delivered == [None], (settings["security.protocol"], delivered)
+
+
+def test_java_client_over_sasl_ssl_with_a_pem_truststore(node: TwoListenerNode) -> None:
+    from tests.clients.tools import run_java
+
+    done = subprocess.run([sys.executable, "-m", "coordinator", "users", "add", "dave", "--mechanism", "SCRAM-SHA-512",
+                           "--password", "dave-secret", "--bootstrap-server", f"127.0.0.1:{node.plain_port}"],
+                          cwd=REPO, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stdout + done.stderr
+    props = ["security.protocol=SASL_SSL", "sasl.mechanism=SCRAM-SHA-512",
+             "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+             'username="dave" password="dave-secret";',
+             "ssl.truststore.type=PEM", f"ssl.truststore.location={node.cafile}"]
+    res = run_java("ProduceConsume", ["stream", f"localhost:{node.sasl_port}", "java-topic", "1", "3", *props],
+                   timeout=60).check()
+    assert res.kv().get("stream.acked") == "3", res.describe()

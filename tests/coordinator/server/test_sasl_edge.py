@@ -154,3 +154,25 @@ def test_sasl_requests_on_a_plaintext_listener_get_illegal_sasl_state() -> None:
     assert _sasl_handshake_without_sasl(ctx, None).error_code == ErrorCode.ILLEGAL_SASL_STATE
     ctx = RequestContext(ApiKey.SASL_AUTHENTICATE, 2, 1, "c", "peer")
     assert _sasl_authenticate_without_sasl(ctx, None).error_code == ErrorCode.ILLEGAL_SASL_STATE
+
+
+def test_a_failing_gate_closes_only_its_connection(sasl_port: tuple[LoopServer, int]) -> None:
+    server, _port = sasl_port
+    real = gate_factory(["PLAIN"], {"PLAIN": JAAS}, None)
+
+    def broken() -> SaslGate:
+        gate = real()
+
+        def respond(*_args: object) -> object:
+            raise RuntimeError("bug in the gate")
+
+        gate.respond = respond  # type: ignore[method-assign]
+        return gate
+
+    port = server.bind(listener="BROKEN", gate_factory=broken)
+    server.start()
+    with WireClient("127.0.0.1", port) as client:
+        client.send(ApiKey.SASL_HANDSHAKE, 1, SaslHandshakeRequest(version=1, mechanism="PLAIN"))
+        assert _closed_without_answer(client)
+    with WireClient("127.0.0.1", sasl_port[1]) as client:  # the server goes on serving
+        assert api_versions_ok(client)

@@ -1,0 +1,131 @@
+"""This node as a client of the other nodes, on the inter-broker listener: TLS (SSL, SASL_SSL) and
+SASL (SASL_PLAINTEXT, SASL_SSL) as Kafka's inter-broker clients speak them.
+
+- TLS: the peers' certificates are checked against ``ssl.truststore.*`` and their host names
+  (Kafka's ``ssl.endpoint.identification.algorithm`` default, https); ``ssl.keystore.*`` is
+  presented when a peer asks for a client certificate.
+- SASL: mechanism ``sasl.mechanism.inter.broker.protocol``; the node's own credentials are the
+  ``username`` and ``password`` options of that mechanism's JAAS config on the inter-broker
+  listener (docs/security.html §7.4: "username and password ... are used by the broker to
+  initiate connections to other brokers"). PLAIN (RFC 4616) or SCRAM-SHA-256/512 (RFC 5802), over
+  SaslHandshake v1 and SaslAuthenticate v1.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+import ssl
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
+
+from protocol.apis import ApiKey
+from protocol.kafka_types import KafkaRequest, KafkaResponse
+
+from ..config import Config, ConfigError
+from .listeners import Listeners
+from .sasl.jaas import JaasError, single_login_module
+from .sasl.scram_formatter import MECHANISMS as SCRAM_MECHANISMS
+from .sasl.scram_formatter import salted_password
+from .tls import tls_settings
+
+__all__ = ["NodeClientSecurity", "node_client_security", "SaslClientError"]
+
+#: Sends one request on the connection being set up and returns its answer.
+Call = Callable[[int, int, KafkaRequest], Awaitable[KafkaResponse]]
+
+
+class SaslClientError(ConnectionError):
+    """The peer refused this node's SASL authentication."""
+
+
+@dataclass(frozen=True)
+class NodeClientSecurity:
+    ssl: ssl.SSLContext | None = None
+    mechanism: str = ""
+    username: str = ""
+    password: str = ""
+
+    async def authenticate(self, call: Call) -> None:
+        """The SASL exchange on a new connection (nothing without SASL)."""
+        if not self.mechanism:
+            return
+        handshake = await call(ApiKey.SASL_HANDSHAKE, 1, SaslHandshakeRequest(version=1, mechanism=self.mechanism))
+        if handshake.error_code:
+            raise SaslClientError(f"SaslHandshake {self.mechanism}: error {handshake.error_code}")
+
+        async def exchange(token: bytes) -> bytes:
+            reply = await call(ApiKey.SASL_AUTHENTICATE, 1, SaslAuthenticateRequest(version=1, auth_bytes=token))
+            if reply.error_code:
+                raise SaslClientError(f"SaslAuthenticate: error {reply.error_code}: {reply.error_message}")
+            return bytes(reply.auth_bytes)
+
+        if self.mechanism == "PLAIN":
+            await exchange(f"\0{self.username}\0{self.password}".encode())
+            return
+        await _scram(self.mechanism, self.username, self.password, exchange)
+
+
+async def _scram(mechanism: str, username: str, password: str, exchange: Callable[[bytes], Awaitable[bytes]]) -> None:
+    """RFC 5802 client; the user name escaped as §5.1 asks (``=`` → ``=3D``, ``,`` → ``=2C``)."""
+    digest = SCRAM_MECHANISMS[mechanism]
+    nonce = base64.b64encode(os.urandom(18)).decode()
+    name = username.replace("=", "=3D").replace(",", "=2C")
+    client_first_bare = f"n={name},r={nonce}"
+    server_first = (await exchange(f"n,,{client_first_bare}".encode())).decode()
+    fields = dict(item.split("=", 1) for item in server_first.split(","))
+    if not fields.get("r", "").startswith(nonce):
+        raise SaslClientError("SCRAM server nonce does not extend ours")
+    salt, iterations = base64.b64decode(fields["s"]), int(fields["i"])
+    salted = salted_password(mechanism, password, salt, iterations)
+    client_key = hmac.new(salted, b"Client Key", digest).digest()
+    stored_key = hashlib.new(digest, client_key).digest()
+    without_proof = f"c=biws,r={fields['r']}"
+    auth_message = f"{client_first_bare},{server_first},{without_proof}".encode()
+    signature = hmac.new(stored_key, auth_message, digest).digest()
+    proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+    server_final = (await exchange(f"{without_proof},p={base64.b64encode(proof).decode()}".encode())).decode()
+    server_key = hmac.new(salted, b"Server Key", digest).digest()
+    expected = base64.b64encode(hmac.new(server_key, auth_message, digest).digest()).decode()
+    if not hmac.compare_digest(server_final, f"v={expected}"):
+        raise SaslClientError("SCRAM server signature does not verify")
+
+
+def node_client_security(config: Config, listeners: Listeners) -> NodeClientSecurity | None:
+    """How this node connects to the others, from the inter-broker listener's settings; None for
+    PLAINTEXT. :class:`ConfigError` naming the setting when something is missing."""
+    name = listeners.inter_broker
+    protocol = listeners.protocol_map()[name]
+    if protocol == "PLAINTEXT":
+        return None
+    context: ssl.SSLContext | None = None
+    if protocol in ("SSL", "SASL_SSL"):
+        settings = tls_settings(config, name, protocol)
+        context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+        if settings.truststore_location:
+            context.load_verify_locations(cafile=settings.truststore_location)
+        elif settings.truststore_certificates:
+            context.load_verify_locations(cadata=settings.truststore_certificates)
+        if settings.keystore_location:
+            context.load_cert_chain(settings.keystore_location,
+                                    password=(lambda: settings.key_password) if settings.key_password else None)
+    if protocol in ("SSL", "PLAINTEXT"):
+        return NodeClientSecurity(context)
+    mechanism = str(config["sasl.mechanism.inter.broker.protocol"]).strip().upper()
+    if mechanism != "PLAIN" and mechanism not in SCRAM_MECHANISMS:
+        raise ConfigError(f"sasl.mechanism.inter.broker.protocol: {mechanism} is not supported between nodes "
+                          "(PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)")
+    jaas = str(config.for_listener(name, "sasl.jaas.config", mechanism))
+    try:
+        options = single_login_module(jaas).options if jaas else {}
+    except JaasError as exc:
+        raise ConfigError(f"sasl.jaas.config of listener {name}: {exc}") from None
+    username, password = options.get("username"), options.get("password")
+    if not username or password is None:
+        raise ConfigError(f"listener {name}: the {mechanism} sasl.jaas.config needs username and password options "
+                          f"(the node's own credentials for connecting to the others)")
+    return NodeClientSecurity(context, mechanism, username, password)
