@@ -5,10 +5,12 @@ from the test extras), against the server `make serve` started, from the copy's 
 Every ```sh and ```python block of the README is an example and carries a marker on the line
 before it: ``<!-- example -->`` (run it to the end, in README order, against the running
 server), ``<!-- example: long-running -->`` (a command that serves until Ctrl-C: wait for what it
-prints, then Ctrl-C it) or ``<!-- example: quick-start -->`` (the two commands; `make serve` is
-what the test itself runs). The only change to an example's text is the port: the server listens
-on localhost as by default, on a free port instead of 9092, and the cluster on free ports
-instead of 19092..
+prints, then Ctrl-C it), ``<!-- example: background -->`` (a second node that serves until
+Ctrl-C: started in README order among the examples, once its ports listen the later examples run,
+then Ctrl-C stops it and it must exit 0) or ``<!-- example: quick-start -->`` (the two commands;
+`make serve` is what the test itself runs). The only change to an example's text is the port: the
+server listens on localhost as by default, on a free port instead of 9092, the background node on
+free ports instead of 9093 and 9094, and the cluster on free ports instead of 19092..
 
 Also checked without a server: the API table against ``SUPPORTED_VERSIONS``, the command-line
 synopsis against the CLI's subcommands, the relative links, and the README's length.
@@ -68,7 +70,7 @@ def test_every_sh_and_python_block_is_a_marked_example() -> None:
     found = blocks()
     unmarked = [str(b) for b in found if b.lang in ("sh", "python") and b.kind is None]
     assert not unmarked, f"blocks a reader would run but the test would not: {unmarked}"
-    assert {b.kind for b in found if b.kind} == {"run", "long-running", "quick-start"}
+    assert {b.kind for b in found if b.kind} == {"run", "long-running", "quick-start", "background"}
     assert [b.lang for b in examples("run")].count("python") >= 1
 
 
@@ -185,8 +187,30 @@ def serving(clone: Path) -> Iterator[int]:
         _stop(proc, signal.SIGTERM, 30)
 
 
-def _run(block: Block, clone: Path, port: int) -> subprocess.CompletedProcess[str]:
-    body = block.body.replace("localhost:9092", f"localhost:{port}")
+# The background node's ports (README: 9093, 9094), free ones for this run.
+BACKGROUND_PORTS = re.compile(r"(?<![0-9])(9093|9094)(?![0-9])")
+
+
+def _ports(body: str, port: int, background: dict[str, int]) -> str:
+    body = body.replace("localhost:9092", f"localhost:{port}")
+    return BACKGROUND_PORTS.sub(lambda m: str(background[m.group(1)]), body)
+
+
+def _start_background(block: Block, clone: Path, body: str, ports: list[int]) -> subprocess.Popen[str]:
+    log = open(clone.parent / "background.log", "w")
+    proc = subprocess.Popen(["bash", "-c", body], cwd=clone, env=_env(), stdout=log, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    log.close()
+    deadline = time.monotonic() + 30
+    while not all(_port_up(p) for p in ports):
+        assert proc.poll() is None, f"{block} exited:\n" + (clone.parent / "background.log").read_text()
+        assert time.monotonic() < deadline, f"{block} did not listen on {ports} within 30 s"
+        time.sleep(0.1)
+    return proc
+
+
+def _run(block: Block, clone: Path, port: int, background: dict[str, int]) -> subprocess.CompletedProcess[str]:
+    body = _ports(block.body, port, background)
     if block.lang == "python":
         # As the README says: saved as example.py and run with .venv/bin/python.
         (clone / "example.py").write_text(body)
@@ -203,7 +227,20 @@ def _run(block: Block, clone: Path, port: int) -> subprocess.CompletedProcess[st
 @pytest.mark.clients
 @pytest.mark.timeout(600)
 def test_single_node_examples_run_as_written_after_make_serve(clone: Path, serving: int) -> None:
-    ran = [(block, _run(block, clone, serving)) for block in examples("run")]
+    base = free_ports(2)
+    background = {"9093": base, "9094": base + 1}
+    ran: list[tuple[Block, subprocess.CompletedProcess[str]]] = []
+    nodes: list[tuple[Block, subprocess.Popen[str]]] = []
+    try:
+        for block in blocks():
+            if block.kind == "background":
+                body = _ports(block.body, serving, background)
+                nodes.append((block, _start_background(block, clone, body, list(background.values()))))
+            elif block.kind == "run":
+                ran.append((block, _run(block, clone, serving, background)))
+    finally:
+        codes = [(str(block), _stop(proc, signal.SIGINT, 30)) for block, proc in nodes]
+    assert nodes and all(code == 0 for _, code in codes), codes
     out = {block.lang + ":" + block.body.split("\n", 1)[0]: res.stdout for block, res in ran}
     # Beyond "it ran": what each example is there to show did happen.
     kcat = next(text for head, text in out.items() if head.startswith("sh:kcat"))
@@ -216,6 +253,9 @@ def test_single_node_examples_run_as_written_after_make_serve(clone: Path, servi
     assert sum(int(offset) for _, offset in committed) == 10, python
     dump = next(text for head, text in out.items() if "dump-log" in head)
     assert "billing" in dump, dump
+    # Security: alice, over SASL_SSL with SCRAM, reads what the administrator wrote on the PLAINTEXT listener.
+    secure = next(res.stdout for block, res in ran if "sasl_mechanism" in block.body)
+    assert "b'alice logged in'" in secure, secure
 
 
 
