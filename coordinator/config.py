@@ -624,7 +624,7 @@ def _apply(values: dict[str, SettingValue], key: str, raw: str, source: str, exp
                               f"case>.<setting> with one of {', '.join(LISTENER_SETTINGS)}, or "
                               f"listener.name.<listener>.<mechanism, lower case>.sasl.jaas.config")
     if setting is None:
-        raise ConfigError(f"{source}: unknown configuration key {key!r}; see README for the keys groupcoord knows")
+        raise ConfigError(f"{source}: unknown configuration key {key!r}; see docs/configuration.md for the keys groupcoord knows")
     try:
         values[key] = setting.parse(raw)
     except ValueError as exc:
