@@ -112,7 +112,7 @@ class SecureNode:
     def __init__(self, root: Path, *settings: str, acls: Sequence[AclBinding] = ()) -> None:
         self.certs = certificates()
         data = root / "data"
-        data.mkdir()
+        data.mkdir(exist_ok=True)  # it may hold ACLs added offline already
         if acls:  # stored before the node starts, as `groupcoord acls --data-dir` would
             assert FileAclStore(data).add(acls) == [None] * len(acls)
         # 4096 iterations: Kafka's minimum, so that logging in costs the clients little.

@@ -4,7 +4,8 @@
 //   java SecClient cases <topic> <how>:<tag>=<props>...  how = roundtrip: produce a record, consume it in
 //                                                        group sec-<tag>, commit; probe: Admin describeCluster
 //   java SecClient reauth <props> <topic> <group> <ms>   produce and consume for <ms>; count re-authentications
-//   java SecClient denied <props> <topic> <group>        subscribe and commit in a group the principal may not read
+//   java SecClient denied <props> <topic> <group> <commit-group>   subscribe in <group>, commit in <commit-group>
+//                                                        (groups the principal may not read)
 //   java SecClient admin <admin-props> <alice-props> <carol-props> <topic> <group>   ACLs, SCRAM users, operations
 // Prints key=value lines; a failed step prints <step>.error=<exception class>: <message>.
 
@@ -171,7 +172,7 @@ public final class SecClient {
         }
     }
 
-    private static void denied(Properties props, String topic, String group) {
+    private static void denied(Properties props, String topic, String group, String commitGroup) {
         try (KafkaConsumer<String, String> consumer = consumer(props, group)) {
             consumer.subscribe(Collections.singletonList(topic));
             long deadline = System.currentTimeMillis() + 15000;
@@ -182,7 +183,7 @@ public final class SecClient {
         } catch (Exception e) {
             error("subscribe", e);
         }
-        try (KafkaConsumer<String, String> consumer = consumer(props, group)) {
+        try (KafkaConsumer<String, String> consumer = consumer(props, commitGroup)) {
             TopicPartition tp = new TopicPartition(topic, 0);
             consumer.assign(Collections.singletonList(tp));
             consumer.commitSync(Collections.singletonMap(tp, new OffsetAndMetadata(2)));
@@ -290,7 +291,7 @@ public final class SecClient {
                 reauth(load(args[1]), args[2], args[3], Long.parseLong(args[4]));
                 break;
             case "denied":
-                denied(load(args[1]), args[2], args[3]);
+                denied(load(args[1]), args[2], args[3], args[4]);
                 break;
             case "admin":
                 adminSteps(load(args[1]), load(args[2]), load(args[3]), args[4], args[5]);
