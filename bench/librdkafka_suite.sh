@@ -36,6 +36,11 @@
 #                    the SSL_* variables 0097 reads (trivup's, in librdkafka's tests/README.md)
 #                    point at a client certificate made here. Single node only [plaintext]
 #   MECHANISM        sasl.mechanism of test.conf with SECURITY=sasl_ssl [SCRAM-SHA-512]
+#   AUTHZ            with SECURITY=sasl_ssl: super (User:admin is a super user) or everyone (no
+#                    super user, allow.everyone.if.no.acl.found=true: what 0081's DescribeTopics /
+#                    DescribeCluster / DescribeConsumerGroups steps with authorized operations
+#                    assume — they add an ACL for the test principal and expect only the
+#                    operations it grants, which a super user never sees) [super]
 #   REAUTH_MS        the node's connections.max.reauth.ms with SECURITY=sasl_ssl: 0142 reads it
 #                    with DescribeConfigs and runs only when it is positive [0]
 #   RUNS             runs of the whole list [1]
@@ -79,6 +84,8 @@ if [ "$SECURITY" = sasl_ssl ] && [ "$MODE" != single ]; then
 fi
 MECHANISM=${MECHANISM:-SCRAM-SHA-512}
 REAUTH_MS=${REAUTH_MS:-0}
+AUTHZ=${AUTHZ:-super}
+case "$AUTHZ" in super|everyone) ;; *) echo "AUTHZ must be super or everyone" >&2; exit 2 ;; esac
 DEFAULT_SKIP="0052 0077 0109 0064 0097 0115 0119 0124 0126 0128 0133 0134 0135 0142"
 [ "$SECURITY" = sasl_ssl ] && DEFAULT_SKIP="0052 0077 0109 0126"
 SKIP=${SKIP:-$DEFAULT_SKIP}
@@ -202,8 +209,12 @@ if [ "$SECURITY" = sasl_ssl ]; then
     SECURE_SETTINGS=(--set "listeners=SASL_SSL://127.0.0.1:$PORT" --set "ssl.keystore.location=$OUT/ssl/server.pem"
         --set "sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256,PLAIN"
         --set "listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_admin=\"admin-secret\";"
-        --set authorizer.class.name=groupcoord --set super.users=User:admin
-        --set "connections.max.reauth.ms=$REAUTH_MS")
+        --set authorizer.class.name=groupcoord --set "connections.max.reauth.ms=$REAUTH_MS")
+    if [ "$AUTHZ" = super ]; then
+        SECURE_SETTINGS+=(--set super.users=User:admin)
+    else
+        SECURE_SETTINGS+=(--set allow.everyone.if.no.acl.found=true)
+    fi
 fi
 
 cd "$HERE"
@@ -241,10 +252,12 @@ fi
 
 # --- run ------------------------------------------------------------------------------------------
 RESULTS="$OUT/results.tsv"
+SEC_DESC=$SECURITY
+[ "$SECURITY" = sasl_ssl ] && SEC_DESC="$SECURITY mechanism=$MECHANISM authz=$AUTHZ reauth.ms=$REAUTH_MS"
 : > "$RESULTS"
 echo "mode=$MODE bootstrap=$BOOTSTRAP librdkafka=$(git -C "$SRC" describe --tags --always 2>/dev/null)" \
      "TEST_KAFKA_VERSION=$KAFKA_VERSION scenario=$SCENARIO group.protocol=$GROUP_PROTOCOL quick=$QUICK runs=$RUNS" \
-     "security=$SECURITY out=$OUT"
+     "security=$SEC_DESC out=$OUT"
 for run in $(seq 1 "$RUNS"); do
     for t in $RUN_LIST; do
         log="$OUT/run$run-$t.log"
