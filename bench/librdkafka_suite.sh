@@ -9,6 +9,8 @@
 #   TESTS="0011 0033 0081 0092" RUNS=3 bench/librdkafka_suite.sh cluster
 #   GROUP_PROTOCOL=consumer TESTS=cgrp bench/librdkafka_suite.sh single   # KIP-848 consumers
 #   TESTS=txn QUICK=0 bench/librdkafka_suite.sh single                    # transactions (issue 32)
+#   SECURITY=sasl_ssl TESTS="0081 0097 0135" bench/librdkafka_suite.sh single   # SASL_SSL + ACLs (issue 33)
+#   SECURITY=sasl_ssl REAUTH_MS=10000 QUICK=0 TESTS=0142 bench/librdkafka_suite.sh single   # KIP-368
 #
 # Environment (defaults in brackets):
 #   LIBRDKAFKA_SRC   librdkafka checkout, outside this repository [/work/librdkafka-src]
@@ -25,7 +27,22 @@
 #                    group.protocol.type, and tests branch on test_consumer_group_protocol_classic()
 #                    [classic]
 #   SKIP             never run: 0052 0077 0109 need Kafka's shell tools, 0064 and the SSL/SASL
-#                    tests a secured listener [see DEFAULT_SKIP]
+#                    tests a secured listener [see DEFAULT_SKIP]; with SECURITY=sasl_ssl only
+#                    0052 0077 0109 and 0126 (OAUTHBEARER OIDC: an identity provider)
+#   SECURITY         plaintext, or sasl_ssl: the node gets one SASL_SSL listener (a CA and a
+#                    server certificate for 127.0.0.1 made here with openssl; SCRAM-SHA-256/512
+#                    users and PLAIN's JAAS users admin/admin-secret) and the ACL authorizer with
+#                    User:admin as its super user; test.conf logs in as admin over SASL_SSL, and
+#                    the SSL_* variables 0097 reads (trivup's, in librdkafka's tests/README.md)
+#                    point at a client certificate made here. Single node only [plaintext]
+#   MECHANISM        sasl.mechanism of test.conf with SECURITY=sasl_ssl [SCRAM-SHA-512]
+#   AUTHZ            with SECURITY=sasl_ssl: super (User:admin is a super user) or everyone (no
+#                    super user, allow.everyone.if.no.acl.found=true: what 0081's DescribeTopics /
+#                    DescribeCluster / DescribeConsumerGroups steps with authorized operations
+#                    assume — they add an ACL for the test principal and expect only the
+#                    operations it grants, which a super user never sees) [super]
+#   REAUTH_MS        the node's connections.max.reauth.ms with SECURITY=sasl_ssl: 0142 reads it
+#                    with DescribeConfigs and runs only when it is positive [0]
 #   RUNS             runs of the whole list [1]
 #   PORT             the (first) node's port, below the ephemeral range [19400]
 #   TEST_KAFKA_VERSION  the broker version the tests assume [3.9.0]
@@ -59,8 +76,18 @@ KAFKA_VERSION=${TEST_KAFKA_VERSION:-3.9.0}
 TIMEOUT_S=${TIMEOUT_S:-600}
 MULT=${TIMEOUT_MULTIPLIER:-2}
 PYTHON=${PYTHON:-python3}
-OUT=${OUT:-/tmp/librdkafka-suite-$MODE-${GROUP_PROTOCOL:-classic}-$(date -u +%Y%m%dT%H%M%S)}
+OUT=${OUT:-/tmp/librdkafka-suite-$MODE-${GROUP_PROTOCOL:-classic}${SECURITY:+-$SECURITY}-$(date -u +%Y%m%dT%H%M%S)}
+SECURITY=${SECURITY:-plaintext}
+case "$SECURITY" in plaintext|sasl_ssl) ;; *) echo "SECURITY must be plaintext or sasl_ssl" >&2; exit 2 ;; esac
+if [ "$SECURITY" = sasl_ssl ] && [ "$MODE" != single ]; then
+    echo "SECURITY=sasl_ssl runs on a single node only" >&2; exit 2
+fi
+MECHANISM=${MECHANISM:-SCRAM-SHA-512}
+REAUTH_MS=${REAUTH_MS:-0}
+AUTHZ=${AUTHZ:-super}
+case "$AUTHZ" in super|everyone) ;; *) echo "AUTHZ must be super or everyone" >&2; exit 2 ;; esac
 DEFAULT_SKIP="0052 0077 0109 0064 0097 0115 0119 0124 0126 0128 0133 0134 0135 0142"
+[ "$SECURITY" = sasl_ssl ] && DEFAULT_SKIP="0052 0077 0109 0126"
 SKIP=${SKIP:-$DEFAULT_SKIP}
 SCENARIO=${SCENARIO:-default}
 QUICK=${QUICK:-1}
@@ -102,13 +129,23 @@ fi
 mkdir -p "$OUT"
 
 # --- build (offline) -------------------------------------------------------------------------------
+# With OpenSSL (Debian's libssl-dev): TLS, and SCRAM, which librdkafka implements itself on top of
+# OpenSSL's HMAC/PBKDF2 (WITH_SASL_SCRAM needs WITH_SSL only); PLAIN is built in. Cyrus libsasl2 is
+# needed for GSSAPI alone, which stays off. A build made without SSL is redone.
+if ! grep -q '^#define WITH_SSL 1' "$SRC/config.h" 2>/dev/null; then
+    rm -f "$SRC/tests/test-runner"
+fi
 if [ ! -x "$SRC/tests/test-runner" ]; then
     if [ ! -d "$SRC" ]; then
         git clone -q "$GIT" "$SRC" || exit 1
     fi
+    if [ ! -f /usr/include/openssl/ssl.h ]; then
+        echo "OpenSSL headers missing: apt-get install libssl-dev" >&2; exit 1
+    fi
     echo "building librdkafka in $SRC (log: $OUT/build.log)"
-    (cd "$SRC" && ./configure --no-download --disable-gssapi --disable-curl && make -j2 libs \
-        && make -C tests -j2 build) > "$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; exit 1; }
+    (cd "$SRC" && ./configure --no-download --enable-ssl --disable-gssapi --disable-curl && make clean \
+        && make -j2 libs && make -C tests -j2 build) > "$OUT/build.log" 2>&1 \
+        || { tail -20 "$OUT/build.log"; exit 1; }
 fi
 export LD_LIBRARY_PATH="$SRC/src:$SRC/src-cpp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
@@ -134,11 +171,59 @@ stop_server() {
 }
 trap stop_server EXIT
 
+# --- SASL_SSL: certificates, users, settings --------------------------------------------------------
+# A CA; the server's certificate for 127.0.0.1 / localhost (librdkafka checks the host name:
+# ssl.endpoint.identification.algorithm=https); a client certificate with an encrypted key in PEM,
+# DER and PKCS#12 for 0097, which reads them through trivup's SSL_* variables.
+make_certs() {
+    local d=$OUT/ssl pw=client-key-secret
+    mkdir -p "$d" && cd "$d" || exit 1
+    {
+        openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 30 -subj "/CN=groupcoord test CA"
+        openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj "/CN=localhost"
+        printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' > server.ext
+        openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.crt -days 30 \
+            -extfile server.ext
+        cat server.crt server.key > server.pem
+        openssl req -newkey rsa:2048 -keyout client.key -passout "pass:$pw" -out client.csr -subj "/CN=admin"
+        openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out client.pem -days 30
+        openssl x509 -in client.pem -outform DER -out client.der
+        openssl x509 -in ca.pem -outform DER -out ca.der
+        openssl pkey -in client.key -passin "pass:$pw" -outform DER -out client.key.der
+        openssl pkcs12 -export -in client.pem -inkey client.key -passin "pass:$pw" -certfile ca.pem \
+            -out client.p12 -passout "pass:$pw"
+    } > "$OUT/certs.log" 2>&1 || { tail -20 "$OUT/certs.log"; exit 1; }
+    export SSL_password=$pw SSL_pkcs=$d/client.p12 SSL_pub_der=$d/client.der SSL_pub_pem=$d/client.pem \
+        SSL_priv_der=$d/client.key.der SSL_priv_pem=$d/client.key SSL_ca_der=$d/ca.der \
+        SSL_all_cas_pem=$d/ca.pem SSL_client_auth=none
+    cd "$HERE" || exit 1
+}
+SECURE_SETTINGS=()
+if [ "$SECURITY" = sasl_ssl ]; then
+    make_certs
+    mkdir -p "$OUT/data"
+    for mech in SCRAM-SHA-256 SCRAM-SHA-512; do
+        PYTHONPATH="$HERE" "$PYTHON" -m coordinator users add admin --mechanism "$mech" --password admin-secret \
+            --data-dir "$OUT/data" > /dev/null || exit 1
+    done
+    SECURE_SETTINGS=(--set "listeners=SASL_SSL://127.0.0.1:$PORT" --set "ssl.keystore.location=$OUT/ssl/server.pem"
+        --set "sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256,PLAIN"
+        --set "listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_admin=\"admin-secret\";"
+        --set authorizer.class.name=groupcoord --set "connections.max.reauth.ms=$REAUTH_MS")
+    if [ "$AUTHZ" = super ]; then
+        SECURE_SETTINGS+=(--set super.users=User:admin)
+    else
+        SECURE_SETTINGS+=(--set allow.everyone.if.no.acl.found=true)
+    fi
+fi
+
 cd "$HERE"
 if [ "$MODE" = single ]; then
     BOOTSTRAP="127.0.0.1:$PORT"
-    PYTHONPATH="$HERE" setsid "$PYTHON" -m coordinator serve --data-dir "$OUT/data" --listen "$BOOTSTRAP" \
-        --set num.partitions=4 "${EXTRA_SETTINGS[@]}" > "$OUT/server.log" 2>&1 &
+    LISTEN=(--listen "$BOOTSTRAP")
+    [ "$SECURITY" = sasl_ssl ] && LISTEN=()
+    PYTHONPATH="$HERE" setsid "$PYTHON" -m coordinator serve --data-dir "$OUT/data" "${LISTEN[@]}" \
+        --set num.partitions=4 "${EXTRA_SETTINGS[@]}" "${SECURE_SETTINGS[@]}" > "$OUT/server.log" 2>&1 &
     SERVER_PID=$!
     READY="msg=listening"
 else
@@ -157,12 +242,22 @@ sleep 2  # the cluster's controller elects the first leaders
 
 printf 'bootstrap.servers=%s\ntest.timeout.multiplier=%s\n' "$BOOTSTRAP" "$MULT" > "$OUT/test.conf"
 [ -n "${DEBUG:-}" ] && printf 'debug=%s\n' "$DEBUG" >> "$OUT/test.conf"
+if [ "$SECURITY" = sasl_ssl ]; then
+    # The client certificate is not asked for on SASL_SSL (ssl.client.auth is none): 0097 needs
+    # ssl.key.location set to run, and sends it along.
+    printf '%s\n' security.protocol=SASL_SSL "sasl.mechanism=$MECHANISM" sasl.username=admin \
+        sasl.password=admin-secret "ssl.ca.location=$OUT/ssl/ca.pem" "ssl.certificate.location=$OUT/ssl/client.pem" \
+        "ssl.key.location=$OUT/ssl/client.key" "ssl.key.password=$SSL_password" >> "$OUT/test.conf"
+fi
 
 # --- run ------------------------------------------------------------------------------------------
 RESULTS="$OUT/results.tsv"
+SEC_DESC=$SECURITY
+[ "$SECURITY" = sasl_ssl ] && SEC_DESC="$SECURITY mechanism=$MECHANISM authz=$AUTHZ reauth.ms=$REAUTH_MS"
 : > "$RESULTS"
 echo "mode=$MODE bootstrap=$BOOTSTRAP librdkafka=$(git -C "$SRC" describe --tags --always 2>/dev/null)" \
-     "TEST_KAFKA_VERSION=$KAFKA_VERSION scenario=$SCENARIO group.protocol=$GROUP_PROTOCOL quick=$QUICK runs=$RUNS out=$OUT"
+     "TEST_KAFKA_VERSION=$KAFKA_VERSION scenario=$SCENARIO group.protocol=$GROUP_PROTOCOL quick=$QUICK runs=$RUNS" \
+     "security=$SEC_DESC out=$OUT"
 for run in $(seq 1 "$RUNS"); do
     for t in $RUN_LIST; do
         log="$OUT/run$run-$t.log"
