@@ -41,10 +41,15 @@ install: install-test
 serve: $(SERVE_STAMP)
 	$(VENV)/bin/groupcoord serve $(ARGS)
 
+# pytest-xdist runs whole test files (`--dist loadfile`: a module's shared server, ZooKeeper or Spark
+# session starts once) in PYTEST_WORKERS processes; the suite mostly waits on clients, JVMs and
+# timers, so more workers than cores pay off. `make test PYTEST_WORKERS=0` runs it serially.
+PYTEST_WORKERS ?= 3
+
 test: $(TEST_STAMP)
 	bash tests/clients/setup_clients.sh
 	bash tests/coordinator/cluster/setup_zookeeper.sh
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

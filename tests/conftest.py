@@ -28,12 +28,27 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _worker_port_range() -> tuple[int, int]:
+    """This process's share of 20000..32000: under pytest-xdist each worker (``gw0``, ``gw1``...,
+    of ``PYTEST_XDIST_WORKER_COUNT``) draws from its own slice, so two workers never pick the same
+    base between one's bind check and its server's bind (a cluster restarts nodes on their ports)."""
+    low, high = 20000, 32000
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    if not worker.startswith("gw") or count <= 1:
+        return low, high
+    size = (high - low) // count
+    start = low + int(worker[2:]) % count * size
+    return start, start + size
+
+
 def free_ports(count: int) -> int:
     """A base port with ``count`` consecutive bindable ports below the kernel's ephemeral range
     (32768..), where no outgoing connection of another test can be holding one of them."""
     rng = random.Random()
+    low, high = _worker_port_range()
     for _ in range(200):
-        base = rng.randrange(20000, 32000 - count)
+        base = rng.randrange(low, high - count)
         try:
             for port in range(base, base + count):
                 with socket.socket() as s:

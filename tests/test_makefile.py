@@ -81,7 +81,7 @@ def test_serve_on_a_fresh_clone_installs_only_the_server(clone: Path) -> None:
 def test_test_on_a_fresh_clone_installs_the_test_extras(clone: Path) -> None:
     lines = _make(clone, "test", "PYTEST_ARGS=-x -q")
     assert _installs(lines) == [".[test]"], lines
-    assert lines[-3:] == ["setup_clients", "setup_zookeeper", "python -m pytest -x -q"], lines
+    assert lines[-3:] == ["setup_clients", "setup_zookeeper", "python -m pytest -n 3 --dist loadfile -x -q"], lines
 
 
 def test_test_after_serve_installs_the_extras_and_serve_after_test_installs_nothing(clone: Path) -> None:

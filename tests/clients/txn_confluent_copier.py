@@ -16,10 +16,29 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import Any
 
 
 def say(line: str) -> None:
     print(line, flush=True)
+
+
+def committed(consumer: Any, tps: list[Any]) -> list[Any]:
+    """``Consumer.committed``, asked again while the group's coordinator moves. librdkafka hands
+    NOT_COORDINATOR (and the other coordinator errors, all retriable in Kafka's protocol) back to
+    the caller of committed() rather than retrying it, as seen when the coordinator's node was
+    SIGKILLed and restarted just before the copier's abort on a loaded machine."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    moving = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.COORDINATOR_LOAD_IN_PROGRESS)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return list(consumer.committed(tps, timeout=15))
+        except KafkaException as exc:
+            if exc.args[0].code() not in moving or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def copy(bootstrap: str, inp: str, out: str, group: str, txn_id: str, batch: int, abort_every: int,
@@ -54,8 +73,8 @@ def copy(bootstrap: str, inp: str, out: str, group: str, txn_id: str, batch: int
             if not msgs:
                 # librdkafka's position() of a partition sought back to its end stays invalid until
                 # a message arrives, so ask the group instead.
-                committed = c.committed(tps, timeout=15)
-                if all(tp.offset >= end for tp, end in zip(committed, ends, strict=True)):
+                committed_offsets = committed(c, tps)
+                if all(tp.offset >= end for tp, end in zip(committed_offsets, ends, strict=True)):
                     return aborted
                 continue
             n += 1
@@ -71,7 +90,7 @@ def copy(bootstrap: str, inp: str, out: str, group: str, txn_id: str, batch: int
                 p.abort_transaction(30)
                 aborted += len(msgs)
                 say(f"A {n} {len(msgs)}")
-                for tp in c.committed(c.assignment(), timeout=15):
+                for tp in committed(c, c.assignment()):
                     c.seek(TopicPartition(inp, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
             else:
                 p.commit_transaction(30)

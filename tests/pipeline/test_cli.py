@@ -51,7 +51,7 @@ def test_the_local_command_runs_the_job(tmp_path: Path, command: str) -> None:
             else [sys.executable, "-m", "pipeline"])
     proc = subprocess.run([*head, "run", "--data-dir", str(data), "--out", str(out), "--master", "local[1]",
                            "--now", "2000", "--conf", "spark.ui.enabled=false"],
-                          cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=200)
+                          cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=280)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-4000:]
     lines = [line for line in output.splitlines() if line.startswith("pipeline: ")]

@@ -181,7 +181,15 @@ def test_a_leader_asks_the_ids_coordinator_on_another_node_to_verify(cluster: Lo
     with _wire(cluster, leader) as client:
         # Not added to the transaction: the coordinator (another node) says so; Produce v9
         # answers it as INVALID_TXN_STATE (Kafka's AddPartitionsToTxnManager mapping).
-        error = _produce(client, txn_id, "verified", 0, _transactional_batch(pid, epoch, 0, b"x"))
+        # CreateTopics answers once the controller has written the assignment; the leader takes
+        # it up from ZooKeeper a moment later (on a loaded machine, later still) and until then
+        # answers with the retriable UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER, which a
+        # producer retries: so does this test.
+        retriable = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        deadline = time.monotonic() + 20
+        while (error := _produce(client, txn_id, "verified", 0, _transactional_batch(pid, epoch, 0, b"x"))) \
+                in retriable and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert error == ErrorCode.INVALID_TXN_STATE
     with _wire(cluster, coordinator) as client:
         cls = AddPartitionsToTxnRequest
