@@ -3,7 +3,9 @@
 Layout under the cluster directory: ``zookeeper/`` (its data and config; the port is kept in
 ``zoo.cfg`` so a second ``up`` on the same directory finds the same cluster) and ``node-<id>/``
 per node, with the node's log in ``node-<id>.log``. Node ``i`` (1..N) listens on
-``base_port + i - 1``. Ctrl-C or SIGTERM stops the nodes gracefully (SIGTERM, as an operator
+``base_port + i - 1``. In a ``--set`` value, ``{port}`` and ``{id}`` stand for the node's port and
+broker id, so ``--set 'listeners=SASL_SSL://127.0.0.1:{port}'`` gives every node its own secured
+listener (a ``listeners`` setting replaces the PLAINTEXT one the port alone would mean; docs/listeners.md). Ctrl-C or SIGTERM stops the nodes gracefully (SIGTERM, as an operator
 would), then ZooKeeper; a node that exits on its own is reported and stops the rest.
 """
 
@@ -68,12 +70,21 @@ class LocalCluster:
             self.stop()
             raise
 
-    def _start_node(self, broker_id: int, port: int) -> None:
+    def node_args(self, broker_id: int, port: int) -> list[str]:
+        """The ``serve`` command line of node ``broker_id``."""
+        settings = [item.replace("{port}", str(port)).replace("{id}", str(broker_id)) for item in self.settings]
         args = [sys.executable, "-m", "coordinator", "serve", "--data-dir", str(self.directory / f"node-{broker_id}"),
-                "--listen", f"{self.host}:{port}", "--set", f"broker.id={broker_id}",
-                "--set", f"zookeeper.connect={self.zookeeper.connect}"]
-        for item in self.settings:
+                "--set", f"broker.id={broker_id}", "--set", f"zookeeper.connect={self.zookeeper.connect}"]
+        # --listen wins over --set (it is applied last), so it is given only when no setting names
+        # the listeners: otherwise every node would serve one PLAINTEXT listener whatever was set.
+        if not any(item.partition("=")[0].strip() == "listeners" for item in settings):
+            args += ["--listen", f"{self.host}:{port}"]
+        for item in settings:
             args += ["--set", item]
+        return args
+
+    def _start_node(self, broker_id: int, port: int) -> None:
+        args = self.node_args(broker_id, port)
         with open(self.log_path(broker_id), "ab") as log:
             self._log_start[broker_id] = log.tell()  # the log is appended to across runs
             # A session of its own: Ctrl-C in the terminal reaches this command, which then stops
