@@ -22,7 +22,7 @@ from typing import TextIO
 from .local_zookeeper import LocalZooKeeper
 from .zookeeper import ClusterError
 
-__all__ = ["LocalCluster", "run_local_cluster"]
+__all__ = ["LocalCluster", "listening_logged", "run_local_cluster"]
 
 #: How long a node may take to listen, and to stop after SIGTERM.
 START_TIMEOUT_S = 60.0
@@ -35,6 +35,12 @@ def _kept_port(zoo_cfg: Path) -> int | None:
     except FileNotFoundError:
         return None
     return int(match.group(1)) if match else None
+
+
+def listening_logged(log: bytes, port: int) -> bool:
+    """Whether a node's log says it listens on ``port``: on any address, as a ``listeners`` setting
+    may bind ``localhost`` (``::1`` first on some hosts), ``0.0.0.0`` or the default interface."""
+    return re.search(rb"msg=listening listen=\S*:%d " % port, log) is not None
 
 
 class LocalCluster:
@@ -114,14 +120,13 @@ class LocalCluster:
         # already bound to the port while the node fails to bind it.
         deadline = time.monotonic() + START_TIMEOUT_S
         proc = self.procs[broker_id]
-        needle = f"msg=listening listen={self.host}:{port} ".encode()
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 raise ClusterError(f"node {broker_id} exited with {proc.returncode} at start-up; "
                                    f"its log: {self.log_path(broker_id)}\n{self._tail(broker_id)}")
             with open(self.log_path(broker_id), "rb") as log:
                 log.seek(self._log_start[broker_id])
-                if needle in log.read():
+                if listening_logged(log.read(), port):
                     return
             time.sleep(0.1)
         raise ClusterError(f"node {broker_id} did not listen on {self.host}:{port} within {START_TIMEOUT_S:.0f} s; "

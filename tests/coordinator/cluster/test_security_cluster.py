@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from coordinator.cli import _parser
-from coordinator.cluster.local_cluster import LocalCluster
+from coordinator.cluster.local_cluster import LocalCluster, listening_logged
 from coordinator.config import Config, load_config
 
 
@@ -32,3 +32,13 @@ def test_each_node_gets_its_own_secured_listener(tmp_path: Path) -> None:
 def test_without_a_listeners_setting_each_node_listens_on_its_port(tmp_path: Path) -> None:
     cluster = LocalCluster(tmp_path, 2, 19092)
     assert [_config_of(cluster, b)["listeners"] for b in (1, 2)] == ["127.0.0.1:19092", "127.0.0.1:19093"]
+
+
+def test_a_node_is_ready_whatever_address_its_listener_binds() -> None:
+    # `listeners=SASL_SSL://:{port}` binds every interface: the log says 0.0.0.0, not the
+    # cluster's 127.0.0.1, and cluster up must not wait 60 s for a line that never comes.
+    line = b"ts=x level=INFO logger=groupcoord msg=listening listen=%s:19092 advertised=h:19092 listeners=SASL_SSL://"
+    for address in (b"127.0.0.1", b"0.0.0.0", b"::1"):
+        assert listening_logged(b"earlier\n" + line % address + b"\n", 19092)
+    assert not listening_logged(line % b"127.0.0.1", 9092)
+    assert not listening_logged(line % b"127.0.0.1", 190921)
