@@ -42,3 +42,50 @@ def test_a_node_is_ready_whatever_address_its_listener_binds() -> None:
         assert listening_logged(b"earlier\n" + line % address + b"\n", 19092)
     assert not listening_logged(line % b"127.0.0.1", 9092)
     assert not listening_logged(line % b"127.0.0.1", 190921)
+
+
+def test_a_node_presents_its_inline_key_store_to_a_peer_requiring_client_certificates(tmp_path: Path) -> None:
+    import socket
+    import ssl
+    import threading
+
+    import trustme
+
+    from coordinator.security.listeners import resolve_listeners
+    from coordinator.security.node_client import node_client_security
+
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1", "localhost")
+    chain = b"".join(b.bytes() for b in cert.cert_chain_pems).decode()
+    config = load_config(None, ["listeners=SSL://127.0.0.1:0", "inter.broker.listener.name=SSL",
+                                f"ssl.keystore.certificate.chain={chain}",
+                                f"ssl.keystore.key={cert.private_key_pem.bytes().decode()}",
+                                f"ssl.truststore.certificates={ca.cert_pem.bytes().decode()}"], str(tmp_path))
+    security = node_client_security(config, resolve_listeners(config))
+    assert security is not None and security.ssl is not None
+
+    # A peer with ssl.client.auth=required: its handshake fails unless a certificate is presented.
+    peer = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    cert.configure_cert(peer)
+    ca.configure_trust(peer)
+    peer.verify_mode = ssl.CERT_REQUIRED
+    seen: list[object] = []
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        def serve() -> None:
+            conn, _ = listener.accept()
+            try:
+                with peer.wrap_socket(conn, server_side=True) as tls:
+                    seen.append(tls.getpeercert())
+            except (ssl.SSLError, OSError) as exc:
+                seen.append(exc)
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        with socket.create_connection(listener.getsockname(), timeout=5) as raw:
+            try:
+                with security.ssl.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+                    tls.recv(1)  # TLS 1.3: the server's verdict on our certificate comes after the handshake
+            except (ssl.SSLError, OSError):
+                pass
+        thread.join(5)
+    assert seen and isinstance(seen[0], dict) and seen[0].get("subject"), seen
