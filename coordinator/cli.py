@@ -54,7 +54,8 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--dir", type=Path, default=Path("groupcoord-cluster"),
                     help="ZooKeeper's and the nodes' data, and the nodes' logs; default ./groupcoord-cluster")
     up.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                    help="a configuration key for every node; repeatable")
+                    help="a configuration key for every node, {port} and {id} in the value standing for the "
+                         "node's port and broker id (e.g. 'listeners=SASL_SSL://127.0.0.1:{port}'); repeatable")
     from .users_cli import add_parser as add_users_parser
 
     add_users_parser(sub)

@@ -3,7 +3,9 @@
 Layout under the cluster directory: ``zookeeper/`` (its data and config; the port is kept in
 ``zoo.cfg`` so a second ``up`` on the same directory finds the same cluster) and ``node-<id>/``
 per node, with the node's log in ``node-<id>.log``. Node ``i`` (1..N) listens on
-``base_port + i - 1``. Ctrl-C or SIGTERM stops the nodes gracefully (SIGTERM, as an operator
+``base_port + i - 1``. In a ``--set`` value, ``{port}`` and ``{id}`` stand for the node's port and
+broker id, so ``--set 'listeners=SASL_SSL://127.0.0.1:{port}'`` gives every node its own secured
+listener (a ``listeners`` setting replaces the PLAINTEXT one the port alone would mean; docs/listeners.md). Ctrl-C or SIGTERM stops the nodes gracefully (SIGTERM, as an operator
 would), then ZooKeeper; a node that exits on its own is reported and stops the rest.
 """
 
@@ -20,7 +22,7 @@ from typing import TextIO
 from .local_zookeeper import LocalZooKeeper
 from .zookeeper import ClusterError
 
-__all__ = ["LocalCluster", "run_local_cluster"]
+__all__ = ["LocalCluster", "listening_logged", "run_local_cluster"]
 
 #: How long a node may take to listen, and to stop after SIGTERM.
 START_TIMEOUT_S = 60.0
@@ -33,6 +35,12 @@ def _kept_port(zoo_cfg: Path) -> int | None:
     except FileNotFoundError:
         return None
     return int(match.group(1)) if match else None
+
+
+def listening_logged(log: bytes, port: int) -> bool:
+    """Whether a node's log says it listens on ``port``: on any address, as a ``listeners`` setting
+    may bind ``localhost`` (``::1`` first on some hosts), ``0.0.0.0`` or the default interface."""
+    return re.search(rb"msg=listening listen=\S*:%d " % port, log) is not None
 
 
 class LocalCluster:
@@ -68,12 +76,21 @@ class LocalCluster:
             self.stop()
             raise
 
-    def _start_node(self, broker_id: int, port: int) -> None:
+    def node_args(self, broker_id: int, port: int) -> list[str]:
+        """The ``serve`` command line of node ``broker_id``."""
+        settings = [item.replace("{port}", str(port)).replace("{id}", str(broker_id)) for item in self.settings]
         args = [sys.executable, "-m", "coordinator", "serve", "--data-dir", str(self.directory / f"node-{broker_id}"),
-                "--listen", f"{self.host}:{port}", "--set", f"broker.id={broker_id}",
-                "--set", f"zookeeper.connect={self.zookeeper.connect}"]
-        for item in self.settings:
+                "--set", f"broker.id={broker_id}", "--set", f"zookeeper.connect={self.zookeeper.connect}"]
+        # --listen wins over --set (it is applied last), so it is given only when no setting names
+        # the listeners: otherwise every node would serve one PLAINTEXT listener whatever was set.
+        if not any(item.partition("=")[0].strip() == "listeners" for item in settings):
+            args += ["--listen", f"{self.host}:{port}"]
+        for item in settings:
             args += ["--set", item]
+        return args
+
+    def _start_node(self, broker_id: int, port: int) -> None:
+        args = self.node_args(broker_id, port)
         with open(self.log_path(broker_id), "ab") as log:
             self._log_start[broker_id] = log.tell()  # the log is appended to across runs
             # A session of its own: Ctrl-C in the terminal reaches this command, which then stops
@@ -103,14 +120,13 @@ class LocalCluster:
         # already bound to the port while the node fails to bind it.
         deadline = time.monotonic() + START_TIMEOUT_S
         proc = self.procs[broker_id]
-        needle = f"msg=listening listen={self.host}:{port} ".encode()
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 raise ClusterError(f"node {broker_id} exited with {proc.returncode} at start-up; "
                                    f"its log: {self.log_path(broker_id)}\n{self._tail(broker_id)}")
             with open(self.log_path(broker_id), "rb") as log:
                 log.seek(self._log_start[broker_id])
-                if needle in log.read():
+                if listening_logged(log.read(), port):
                     return
             time.sleep(0.1)
         raise ClusterError(f"node {broker_id} did not listen on {self.host}:{port} within {START_TIMEOUT_S:.0f} s; "

@@ -31,7 +31,7 @@ from .listeners import Listeners
 from .sasl.jaas import JaasError, single_login_module
 from .sasl.scram_formatter import MECHANISMS as SCRAM_MECHANISMS
 from .sasl.scram_formatter import salted_password
-from .tls import tls_settings
+from .tls import _load_inline_chain, tls_settings
 
 __all__ = ["NodeClientSecurity", "node_client_security", "SaslClientError"]
 
@@ -110,9 +110,13 @@ def node_client_security(config: Config, listeners: Listeners) -> NodeClientSecu
             context.load_verify_locations(cafile=settings.truststore_location)
         elif settings.truststore_certificates:
             context.load_verify_locations(cadata=settings.truststore_certificates)
+        key_password = (lambda: settings.key_password) if settings.key_password else None
         if settings.keystore_location:
-            context.load_cert_chain(settings.keystore_location,
-                                    password=(lambda: settings.key_password) if settings.key_password else None)
+            context.load_cert_chain(settings.keystore_location, password=key_password)
+        elif settings.certificate_chain and settings.private_key:
+            # The inline PEM key store too: a peer requiring client certificates
+            # (ssl.client.auth=required) refuses a node that presents none.
+            _load_inline_chain(context, settings.certificate_chain, settings.private_key, key_password)
     if protocol in ("SSL", "PLAINTEXT"):
         return NodeClientSecurity(context)
     mechanism = str(config["sasl.mechanism.inter.broker.protocol"]).strip().upper()

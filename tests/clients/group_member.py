@@ -9,11 +9,14 @@ topic starting with "^" is a regex subscription, and the lines name the topic (T
 Prints the line protocol of ``java/GroupConsumer.java`` (A/REV/LOST/R/C/CF/STARTED/CLOSED), commits
 synchronously after every non-empty poll, and runs until stopFile exists (then closes) or is killed.
 Standalone on purpose (no imports from the repo), so it can be started and SIGKILLed as a process.
+confluent only: the environment variable GROUP_MEMBER_CONFIG, a JSON object of librdkafka settings, is
+added to the consumer's configuration (e.g. security.protocol, sasl.*, ssl.ca.location for a secured cluster).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import sys
@@ -34,6 +37,7 @@ def run_confluent(bootstrap, topic, group, strategy, instance, session, stop, de
 
     conf = {"bootstrap.servers": bootstrap, "group.id": group, "max.poll.interval.ms": 30000,
             "enable.auto.commit": False, "auto.offset.reset": "earliest", "reconnect.backoff.max.ms": 500}
+    conf.update(json.loads(os.environ.get("GROUP_MEMBER_CONFIG", "{}")))
     if strategy.startswith("consumer"):
         # KIP-848 (librdkafka 2.12+): the server assigns and sets the session timeout and heartbeat
         # interval; "consumer-<name>" picks the server assignor. Rebalances are incremental.
