@@ -4,8 +4,8 @@ https://kafka.apache.org/documentation/#security_authz_cli).
 Where the ACLs are:
 
 * ``--bootstrap-server HOST:PORT``: over the wire, with CreateAcls / DeleteAcls / DescribeAcls
-  (the server needs an authorizer, and this caller ALTER / DESCRIBE on the cluster; plaintext
-  listeners only: no ``--command-config``);
+  (the server needs an authorizer, and this caller ALTER / DESCRIBE on the cluster); a secured
+  listener with ``--command-config FILE``, Kafka's client properties (``coordinator/admin_client.py``);
 * ``--data-dir DIR``: offline, the single node's ``acls.json`` (a running node reads it at start,
   so stop it first or use ``--bootstrap-server``);
 * ``--authorizer-properties zookeeper.connect=HOST:PORT[/chroot]``: offline, a cluster's ACLs in
@@ -21,12 +21,12 @@ confirmation unless ``--force``).
 from __future__ import annotations
 
 import argparse
-import socket
-import struct
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, TextIO
 
+from .admin_client import AdminConnection, ClientConfigError, ClientError, read_properties
 from .security.acl import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, AclPermissionType, PatternType, ResourceType
 from .security.acl_bindings import (
     WILDCARD_HOST,
@@ -58,6 +58,8 @@ def add_acls_parser(sub: Any) -> None:
     action.add_argument("--list", action="store_true", help="list ACLs")
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--bootstrap-server", help="HOST:PORT of a running node")
+    p.add_argument("--command-config", help="client properties for --bootstrap-server on a secured listener "
+                   "(security.protocol, sasl.mechanism, sasl.jaas.config, ssl.truststore.location)")
     where.add_argument("--data-dir", help="a single node's data directory (offline)")
     where.add_argument("--authorizer-properties", nargs="+", metavar="KEY=VALUE",
                        help="zookeeper.connect=HOST:PORT[/chroot]: a cluster's ACLs in ZooKeeper (offline)")
@@ -237,33 +239,19 @@ class _WireTarget(_Target):
 
     VERSION = 3
 
-    def __init__(self, bootstrap: str) -> None:
-        host, _, port = bootstrap.rpartition(":")
-        if not host or not port.isdigit():
-            raise AclsCliError(f"--bootstrap-server {bootstrap!r}: expected HOST:PORT")
+    def __init__(self, bootstrap: str, props: dict[str, str]) -> None:
         try:
-            self.sock = socket.create_connection((host.strip("[]"), int(port)), timeout=30)
-        except OSError as exc:
-            raise AclsCliError(f"cannot connect to {bootstrap}: {exc}") from None
-        self.correlation = 0
+            self.conn = AdminConnection(bootstrap, props, client_id="groupcoord-acls").__enter__()
+        except (ClientConfigError, ClientError) as exc:
+            raise AclsCliError(str(exc)) from None
 
     def _call(self, api_key: int, request: Any) -> Any:
-        from protocol.client import decode_response, encode_request
-
-        self.correlation += 1
-        self.sock.sendall(encode_request(api_key, self.VERSION, self.correlation, request, client_id="groupcoord-acls"))
-        size = struct.unpack(">i", self._read(4))[0]
-        _, response = decode_response(api_key, self.VERSION, self._read(size))
-        return response
-
-    def _read(self, n: int) -> bytes:
-        data = b""
-        while len(data) < n:
-            chunk = self.sock.recv(n - len(data))
-            if not chunk:
-                raise AclsCliError("the server closed the connection (does it serve the ACL APIs?)")
-            data += chunk
-        return data
+        try:
+            return self.conn.call(api_key, self.VERSION, request)
+        except ClientError as exc:
+            raise AclsCliError(f"{exc} (does it serve the ACL APIs?)") from None
+        except OSError as exc:
+            raise AclsCliError(f"connection to {self.conn.host}:{self.conn.port} failed: {exc}") from None
 
     @staticmethod
     def _fail(code: int, message: str | None) -> None:
@@ -321,15 +309,17 @@ class _WireTarget(_Target):
                       for r in response.resources for a in r.acls)
 
     def close(self) -> None:
-        self.sock.close()
+        self.conn.close()
 
 
 def _target(args: argparse.Namespace) -> _Target:
     if args.bootstrap_server:
-        return _WireTarget(args.bootstrap_server)
+        try:
+            props = read_properties(Path(args.command_config)) if args.command_config else {}
+        except ClientConfigError as exc:
+            raise AclsCliError(str(exc)) from None
+        return _WireTarget(args.bootstrap_server, props)
     if args.data_dir:
-        from pathlib import Path
-
         from .security.acl_store import FileAclStore
 
         path = Path(args.data_dir)

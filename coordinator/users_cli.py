@@ -16,14 +16,8 @@ Exit codes: 0 done, 1 a failure reported by the server or the store, 2 bad usage
 from __future__ import annotations
 
 import argparse
-import base64
 import fcntl
-import hashlib
-import hmac
 import os
-import socket
-import ssl
-import struct
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -31,10 +25,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from protocol.apis import ApiKey
-from protocol.client import decode_response, encode_request
 
-from .security.sasl.jaas import JaasError, single_login_module
-from .security.sasl.scram import escape_saslname
+from .admin_client import AdminConnection, ClientConfigError, ClientError, read_properties
 from .security.sasl.scram_formatter import (
     DEFAULT_ITERATIONS,
     MAX_ITERATIONS,
@@ -99,10 +91,10 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
             _offline(args, out, password if args.users_command == "add" else "")
         else:
             _online(args, out, password if args.users_command == "add" else "")
-    except UsageError as e:
+    except (UsageError, ClientConfigError) as e:
         print(f"groupcoord users: {e}", file=err)
         return 2
-    except (Failed, OSError, ValueError) as e:
+    except (Failed, ClientError, OSError, ValueError) as e:
         print(f"groupcoord users: {e}", file=err)
         return 1
     return 0
@@ -166,8 +158,8 @@ def _offline(args: argparse.Namespace, out: TextIO, password: str) -> None:
 def _online(args: argparse.Namespace, out: TextIO, password: str) -> None:
     from kafka.protocol.admin import AlterUserScramCredentialsRequest, DescribeUserScramCredentialsRequest
 
-    props = _read_properties(args.command_config) if args.command_config else {}
-    with _Connection(args.bootstrap_server, props) as conn:
+    props = read_properties(args.command_config) if args.command_config else {}
+    with AdminConnection(args.bootstrap_server, props, client_id="groupcoord-users") as conn:
         if args.users_command == "list":
             response = conn.call(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0,
                                  DescribeUserScramCredentialsRequest(version=0, users=None))
@@ -194,117 +186,3 @@ def _online(args: argparse.Namespace, out: TextIO, password: str) -> None:
             if result.error_code:
                 raise Failed(f"error {result.error_code} for user {result.user}: {result.error_message}")
         print(f"Completed updating config for user {args.name}.", file=out)
-
-
-def _read_properties(path: Path) -> dict[str, str]:
-    props: dict[str, str] = {}
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise UsageError(f"cannot read {path}: {e.strerror}") from None
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line[0] in "#!":
-            continue
-        key, _, value = line.partition("=")
-        props[key.strip()] = value.strip()
-    return props
-
-
-class _Connection:
-    """One blocking connection: TLS and SASL (PLAIN, SCRAM) as ``props`` ask, then request/response."""
-
-    def __init__(self, bootstrap: str, props: dict[str, str]) -> None:
-        host, _, port = bootstrap.rpartition(":")
-        if not host or not port.isdigit():
-            raise UsageError(f"--bootstrap-server must be HOST:PORT, not {bootstrap!r}")
-        self.host, self.port, self.props = host.strip("[]"), int(port), props
-        self._sock: socket.socket | None = None
-        self._correlation = 0
-
-    def __enter__(self) -> _Connection:
-        sock = socket.create_connection((self.host, self.port), timeout=30)
-        protocol = self.props.get("security.protocol", "PLAINTEXT").upper()
-        if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
-            raise UsageError(f"security.protocol {protocol} is not one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL")
-        if protocol.endswith("SSL"):
-            context = ssl.create_default_context(cafile=self.props.get("ssl.truststore.location") or None)
-            if self.props.get("ssl.endpoint.identification.algorithm", "https") == "":
-                context.check_hostname = False
-            sock = context.wrap_socket(sock, server_hostname=self.host)
-        self._sock = sock
-        if protocol.startswith("SASL"):
-            self._authenticate()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._sock is not None:
-            self._sock.close()
-
-    def call(self, api_key: int, version: int, request: Any) -> Any:
-        assert self._sock is not None
-        self._correlation += 1
-        self._sock.sendall(encode_request(api_key, version, self._correlation, request, client_id="groupcoord-users"))
-        (size,) = struct.unpack(">i", self._recv(4))
-        _, response = decode_response(api_key, version, self._recv(size))
-        return response
-
-    def _recv(self, n: int) -> bytes:
-        assert self._sock is not None
-        chunks = bytearray()
-        while len(chunks) < n:
-            chunk = self._sock.recv(n - len(chunks))
-            if not chunk:
-                raise Failed("the server closed the connection")
-            chunks += chunk
-        return bytes(chunks)
-
-    def _authenticate(self) -> None:
-        from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
-
-        mechanism = self.props.get("sasl.mechanism", "GSSAPI")
-        if mechanism != "PLAIN" and mechanism not in MECHANISMS:
-            raise UsageError(f"sasl.mechanism {mechanism} is not supported here (PLAIN, SCRAM-SHA-256/512)")
-        try:
-            options = single_login_module(self.props.get("sasl.jaas.config", "")).options
-        except JaasError as e:
-            raise UsageError(f"sasl.jaas.config: {e}") from None
-        user, password = options.get("username", ""), options.get("password", "")
-        handshake = self.call(ApiKey.SASL_HANDSHAKE, 1, SaslHandshakeRequest(version=1, mechanism=mechanism))
-        if handshake.error_code:
-            raise Failed(f"SASL mechanism {mechanism} not enabled (server offers {handshake.mechanisms})")
-
-        def step(token: bytes) -> bytes:
-            response = self.call(ApiKey.SASL_AUTHENTICATE, 2, SaslAuthenticateRequest(version=2, auth_bytes=token))
-            if response.error_code:
-                raise Failed(f"authentication failed: {response.error_message}")
-            return bytes(response.auth_bytes)
-
-        if mechanism == "PLAIN":
-            step(f"\x00{user}\x00{password}".encode())
-            return
-        _scram_client(mechanism, user, password, step)
-
-
-def _scram_client(mechanism: str, user: str, password: str, step: Any) -> None:
-    """The client half of RFC 5802, enough for this tool (no SASLprep, as Kafka's own client)."""
-    h = MECHANISMS[mechanism]
-    nonce = secure_random_string()
-    first_bare = f"n={escape_saslname(user)},r={nonce}"
-    server_first = step(f"n,,{first_bare}".encode()).decode()
-    fields = dict(part.split("=", 1) for part in server_first.split(","))
-    if not fields.get("r", "").startswith(nonce):
-        raise Failed("the server's SCRAM nonce does not extend ours")
-    iterations = int(fields["i"])
-    if not MIN_ITERATIONS <= iterations <= MAX_ITERATIONS:
-        raise Failed(f"the server asks for {iterations} SCRAM iterations")
-    salted = salted_password(mechanism, password, base64.b64decode(fields["s"]), iterations)
-    without_proof = f"c=biws,r={fields['r']}"
-    auth_message = f"{first_bare},{server_first},{without_proof}".encode()
-    client_key = hmac.digest(salted, b"Client Key", h)
-    signature = hmac.digest(hashlib.new(h, client_key).digest(), auth_message, h)
-    proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature, strict=True))).decode()
-    server_final = step(f"{without_proof},p={proof}".encode()).decode()
-    expected = hmac.digest(hmac.digest(salted, b"Server Key", h), auth_message, h)
-    if not hmac.compare_digest(server_final, "v=" + base64.b64encode(expected).decode()):
-        raise Failed("the server's SCRAM signature is wrong")

@@ -6,6 +6,10 @@ restart the server on the same data directory and port, for crash tests.
 
 from __future__ import annotations
 
+# hypothesis is imported here, before any test starts threads: otherwise its pytest plugin imports
+# it at the terminal summary, and CPython 3.11's AST builder (whose recursion counter the compiler
+# shares between threads, gh-106905, fixed in 3.11.8) may fail that import with "AST constructor
+# recursion depth mismatch" while a test's server thread is still compiling or importing.
 import os
 import random
 import shutil
@@ -17,6 +21,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import hypothesis  # noqa: F401  (see the comment above)
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent

@@ -61,7 +61,7 @@ ORDER: list[tuple[str, tuple[str, ...]]] = [
     ("ops", ("coordinator.ops",)),
     ("server", ("coordinator.server",)),
     ("face", ("coordinator", "coordinator.__main__", "coordinator.app", "coordinator.cli", "coordinator.dump_log",
-              "coordinator.users_cli", "coordinator.acls_cli")),
+              "coordinator.users_cli", "coordinator.acls_cli", "coordinator.admin_client")),
 ]
 
 #: Standard-library modules that do I/O or concurrency: sans-IO code may not import them.

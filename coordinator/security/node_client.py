@@ -13,10 +13,6 @@ SASL (SASL_PLAINTEXT, SASL_SSL) as Kafka's inter-broker clients speak them.
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
-import os
 import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -29,8 +25,8 @@ from protocol.kafka_types import KafkaRequest, KafkaResponse
 from ..config import Config, ConfigError
 from .listeners import Listeners
 from .sasl.jaas import JaasError, single_login_module
+from .sasl.scram_client import ScramClient, ScramClientError
 from .sasl.scram_formatter import MECHANISMS as SCRAM_MECHANISMS
-from .sasl.scram_formatter import salted_password
 from .tls import _load_inline_chain, tls_settings
 
 __all__ = ["NodeClientSecurity", "node_client_security", "SaslClientError"]
@@ -71,28 +67,11 @@ class NodeClientSecurity:
 
 
 async def _scram(mechanism: str, username: str, password: str, exchange: Callable[[bytes], Awaitable[bytes]]) -> None:
-    """RFC 5802 client; the user name escaped as §5.1 asks (``=`` → ``=3D``, ``,`` → ``=2C``)."""
-    digest = SCRAM_MECHANISMS[mechanism]
-    nonce = base64.b64encode(os.urandom(18)).decode()
-    name = username.replace("=", "=3D").replace(",", "=2C")
-    client_first_bare = f"n={name},r={nonce}"
-    server_first = (await exchange(f"n,,{client_first_bare}".encode())).decode()
-    fields = dict(item.split("=", 1) for item in server_first.split(","))
-    if not fields.get("r", "").startswith(nonce):
-        raise SaslClientError("SCRAM server nonce does not extend ours")
-    salt, iterations = base64.b64decode(fields["s"]), int(fields["i"])
-    salted = salted_password(mechanism, password, salt, iterations)
-    client_key = hmac.new(salted, b"Client Key", digest).digest()
-    stored_key = hashlib.new(digest, client_key).digest()
-    without_proof = f"c=biws,r={fields['r']}"
-    auth_message = f"{client_first_bare},{server_first},{without_proof}".encode()
-    signature = hmac.new(stored_key, auth_message, digest).digest()
-    proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
-    server_final = (await exchange(f"{without_proof},p={base64.b64encode(proof).decode()}".encode())).decode()
-    server_key = hmac.new(salted, b"Server Key", digest).digest()
-    expected = base64.b64encode(hmac.new(server_key, auth_message, digest).digest()).decode()
-    if not hmac.compare_digest(server_final, f"v={expected}"):
-        raise SaslClientError("SCRAM server signature does not verify")
+    client = ScramClient(mechanism, username, password)
+    try:
+        client.verify(await exchange(client.client_final(await exchange(client.client_first()))))
+    except ScramClientError as exc:
+        raise SaslClientError(str(exc)) from None
 
 
 def node_client_security(config: Config, listeners: Listeners) -> NodeClientSecurity | None:

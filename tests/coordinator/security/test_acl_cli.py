@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +17,7 @@ from coordinator.security.acl import AclOperation, AclPermissionType, PatternTyp
 from coordinator.security.acl_bindings import AccessControlEntry, AclBinding, ResourcePattern
 from coordinator.security.acl_store import FileAclStore
 from coordinator.security.authorizer import AclAuthorizer
+from coordinator.security.sasl import SaslGate, gate_factory
 from coordinator.server.server import KafkaServer
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey
 
@@ -93,21 +94,25 @@ def test_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: 
     assert not (tmp_path / "acls.json").exists()
 
 
-@pytest.fixture
-def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """A server with the ACL APIs only, on a loop of its own thread; the admin is a super user."""
+def _serve_acl_apis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, super_user: str,
+                    gate: Callable[[], SaslGate] | None) -> Iterator[str]:
+    """A server with the ACL APIs only (behind ``gate`` if given), on a loop of its own thread."""
     for key in (ApiKey.DESCRIBE_ACLS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS):
         monkeypatch.setitem(SUPPORTED_VERSIONS, key, (0, 3))
     store = FileAclStore(tmp_path)
-    # The CLI connects as User:ANONYMOUS (a PLAINTEXT listener): make it the super user.
-    apis = AclApis(AclAuthorizer(store.cache, frozenset({"User:ANONYMOUS"})), store)
+    apis = AclApis(AclAuthorizer(store.cache, frozenset({super_user})), store)
+    handlers = apis.handlers()
+    if gate is not None:  # the SASL APIs the gate answers must have (unused) handlers and be advertised
+        for key, versions in ((ApiKey.SASL_HANDSHAKE, (0, 1)), (ApiKey.SASL_AUTHENTICATE, (0, 2))):
+            monkeypatch.setitem(SUPPORTED_VERSIONS, key, versions)
     loop = asyncio.new_event_loop()
     ready = threading.Event()
     address: list[str] = []
 
     async def serve() -> None:
-        server = KafkaServer(apis.handlers(), max_request_size=1 << 20, max_connections=10, idle_timeout_ms=60000)
-        host, port = await server.bind("127.0.0.1", 0)
+        server = KafkaServer(handlers, max_request_size=1 << 20, max_connections=10, idle_timeout_ms=60000)
+        host, port = await server.bind("127.0.0.1", 0, listener="SASL_PLAINTEXT" if gate else "PLAINTEXT",
+                                       gate_factory=gate)
         await server.start()
         address.append(f"{host}:{port}")
         ready.set()
@@ -118,6 +123,44 @@ def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     yield address[0]
     loop.call_soon_threadsafe(loop.stop)
     thread.join(5)
+
+
+@pytest.fixture
+def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    # The CLI connects as User:ANONYMOUS (a PLAINTEXT listener): make it the super user.
+    yield from _serve_acl_apis(tmp_path, monkeypatch, "User:ANONYMOUS", None)
+
+
+@pytest.fixture
+def sasl_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A SASL_PLAINTEXT listener with PLAIN users admin (the super user) and alice."""
+    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+            'user_admin="admin-secret" user_alice="alice-secret";')
+    yield from _serve_acl_apis(tmp_path, monkeypatch, "User:admin", gate_factory("PLAIN", {"PLAIN": jaas}, None))
+
+
+def test_over_a_sasl_listener_with_command_config(sasl_node: str, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """--command-config logs in as Kafka's tools do; who logged in decides (alice is not allowed)."""
+    config = tmp_path / "admin.properties"
+
+    def login_as(user: str, password: str) -> list[str]:
+        config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.jaas.config="
+                          "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                          f'username="{user}" password="{password}";\n')
+        return ["--bootstrap-server", sasl_node, "--command-config", str(config)]
+
+    status, out = run(*login_as("admin", "admin-secret"), "--add", "--allow-principal", "User:alice",
+                      "--operation", "Read", "--group", "g")
+    assert status == 0 and "(principal=User:alice, host=*, operation=READ, permissionType=ALLOW)" in out, out
+    capsys.readouterr()
+    assert run(*login_as("alice", "alice-secret"), "--list")[0] == 2
+    assert "CLUSTER_AUTHORIZATION_FAILED" in capsys.readouterr().err
+    assert run(*login_as("admin", "wrong"), "--list")[0] == 2
+    assert "authentication failed: Authentication failed: Invalid username or password" in capsys.readouterr().err
+    # Without the client settings the gate closes the connection at the first ACL request.
+    assert run("--bootstrap-server", sasl_node, "--list")[0] == 2
+    assert "the server closed the connection" in capsys.readouterr().err
 
 
 def test_over_the_wire(node: str) -> None:
