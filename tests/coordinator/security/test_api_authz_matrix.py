@@ -166,9 +166,12 @@ def _create_topic(c: WireClient, name: str) -> None:
 
 def _produce(topic: str = TOPIC, transactional_id: str | None = None) -> Any:
     P = ProduceRequest.TopicProduceData
+    options: dict[str, Any] = {}
+    if transactional_id is not None:
+        options = {"producer_id": 999, "producer_epoch": 0, "base_sequence": 0, "transactional": True}
     return ProduceRequest(transactional_id=transactional_id, acks=1, timeout_ms=5000, topic_data=[
         P(name=topic, partition_data=[P.PartitionProduceData(
-            index=0, records=build_batch([(None, b"v")], timestamp_ms=1000))])])
+            index=0, records=build_batch([(None, b"v")], timestamp_ms=1000, **options))])])
 
 
 def _commit(group: str = GROUP) -> Any:
@@ -435,6 +438,64 @@ CASES: list[Case] = [
         subscribed_topic_names=[TOPIC], server_assignor=None, topic_partitions=[]), _top,
         [([], E.GROUP_AUTHORIZATION_FAILED), ([(R.GROUP, "cg", O.READ)], E.TOPIC_AUTHORIZATION_FAILED),
          ([(R.TOPIC, TOPIC, O.DESCRIBE)], None)]),
+    # Authorization comes before existence: a denied missing topic says 29, not that it is missing.
+    _simple(ApiKey.PRODUCE, 9, lambda: _produce("missing"), _per_partition("responses", "partition_responses"),
+            E.TOPIC_AUTHORIZATION_FAILED, (R.TOPIC, "missing", O.WRITE), name="missing-topic"),
+    # A transactional batch needs WRITE on the transactional id too, answered for the whole request.
+    Case(ApiKey.PRODUCE, 9, lambda: _produce(transactional_id=TXN), _per_partition("responses", "partition_responses"),
+         [([(R.TOPIC, TOPIC, O.WRITE)], E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+          ([(R.TRANSACTIONAL_ID, TXN, O.WRITE)], None)], name="transactional"),
+    # A follower's fetch (replica id set) needs CLUSTER_ACTION on the cluster instead of READ.
+    _simple(ApiKey.FETCH, 12, lambda: FetchRequest(
+        replica_id=7, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0, session_id=0,
+        session_epoch=-1, topics=[F(topic=TOPIC, partitions=[F.FetchPartition(
+            partition=0, current_leader_epoch=-1, fetch_offset=0, log_start_offset=-1, partition_max_bytes=1 << 20)])],
+        forgotten_topics_data=[], rack_id=""), _per_partition("responses"),
+        E.TOPIC_AUTHORIZATION_FAILED, (*_CLUSTER, O.CLUSTER_ACTION), name="follower"),
+    # Auto-creation by Metadata: DESCRIBE shows the name, creating it needs CREATE as well.
+    Case(ApiKey.METADATA, 12, lambda: MetadataRequest(
+        topics=[MetadataRequest.MetadataRequestTopic(topic_id=None, name="auto")], allow_auto_topic_creation=True),
+        lambda r: [t.error_code for t in r.topics if t.error_code != E.LEADER_NOT_AVAILABLE],
+        [([], E.TOPIC_AUTHORIZATION_FAILED), ([(R.TOPIC, "auto", O.DESCRIBE)], E.TOPIC_AUTHORIZATION_FAILED),
+         ([(R.TOPIC, "auto", O.CREATE)], None)], name="auto-create"),
+    # The all-topics form drops the topics the principal may not describe.
+    Case(ApiKey.OFFSET_FETCH, 7, lambda: OffsetFetchRequest(group_id=GROUP, topics=None, require_stable=False),
+         lambda r: [r.error_code] if r.error_code else _listed("topics", "name", TOPIC)(r),
+         [([], E.GROUP_AUTHORIZATION_FAILED), ([(R.GROUP, GROUP, O.DESCRIBE)], HIDDEN),
+          ([(R.TOPIC, TOPIC, O.DESCRIBE)], None)], name="all-topics"),
+    # v8+: groups in a list, each answered on its own.
+    _simple(ApiKey.OFFSET_FETCH, 8, lambda: OffsetFetchRequest(groups=[OffsetFetchRequest.OffsetFetchRequestGroup(
+        group_id=GROUP, topics=None)], require_stable=False), _each("groups"),
+        E.GROUP_AUTHORIZATION_FAILED, (R.GROUP, GROUP, O.DESCRIBE), name="v8"),
+    _simple(ApiKey.FIND_COORDINATOR, 3, lambda: FindCoordinatorRequest(key=TXN, key_type=1), _top,
+            E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, (R.TRANSACTIONAL_ID, TXN, O.DESCRIBE), name="v3-transaction"),
+    # Creation's returned configs need DESCRIBE_CONFIGS on the topic, else TopicConfigErrorCode 29.
+    Case(ApiKey.CREATE_TOPICS, 7, lambda: CreateTopicsRequest(timeout_ms=5000, validate_only=True, topics=[
+        CreateTopicsRequest.CreatableTopic(name="fresh", num_partitions=1, replication_factor=1, assignments=[],
+                                           configs=[])]),
+        _each("topics", "topic_config_error_code"),
+        [([(R.TOPIC, "fresh", O.CREATE)], E.TOPIC_AUTHORIZATION_FAILED),
+         ([(R.TOPIC, "fresh", O.DESCRIBE_CONFIGS)], None)], name="configs"),
+    # Not served here (INVALID_REQUEST when allowed), but authorized first as Kafka does.
+    _simple(ApiKey.DESCRIBE_CONFIGS, 4, lambda: DescribeConfigsRequest(resources=[
+        DescribeConfigsRequest.DescribeConfigsResource(resource_type=8, resource_name="1", configuration_keys=None)]),
+        _each("results"), E.CLUSTER_AUTHORIZATION_FAILED, (*_CLUSTER, O.DESCRIBE_CONFIGS), name="broker-logger"),
+    # Not served here (INVALID_REQUEST when allowed), but authorized first as Kafka does.
+    _simple(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, lambda: IncrementalAlterConfigsRequest(validate_only=True, resources=[
+        IncrementalAlterConfigsRequest.AlterConfigsResource(resource_type=8, resource_name="1", configs=[
+            IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig(
+                name="kafka", config_operation=0, value="INFO")])]),
+        _each("responses"), E.CLUSTER_AUTHORIZATION_FAILED, (*_CLUSTER, O.ALTER_CONFIGS), name="broker-logger"),
+    _simple(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, lambda: IncrementalAlterConfigsRequest(validate_only=True, resources=[
+        IncrementalAlterConfigsRequest.AlterConfigsResource(resource_type=4, resource_name="", configs=[
+            IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig(
+                name="log.cleaner.threads", config_operation=0, value="1")])]),
+        _each("responses"), E.CLUSTER_AUTHORIZATION_FAILED, (*_CLUSTER, O.ALTER_CONFIGS), name="broker"),
+    _simple(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, lambda: IncrementalAlterConfigsRequest(validate_only=True, resources=[
+        IncrementalAlterConfigsRequest.AlterConfigsResource(resource_type=32, resource_name=GROUP, configs=[
+            IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig(
+                name="consumer.session.timeout.ms", config_operation=0, value="45000")])]),
+        _each("responses"), E.GROUP_AUTHORIZATION_FAILED, (R.GROUP, GROUP, O.ALTER_CONFIGS), name="group"),
     _simple(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, lambda: ConsumerGroupDescribeRequest(
         group_ids=[GROUP], include_authorized_operations=True), _each("groups"),
         E.GROUP_AUTHORIZATION_FAILED, (R.GROUP, GROUP, O.DESCRIBE)),
