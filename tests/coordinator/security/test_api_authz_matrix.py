@@ -98,6 +98,8 @@ NOT_CHECKED = {ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTIC
 
 TOPIC, GROUP, TXN = "t", "g", "tx"
 Grant = tuple[ResourceType, str, AclOperation]
+#: Ids of topics the fixture made, for the by-id forms.
+TOPIC_IDS: dict[str, Any] = {}
 
 
 class Node:
@@ -200,7 +202,7 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
     node = Node(tmp_path_factory.mktemp("authz-matrix"))
     try:
         admin = node.admin
-        for name in (TOPIC, "doomed"):
+        for name in (TOPIC, "doomed", "doomed-by-id"):
             _create_topic(admin, name)
         assert admin.request(ApiKey.PRODUCE, 9, _produce()).responses[0].partition_responses[0].error_code == 0
         # The coordinators' topics are made on the first FindCoordinator (as in Kafka), then load.
@@ -209,6 +211,9 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
         _until(lambda: admin.request(ApiKey.OFFSET_COMMIT, 8, _commit()).topics[0].partitions[0].error_code)
         _until(lambda: admin.request(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest(
             transactional_id=TXN, transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1)).error_code)
+        got = admin.request(ApiKey.METADATA, 12, MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(
+            topic_id=None, name="doomed-by-id")], allow_auto_topic_creation=False))
+        TOPIC_IDS["doomed-by-id"] = got.topics[0].topic_id
         yield node
     finally:
         node.close()
@@ -496,9 +501,39 @@ CASES: list[Case] = [
             IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig(
                 name="consumer.session.timeout.ms", config_operation=0, value="45000")])]),
         _each("responses"), E.GROUP_AUTHORIZATION_FAILED, (R.GROUP, GROUP, O.ALTER_CONFIGS), name="group"),
+    # By id: DELETE (which implies the DESCRIBE needed to name it).
+    _simple(ApiKey.DELETE_TOPICS, 6, lambda: DeleteTopicsRequest(timeout_ms=5000, topics=[
+        DeleteTopicsRequest.DeleteTopicState(name=None, topic_id=TOPIC_IDS["doomed-by-id"])]),
+        _each("responses"), E.TOPIC_AUTHORIZATION_FAILED, (R.TOPIC, "doomed-by-id", O.DELETE), name="by-id"),
+    # v4+: the brokers' batched form (KIP-890), for brokers only: CLUSTER_ACTION, top level.
+    _simple(ApiKey.ADD_PARTITIONS_TO_TXN, 4, lambda: AddPartitionsToTxnRequest(transactions=[
+        AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction(
+            transactional_id=TXN, producer_id=999, producer_epoch=0, verify_only=True,
+            topics=[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=TOPIC, partitions=[0])])]),
+        _top, E.CLUSTER_AUTHORIZATION_FAILED, (*_CLUSTER, O.CLUSTER_ACTION), name="brokers"),
+    # A denied election or reassignment names the error at the top and on every partition.
+    _simple(ApiKey.ELECT_LEADERS, 2, lambda: ElectLeadersRequest(election_type=0, timeout_ms=5000, topic_partitions=[
+        ElectLeadersRequest.TopicPartitions(topic=TOPIC, partitions=[0])]),
+        lambda r: [r.error_code] + [p.error_code for t in r.replica_election_results for p in t.partition_result],
+        E.CLUSTER_AUTHORIZATION_FAILED, (*_CLUSTER, O.ALTER), name="partitions"),
+    _simple(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, lambda: AlterPartitionReassignmentsRequest(
+        timeout_ms=5000, topics=[AlterPartitionReassignmentsRequest.ReassignableTopic(name=TOPIC, partitions=[
+            AlterPartitionReassignmentsRequest.ReassignableTopic.ReassignablePartition(
+                partition_index=0, replicas=None)])]),
+        lambda r: [r.error_code] + _per_partition("responses")(r),
+        E.CLUSTER_AUTHORIZATION_FAILED, (*_CLUSTER, O.ALTER), name="partitions"),
+    # Before v3 there is no error field: a denied caller sees no log dirs.
+    _simple(ApiKey.DESCRIBE_LOG_DIRS, 2, lambda: DescribeLogDirsRequest(topics=None),
+            lambda r: [] if r.results else [HIDDEN], HIDDEN, (*_CLUSTER, O.DESCRIBE), name="v2"),
     _simple(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, lambda: ConsumerGroupDescribeRequest(
         group_ids=[GROUP], include_authorized_operations=True), _each("groups"),
         E.GROUP_AUTHORIZATION_FAILED, (R.GROUP, GROUP, O.DESCRIBE)),
+    # The consumer group alice's heartbeat above made, subscribed to TOPIC: from Kafka 4.0 its
+    # description needs DESCRIBE on its topics too (KAFKA-18813).
+    Case(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, lambda: ConsumerGroupDescribeRequest(
+        group_ids=["cg"], include_authorized_operations=False), _each("groups"),
+        [([], E.GROUP_AUTHORIZATION_FAILED), ([(R.GROUP, "cg", O.DESCRIBE)], E.TOPIC_AUTHORIZATION_FAILED),
+         ([(R.TOPIC, TOPIC, O.DESCRIBE)], None)], name="subscribed"),
 ]
 
 
