@@ -655,3 +655,28 @@ def test_group_authorized_operations(node: Node) -> None:
         assert ops(ApiKey.DESCRIBE_GROUPS, 5) == {O.READ, O.DESCRIBE, O.DELETE}
     finally:
         node.revoke_all()
+
+
+def test_denied_answers_reveal_nothing(node: Node) -> None:
+    """Beyond the code: a denied entry carries Kafka's empty values (KafkaApis ``handle*``)."""
+    alice = node.alice
+    got = alice.request(ApiKey.METADATA, 12, MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(
+        topic_id=None, name=TOPIC)], allow_auto_topic_creation=False))
+    assert (got.topics[0].error_code, got.topics[0].partitions) == (E.TOPIC_AUTHORIZATION_FAILED, [])
+    assert got.topics[0].topic_id is None  # the zero id, as kafka-python decodes it
+    got = alice.request(ApiKey.FIND_COORDINATOR, 4, FindCoordinatorRequest(key_type=0, coordinator_keys=[GROUP]))
+    c = got.coordinators[0]
+    assert (c.error_code, c.node_id, c.host, c.port) == (E.GROUP_AUTHORIZATION_FAILED, -1, "", -1)
+    got = alice.request(ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(key=GROUP, key_type=0))
+    assert (got.error_code, got.node_id, got.host, got.port) == (E.GROUP_AUTHORIZATION_FAILED, -1, "", -1)
+    got = alice.request(ApiKey.DESCRIBE_GROUPS, 5, DescribeGroupsRequest(groups=[GROUP]))
+    g = got.groups[0]
+    assert (g.error_code, g.group_state, g.protocol_type, g.members) == (E.GROUP_AUTHORIZATION_FAILED, "", "", [])
+    try:
+        node.grant((R.GROUP, GROUP, O.DESCRIBE))
+        got = alice.request(ApiKey.OFFSET_FETCH, 7, OffsetFetchRequest(
+            group_id=GROUP, topics=[OFT(name=TOPIC, partition_indexes=[0])], require_stable=False))
+        p = got.topics[0].partitions[0]
+        assert (p.error_code, p.committed_offset) == (E.TOPIC_AUTHORIZATION_FAILED, -1)
+    finally:
+        node.revoke_all()
