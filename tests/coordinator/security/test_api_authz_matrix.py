@@ -184,6 +184,12 @@ def _commit(group: str = GROUP) -> Any:
                                    committed_metadata="")])])
 
 
+def _consumer_heartbeat() -> Any:
+    return ConsumerGroupHeartbeatRequest(
+        group_id="cg", member_id="", member_epoch=0, instance_id=None, rack_id=None, rebalance_timeout_ms=10000,
+        subscribed_topic_names=[TOPIC], server_assignor=None, topic_partitions=[])
+
+
 def _find_coordinator(c: WireClient, key_type: int, key: str) -> int:
     got = c.request(ApiKey.FIND_COORDINATOR, 4, FindCoordinatorRequest(key_type=key_type, coordinator_keys=[key]))
     return int(got.coordinators[0].error_code)
@@ -211,6 +217,8 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
         _until(lambda: admin.request(ApiKey.OFFSET_COMMIT, 8, _commit()).topics[0].partitions[0].error_code)
         _until(lambda: admin.request(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest(
             transactional_id=TXN, transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1)).error_code)
+        # A consumer group (KIP-848) subscribed to TOPIC; its member outlives the module (45 s session).
+        _until(lambda: admin.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, _consumer_heartbeat()).error_code)
         got = admin.request(ApiKey.METADATA, 12, MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(
             topic_id=None, name="doomed-by-id")], allow_auto_topic_creation=False))
         TOPIC_IDS["doomed-by-id"] = got.topics[0].topic_id
@@ -481,9 +489,7 @@ CASES: list[Case] = [
     _simple(ApiKey.LIST_TRANSACTIONS, 1, lambda: ListTransactionsRequest(state_filters=[], producer_id_filters=[]),
             lambda r: [c for c in [r.error_code] if c] + _listed("transaction_states", "transactional_id", TXN)(r),
             HIDDEN, (R.TRANSACTIONAL_ID, TXN, O.DESCRIBE)),
-    Case(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, lambda: ConsumerGroupHeartbeatRequest(
-        group_id="cg", member_id="", member_epoch=0, instance_id=None, rack_id=None, rebalance_timeout_ms=10000,
-        subscribed_topic_names=[TOPIC], server_assignor=None, topic_partitions=[]), _top,
+    Case(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, _consumer_heartbeat, _top,
         [([], E.GROUP_AUTHORIZATION_FAILED), ([(R.GROUP, "cg", O.READ)], E.TOPIC_AUTHORIZATION_FAILED),
          ([(R.TOPIC, TOPIC, O.DESCRIBE)], None)]),
     # Authorization comes before existence: a denied missing topic says 29, not that it is missing.
@@ -506,6 +512,11 @@ CASES: list[Case] = [
         lambda r: [t.error_code for t in r.topics if t.error_code != E.LEADER_NOT_AVAILABLE],
         [([], E.TOPIC_AUTHORIZATION_FAILED), ([(R.TOPIC, "auto", O.DESCRIBE)], E.TOPIC_AUTHORIZATION_FAILED),
          ([(R.TOPIC, "auto", O.CREATE)], None)], name="auto-create"),
+    Case(ApiKey.METADATA, 12, lambda: MetadataRequest(
+        topics=[MetadataRequest.MetadataRequestTopic(topic_id=None, name="auto2")], allow_auto_topic_creation=True),
+        lambda r: [t.error_code for t in r.topics if t.error_code != E.LEADER_NOT_AVAILABLE],
+        [([], E.TOPIC_AUTHORIZATION_FAILED), ([(R.TOPIC, "auto2", O.DESCRIBE)], E.TOPIC_AUTHORIZATION_FAILED),
+         ([(*_CLUSTER, O.CREATE)], None)], name="auto-create-cluster"),
     # The all-topics form drops the topics the principal may not describe.
     Case(ApiKey.OFFSET_FETCH, 7, lambda: OffsetFetchRequest(group_id=GROUP, topics=None, require_stable=False),
          lambda r: [r.error_code] if r.error_code else _listed("topics", "name", TOPIC)(r),
@@ -578,7 +589,7 @@ CASES: list[Case] = [
     _simple(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, lambda: ConsumerGroupDescribeRequest(
         group_ids=[GROUP], include_authorized_operations=True), _each("groups"),
         E.GROUP_AUTHORIZATION_FAILED, (R.GROUP, GROUP, O.DESCRIBE)),
-    # The consumer group alice's heartbeat above made, subscribed to TOPIC: from Kafka 4.0 its
+    # The consumer group the fixture made, subscribed to TOPIC: from Kafka 4.0 its
     # description needs DESCRIBE on its topics too (KAFKA-18813).
     Case(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, lambda: ConsumerGroupDescribeRequest(
         group_ids=["cg"], include_authorized_operations=False), _each("groups"),
@@ -687,13 +698,14 @@ def test_metadata_operations_and_all_topics_filtering(node: Node) -> None:
 
 
 def test_group_authorized_operations(node: Node) -> None:
-    def ops(api: ApiKey, version: int) -> set[int] | None:
+    def ops(api: ApiKey, version: int, group: str = GROUP, include: bool = True) -> set[int] | None:
         if api == ApiKey.DESCRIBE_GROUPS:
-            got = node.alice.request(api, version, DescribeGroupsRequest(groups=[GROUP],
-                                                                         include_authorized_operations=True))
+            got = node.alice.request(api, version, DescribeGroupsRequest(groups=[group],
+                                                                         include_authorized_operations=include))
         else:
-            got = node.alice.request(api, version, ConsumerGroupDescribeRequest(group_ids=[GROUP],
-                                                                                include_authorized_operations=True))
+            got = node.alice.request(api, version, ConsumerGroupDescribeRequest(
+                group_ids=[group], include_authorized_operations=include))
+        assert got.groups[0].error_code == 0 or _operations(got.groups[0].authorized_operations) is OMITTED
         return _operations(got.groups[0].authorized_operations)
 
     try:
@@ -703,6 +715,11 @@ def test_group_authorized_operations(node: Node) -> None:
         node.grant((R.GROUP, GROUP, O.READ), (R.GROUP, GROUP, O.DELETE))
         # READ and DELETE imply DESCRIBE; of GROUP's operations only those.
         assert ops(ApiKey.DESCRIBE_GROUPS, 5) == {O.READ, O.DESCRIBE, O.DELETE}
+        assert ops(ApiKey.DESCRIBE_GROUPS, 5, include=False) is OMITTED
+        # The fixture's consumer group ("cg", subscribed to TOPIC).
+        node.grant((R.GROUP, "cg", O.DESCRIBE), (R.TOPIC, TOPIC, O.DESCRIBE))
+        assert ops(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, "cg") == {O.DESCRIBE}
+        assert ops(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, "cg", include=False) is OMITTED
     finally:
         node.revoke_all()
 
@@ -728,5 +745,21 @@ def test_denied_answers_reveal_nothing(node: Node) -> None:
             group_id=GROUP, topics=[OFT(name=TOPIC, partition_indexes=[0])], require_stable=False))
         p = got.topics[0].partitions[0]
         assert (p.error_code, p.committed_offset) == (E.TOPIC_AUTHORIZATION_FAILED, -1)
+    finally:
+        node.revoke_all()
+
+
+def test_list_groups_and_offset_fetch_groups_answer_each_group_alone(node: Node) -> None:
+    try:
+        node.grant((R.GROUP, GROUP, O.DESCRIBE))
+        got = node.alice.request(ApiKey.LIST_GROUPS, 4, ListGroupsRequest(states_filter=[]))
+        assert [g.group_id for g in got.groups] == [GROUP]  # not "cg", which alice may not describe
+        G = OffsetFetchRequest.OffsetFetchRequestGroup
+        got = node.alice.request(ApiKey.OFFSET_FETCH, 8, OffsetFetchRequest(
+            groups=[G(group_id=GROUP, topics=None), G(group_id="cg", topics=None)], require_stable=False))
+        assert [(g.group_id, g.error_code) for g in got.groups] == [(GROUP, 0), ("cg", E.GROUP_AUTHORIZATION_FAILED)]
+        node.grant((*_CLUSTER, O.DESCRIBE))
+        got = node.alice.request(ApiKey.LIST_GROUPS, 4, ListGroupsRequest(states_filter=[]))
+        assert {GROUP, "cg"} <= {g.group_id for g in got.groups}
     finally:
         node.revoke_all()
