@@ -208,7 +208,7 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
     node = Node(tmp_path_factory.mktemp("authz-matrix"))
     try:
         admin = node.admin
-        for name in (TOPIC, "doomed", "doomed-by-id"):
+        for name in (TOPIC, "doomed", "doomed-by-id", "kept-by-id"):
             _create_topic(admin, name)
         assert admin.request(ApiKey.PRODUCE, 9, _produce()).responses[0].partition_responses[0].error_code == 0
         # The coordinators' topics are made on the first FindCoordinator (as in Kafka), then load.
@@ -220,8 +220,8 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
         # A consumer group (KIP-848) subscribed to TOPIC; its member outlives the module (45 s session).
         _until(lambda: admin.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, _consumer_heartbeat()).error_code)
         got = admin.request(ApiKey.METADATA, 12, MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(
-            topic_id=None, name="doomed-by-id")], allow_auto_topic_creation=False))
-        TOPIC_IDS["doomed-by-id"] = got.topics[0].topic_id
+            topic_id=None, name=name) for name in ("doomed-by-id", "kept-by-id")], allow_auto_topic_creation=False))
+        TOPIC_IDS.update((t.name, t.topic_id) for t in got.topics)
         yield node
     finally:
         node.close()
@@ -736,6 +736,11 @@ def test_denied_answers_reveal_nothing(node: Node) -> None:
     assert (c.error_code, c.node_id, c.host, c.port) == (E.GROUP_AUTHORIZATION_FAILED, -1, "", -1)
     got = alice.request(ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(key=GROUP, key_type=0))
     assert (got.error_code, got.node_id, got.host, got.port) == (E.GROUP_AUTHORIZATION_FAILED, -1, "", -1)
+    # A topic named by id that alice may not describe keeps its name to itself.
+    got = alice.request(ApiKey.DELETE_TOPICS, 6, DeleteTopicsRequest(timeout_ms=5000, topics=[
+        DeleteTopicsRequest.DeleteTopicState(name=None, topic_id=TOPIC_IDS["kept-by-id"])]))
+    r = got.responses[0]
+    assert (r.error_code, r.name, r.topic_id) == (E.TOPIC_AUTHORIZATION_FAILED, None, TOPIC_IDS["kept-by-id"])
     got = alice.request(ApiKey.DESCRIBE_GROUPS, 5, DescribeGroupsRequest(groups=[GROUP]))
     g = got.groups[0]
     assert (g.error_code, g.group_state, g.protocol_type, g.members) == (E.GROUP_AUTHORIZATION_FAILED, "", "", [])
@@ -761,5 +766,35 @@ def test_list_groups_and_offset_fetch_groups_answer_each_group_alone(node: Node)
         node.grant((*_CLUSTER, O.DESCRIBE))
         got = node.alice.request(ApiKey.LIST_GROUPS, 4, ListGroupsRequest(states_filter=[]))
         assert {GROUP, "cg"} <= {g.group_id for g in got.groups}
+    finally:
+        node.revoke_all()
+
+
+def test_mixed_requests_answer_each_topic_alone(node: Node) -> None:
+    """Denied topics get the error, the rest are served (or, in a transaction, not attempted)."""
+    alice = node.alice
+    A = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
+    try:
+        node.grant((R.TOPIC, TOPIC, O.WRITE), (R.TRANSACTIONAL_ID, TXN, O.WRITE), (R.GROUP, GROUP, O.READ),
+                   (R.TOPIC, TOPIC, O.READ), (R.TOPIC, "missing", O.READ))
+        P = ProduceRequest.TopicProduceData
+        got = alice.request(ApiKey.PRODUCE, 9, ProduceRequest(transactional_id=None, acks=1, timeout_ms=5000, topic_data=[
+            P(name=name, partition_data=[P.PartitionProduceData(
+                index=0, records=build_batch([(None, b"v")], timestamp_ms=1000))]) for name in (TOPIC, "kept-by-id")]))
+        assert {r.name: r.partition_responses[0].error_code for r in got.responses} == {
+            TOPIC: E.NONE, "kept-by-id": E.TOPIC_AUTHORIZATION_FAILED}
+        got = alice.request(ApiKey.ADD_PARTITIONS_TO_TXN, 3, AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id=TXN, v3_and_below_producer_id=999, v3_and_below_producer_epoch=0,
+            v3_and_below_topics=[A(name=TOPIC, partitions=[0]), A(name="kept-by-id", partitions=[0])]))
+        assert {t.name: t.results_by_partition[0].partition_error_code for t in got.results_by_topic_v3_and_below} == {
+            TOPIC: E.OPERATION_NOT_ATTEMPTED, "kept-by-id": E.TOPIC_AUTHORIZATION_FAILED}
+        T = OffsetCommitRequest.OffsetCommitRequestTopic
+        got = alice.request(ApiKey.OFFSET_COMMIT, 8, OffsetCommitRequest(
+            group_id=GROUP, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None, topics=[
+                T(name=name, partitions=[T.OffsetCommitRequestPartition(
+                    partition_index=0, committed_offset=0, committed_leader_epoch=-1, committed_metadata="")])
+                for name in (TOPIC, "kept-by-id", "missing")]))
+        assert {t.name: t.partitions[0].error_code for t in got.topics} == {
+            TOPIC: E.NONE, "kept-by-id": E.TOPIC_AUTHORIZATION_FAILED, "missing": E.UNKNOWN_TOPIC_OR_PARTITION}
     finally:
         node.revoke_all()
