@@ -281,6 +281,12 @@ DRT = DeleteRecordsRequest.DeleteRecordsTopic
 IAC = IncrementalAlterConfigsRequest.AlterConfigsResource
 
 
+def _alter_configs(rtype: int, name: str, key: str, value: str) -> Any:
+    C = AlterConfigsRequest.AlterConfigsResource
+    return AlterConfigsRequest(validate_only=True, resources=[C(resource_type=rtype, resource_name=name, configs=[
+        C.AlterableConfig(name=key, value=value)])])
+
+
 def _fetch(topic: str) -> Any:
     return FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0, session_id=0,
                         session_epoch=-1, topics=[F(topic=topic, partitions=[F.FetchPartition(
@@ -539,6 +545,11 @@ CASES: list[Case] = [
     _simple(ApiKey.DESCRIBE_CONFIGS, 4, lambda: DescribeConfigsRequest(resources=[
         DescribeConfigsRequest.DescribeConfigsResource(resource_type=8, resource_name="1", configuration_keys=None)]),
         _each("results"), E.CLUSTER_AUTHORIZATION_FAILED, (*_CLUSTER, O.DESCRIBE_CONFIGS), name="broker-logger"),
+    *[_simple(ApiKey.ALTER_CONFIGS, 2, partial(_alter_configs, rtype, name, key, value), _each("responses"), denied,
+              (grant_type, grant_name, O.ALTER_CONFIGS), name=label)
+      for label, rtype, name, key, value, denied, grant_type, grant_name in (
+          ("broker", 4, "", "log.cleaner.threads", "1", E.CLUSTER_AUTHORIZATION_FAILED, R.CLUSTER, CLUSTER_NAME),
+          ("group", 32, GROUP, "consumer.session.timeout.ms", "45000", E.GROUP_AUTHORIZATION_FAILED, R.GROUP, GROUP))],
     # Not served here (INVALID_REQUEST when allowed), but authorized first as Kafka does.
     _simple(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, lambda: IncrementalAlterConfigsRequest(validate_only=True, resources=[
         IncrementalAlterConfigsRequest.AlterConfigsResource(resource_type=8, resource_name="1", configs=[
