@@ -752,6 +752,33 @@ def test_denied_answers_reveal_nothing(node: Node) -> None:
         DeleteTopicsRequest.DeleteTopicState(name=None, topic_id=TOPIC_IDS["kept-by-id"])]))
     r = got.responses[0]
     assert (r.error_code, r.name, r.topic_id) == (E.TOPIC_AUTHORIZATION_FAILED, None, TOPIC_IDS["kept-by-id"])
+    # Kafka's error responses (the requests' ``getErrorResponse`` and KafkaApis' callbacks).
+    got = alice.request(ApiKey.JOIN_GROUP, 5, JoinGroupRequest(
+        group_id=GROUP, session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id="m1", group_instance_id=None,
+        protocol_type="consumer", protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")]))
+    assert (got.error_code, got.generation_id, got.member_id, got.leader, got.members) == (
+        E.GROUP_AUTHORIZATION_FAILED, -1, "m1", "", [])
+    got = alice.request(ApiKey.LEAVE_GROUP, 3, LeaveGroupRequest(group_id=GROUP, members=[
+        LeaveGroupRequest.MemberIdentity(member_id="m", group_instance_id=None)]))
+    assert (got.error_code, got.members) == (E.GROUP_AUTHORIZATION_FAILED, [])
+    got = alice.request(ApiKey.SYNC_GROUP, 3, SyncGroupRequest(
+        group_id=GROUP, generation_id=1, member_id="m", group_instance_id=None, assignments=[]))
+    assert (got.error_code, got.assignment) == (E.GROUP_AUTHORIZATION_FAILED, b"")
+    got = alice.request(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest(
+        transactional_id=TXN, transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1))
+    assert (got.error_code, got.producer_id, got.producer_epoch) == (E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, -1)
+    got = alice.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, _consumer_heartbeat())
+    assert (got.error_code, got.member_id, got.member_epoch, got.assignment) == (
+        E.GROUP_AUTHORIZATION_FAILED, None, 0, None)
+    p = alice.request(ApiKey.PRODUCE, 9, _produce()).responses[0].partition_responses[0]
+    assert (p.error_code, p.base_offset, p.log_append_time_ms, p.log_start_offset) == (
+        E.TOPIC_AUTHORIZATION_FAILED, -1, -1, -1)
+    p = alice.request(ApiKey.FETCH, 12, _fetch(TOPIC)).responses[0].partitions[0]
+    assert (p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset, p.records) == (
+        E.TOPIC_AUTHORIZATION_FAILED, -1, -1, -1, b"")  # MemoryRecords.EMPTY
+    version, build, _, _ = _BY_TOPIC[ApiKey.LIST_OFFSETS]
+    p = alice.request(ApiKey.LIST_OFFSETS, version, build(TOPIC)).topics[0].partitions[0]
+    assert (p.error_code, p.offset, p.timestamp) == (E.TOPIC_AUTHORIZATION_FAILED, -1, -1)
     got = alice.request(ApiKey.DESCRIBE_GROUPS, 5, DescribeGroupsRequest(groups=[GROUP]))
     g = got.groups[0]
     assert (g.error_code, g.group_state, g.protocol_type, g.members) == (E.GROUP_AUTHORIZATION_FAILED, "", "", [])
