@@ -98,6 +98,8 @@ OMITTED = None
 #: test_describe_cluster_operations_need_describe_cluster).
 NOT_CHECKED = {ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE, ApiKey.DESCRIBE_CLUSTER}
 
+pytestmark = pytest.mark.timeout(60)
+
 TOPIC, GROUP, TXN = "t", "g", "tx"
 Grant = tuple[ResourceType, str, AclOperation]
 #: Ids of topics the fixture made, for the by-id forms.
@@ -491,6 +493,11 @@ CASES: list[Case] = [
         lambda r: [t.error_code for t in r.topics if t.error_code != E.LEADER_NOT_AVAILABLE],
         [([], E.TOPIC_AUTHORIZATION_FAILED), ([(R.TOPIC, "auto2", O.DESCRIBE)], E.TOPIC_AUTHORIZATION_FAILED),
          ([(*_CLUSTER, O.CREATE)], None)], name="auto-create-cluster"),
+    # v1 has no group-level error: a denied group is answered on every partition.
+    Case(ApiKey.OFFSET_FETCH, 1, lambda: OffsetFetchRequest(
+        group_id=GROUP, topics=[OFT(name=TOPIC, partition_indexes=[0])]), _per_partition(),
+        [([], E.GROUP_AUTHORIZATION_FAILED), ([(R.GROUP, GROUP, O.DESCRIBE)], E.TOPIC_AUTHORIZATION_FAILED),
+         ([(R.TOPIC, TOPIC, O.DESCRIBE)], None)], name="v1"),
     # The all-topics form drops the topics the principal may not describe.
     Case(ApiKey.OFFSET_FETCH, 7, lambda: OffsetFetchRequest(group_id=GROUP, topics=None, require_stable=False),
          lambda r: [r.error_code] if r.error_code else _listed("topics", "name", TOPIC)(r),
