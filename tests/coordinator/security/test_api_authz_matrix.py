@@ -140,10 +140,11 @@ class Node:
         assert client.request(ApiKey.SASL_AUTHENTICATE, 2, SaslAuthenticateRequest(auth_bytes=token)).error_code == 0
         return client
 
-    def grant(self, *grants: Grant) -> None:
+    def grant(self, *grants: Grant, host: str = "*", permission: AclPermissionType = AclPermissionType.ALLOW,
+              pattern: PatternType = PatternType.LITERAL, principal: str = "User:alice") -> None:
         creations = [CreateAclsRequest.AclCreation(
-            resource_type=rtype, resource_name=name, resource_pattern_type=PatternType.LITERAL,
-            principal="User:alice", host="*", operation=op, permission_type=AclPermissionType.ALLOW)
+            resource_type=rtype, resource_name=name, resource_pattern_type=pattern,
+            principal=principal, host=host, operation=op, permission_type=permission)
             for rtype, name, op in grants]
         got = self.admin.request(ApiKey.CREATE_ACLS, 3, CreateAclsRequest(creations=creations))
         assert [r.error_code for r in got.results] == [0] * len(grants), got
@@ -806,3 +807,29 @@ def test_mixed_requests_answer_each_topic_alone(node: Node) -> None:
             TOPIC: E.NONE, "kept-by-id": E.TOPIC_AUTHORIZATION_FAILED, "missing": E.UNKNOWN_TOPIC_OR_PARTITION}
     finally:
         node.revoke_all()
+
+
+def test_acls_match_the_connections_principal_and_address(node: Node) -> None:
+    """The server fills the principal and client address the ACLs are matched against: an ACL for
+    another host does not apply, one for this host or ``*`` does; DENY wins; PREFIXED and
+    ``User:*`` match."""
+    def fetch_code() -> int:
+        return int(node.alice.request(ApiKey.FETCH, 12, _fetch(TOPIC)).responses[0].partitions[0].error_code)
+
+    try:
+        node.grant((R.TOPIC, TOPIC, O.READ), host="10.9.9.9")
+        assert fetch_code() == E.TOPIC_AUTHORIZATION_FAILED
+        node.grant((R.TOPIC, TOPIC, O.READ), host="127.0.0.1")
+        assert fetch_code() == E.NONE
+        node.grant((R.TOPIC, TOPIC, O.READ), permission=AclPermissionType.DENY)
+        assert fetch_code() == E.TOPIC_AUTHORIZATION_FAILED
+        # DENY READ does not deny the DESCRIBE that an ALLOW READ implies.
+        version, build, _, _ = _BY_TOPIC[ApiKey.LIST_OFFSETS]
+        got = node.alice.request(ApiKey.LIST_OFFSETS, version, build(TOPIC))
+        assert got.topics[0].partitions[0].error_code == E.NONE
+        node.revoke_all()
+        node.grant((R.TOPIC, TOPIC[:1], O.READ), pattern=PatternType.PREFIXED, principal="User:*")
+        assert fetch_code() == E.NONE
+    finally:
+        node.revoke_all()
+        node.revoke_all("User:*")
