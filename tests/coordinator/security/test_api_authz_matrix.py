@@ -249,8 +249,10 @@ def _each(items: str, code: str = "error_code") -> Callable[[Any], list[int]]:
 
 @dataclass
 class Case:
-    """One row: ``stages`` are (grants added, the codes then expected); the last stage's
-    expectation is ``None``, meaning no authorization error at all."""
+    """One row. Each stage adds its grants to the earlier stages' and sends the request again;
+    ``codes`` picks the codes at Kafka's place in the answer, and all of them must be the stage's
+    code (``HIDDEN``: left out of a listing). The last stage expects ``None``: no authorization
+    error and nothing hidden. ``after`` restores what an allowed request changed."""
 
     api: ApiKey
     version: int
