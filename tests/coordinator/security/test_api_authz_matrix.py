@@ -225,7 +225,8 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
         # A consumer group (KIP-848) subscribed to TOPIC; its member outlives the module (45 s session).
         _until(lambda: admin.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, _consumer_heartbeat()).error_code)
         got = admin.request(ApiKey.METADATA, 12, MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(
-            topic_id=None, name=name) for name in ("doomed-by-id", "kept-by-id")], allow_auto_topic_creation=False))
+            topic_id=None, name=name) for name in (TOPIC, "doomed-by-id", "kept-by-id")],
+            allow_auto_topic_creation=False))
         TOPIC_IDS.update((t.name, t.topic_id) for t in got.topics)
         yield node
     finally:
@@ -835,3 +836,28 @@ def test_acls_match_the_connections_principal_and_address(node: Node) -> None:
     finally:
         node.revoke_all()
         node.revoke_all("User:*")
+
+
+def test_regex_subscription_sees_only_describable_topics(node: Node) -> None:
+    """KIP-848 regex subscriptions resolve with the member's ACLs (KAFKA-18813): alice's regex
+    matches ``t`` and ``kept-by-id``, but she may describe only ``t``, so only ``t`` is assigned."""
+    try:
+        node.grant((R.GROUP, "rg", O.READ), (R.TOPIC, TOPIC, O.DESCRIBE))
+        # v1: the member names itself (KIP-1082).
+        member_id, epoch, assigned = "regexmember-0000000001", 0, None
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            got = node.alice.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, ConsumerGroupHeartbeatRequest(
+                group_id="rg", member_id=member_id, member_epoch=epoch, instance_id=None, rack_id=None,
+                rebalance_timeout_ms=10000, subscribed_topic_names=None if epoch else [],
+                subscribed_topic_regex="t|kept-by-id" if not epoch else None, server_assignor=None,
+                topic_partitions=None if epoch else []))
+            assert got.error_code == 0, got
+            member_id, epoch = got.member_id, got.member_epoch
+            if got.assignment is not None and got.assignment.topic_partitions:
+                assigned = {tp.topic_id for tp in got.assignment.topic_partitions}
+                break
+            time.sleep(0.1)
+        assert assigned == {TOPIC_IDS[TOPIC]}
+    finally:
+        node.revoke_all()
