@@ -92,7 +92,13 @@ class _Invalid(Exception):
 # ConfigResource types (org.apache.kafka.common.config.ConfigResource.Type).
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+RESOURCE_BROKER_LOGGER = 8
+RESOURCE_CLIENT_METRICS = 16
 RESOURCE_GROUP = 32
+#: The types whose configs are the cluster's to authorize (Kafka's ``ConfigHelper`` and
+#: ``handleIncrementalAlterConfigsRequest``), served here or not: the check comes first, so an
+#: unsupported one is refused as Kafka refuses it when the principal may not touch the cluster.
+_CLUSTER_RESOURCES = frozenset({RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_CLIENT_METRICS})
 
 # DescribeConfigsResponse config sources.
 SOURCE_DYNAMIC_TOPIC = 1
@@ -321,7 +327,7 @@ class ConfigApis:
         and ``configsAuthorizationApiError``): a broker's configs are the cluster's; 0 if allowed."""
         if not self.authorizer.enabled:
             return ErrorCode.NONE
-        if resource_type == RESOURCE_BROKER:
+        if resource_type in _CLUSTER_RESOURCES:
             return ErrorCode.NONE if cluster_allowed(self.authorizer, ctx, operation) \
                 else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         if resource_type == RESOURCE_TOPIC:
