@@ -17,7 +17,8 @@ from .errors import ErrorCode
 from .fetch_response import FileRange, RecordsRef
 from .kafka_types import KafkaResponse, KafkaStruct
 
-__all__ = ["FileRange", "EncodedResponse", "api_version_entries", "unsupported_api_versions_response"]
+__all__ = ["FileRange", "EncodedResponse", "CloseConnection", "api_version_entries",
+           "unsupported_api_versions_response"]
 
 
 class EncodedResponse:
@@ -28,6 +29,17 @@ class EncodedResponse:
 
     def __init__(self, parts: list[bytes | RecordsRef]) -> None:
         self.parts = parts
+
+
+class CloseConnection:
+    """No response: close the connection once what was answered before is sent. A Produce with
+    acks=0 that failed on some partition answers so, as Kafka does (KafkaApis.handleProduceRequest:
+    the producer learns of the error only by the close, and refreshes its metadata)."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
 
 
 def api_version_entries() -> list[KafkaStruct]:

@@ -11,7 +11,8 @@ Rules:
    clients expect (correlation ids must come back in order).
 2. A handler returns a response, an :class:`protocol.responses.EncodedResponse` (a frame it encoded itself, whose
    parts may be file ranges sent with ``sendfile``), ``None`` (no response, e.g. Produce with
-   acks=0), or an awaitable of any of these. A handler that raises is a bug: it is logged with its traceback and the connection
+   acks=0), :class:`protocol.responses.CloseConnection` (no response, and the connection closed once
+   the answers before it are sent: a refused acks=0 Produce), or an awaitable of any of these. A handler that raises is a bug: it is logged with its traceback and the connection
    is closed, because we cannot know what the client would accept instead.
 3. A connection with more than ``MAX_IN_FLIGHT`` requests awaiting their response stops being
    read until it drains, so one client cannot make us buffer without bound.
@@ -45,7 +46,7 @@ from protocol.apis import ApiKey
 from protocol.connection import RawFrame, ServerConnection, encode_response
 from protocol.events import NEED_DATA, ProtocolViolation, RequestReceived, UnsupportedApiVersions
 from protocol.fetch_response import RecordsRef
-from protocol.responses import EncodedResponse, FileRange, unsupported_api_versions_response
+from protocol.responses import CloseConnection, EncodedResponse, FileRange, unsupported_api_versions_response
 
 from ..context import Handler, RequestContext
 from .close_log import CloseLog
@@ -368,6 +369,11 @@ class _Connection(asyncio.Protocol):
                                       for p in response.parts)
             else:
                 slot.frame = response.parts
+        elif isinstance(response, CloseConnection):
+            slot.done = True
+            self._flush()
+            self.close(response.reason)
+            return
         elif response is not None:
             try:
                 slot.frame = encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, response)

@@ -62,6 +62,7 @@ from protocol.records import (
     encode_batch,
     read_batch_header,
 )
+from protocol.responses import CloseConnection
 from storage.errors import LogClosedError
 from storage.producer_state import Duplicate
 
@@ -251,7 +252,7 @@ class ProduceApis:
         if acks == 0:
             for w in waits:
                 asyncio.ensure_future(self._log_failure(w))
-            return None
+            return _acks0_outcome(response)
         if not waits:
             return response
         return self._respond_when_durable(response, pending)
@@ -278,7 +279,7 @@ class ProduceApis:
             for _, w in pending:
                 if w is not None:
                     asyncio.ensure_future(self._log_failure(w))
-            return None
+            return _acks0_outcome(response)
         return await self._respond_when_durable(response, pending)
 
     async def _verify(self, ctx: RequestContext, request: KafkaRequest, verifier: Verifier, transactional_id: str,
@@ -542,3 +543,14 @@ class ProduceApis:
 
     def handlers(self) -> dict[ApiKey, Handler]:
         return {ApiKey.PRODUCE: self.produce}
+
+
+def _acks0_outcome(response: KafkaResponse) -> CloseConnection | None:
+    """acks=0 is never answered; a partition refused closes the connection instead (Kafka's
+    KafkaApis.handleProduceRequest), the one way such a producer learns to refresh its metadata."""
+    for topic in response.responses:
+        for part in topic.partition_responses:
+            if part.error_code:
+                return CloseConnection(f"acks=0 produce to {topic.name or topic.topic_id}-{part.index} failed with "
+                                       f"{ErrorCode(part.error_code).name}")
+    return None

@@ -162,6 +162,20 @@ def test_acks_zero_sends_no_response_but_appends(shared_server) -> None:
         assert list_offset(c, "fire", -1)[1] == 1
 
 
+def test_acks_zero_refused_closes_the_connection(shared_server) -> None:
+    """Kafka's answer to an acks=0 Produce that fails on a partition: no response, the connection
+    closed (the producer's only signal to refresh its metadata); what was answered before is sent."""
+    with WireClient(shared_server.host, shared_server.port) as c:
+        create(c, "fire0")
+        P = ProduceRequest.TopicProduceData
+        c.send(ApiKey.PRODUCE, 9, ProduceRequest(version=9, transactional_id=None, acks=0, timeout_ms=1000, topic_data=[
+            P(name="fire0", partition_data=[P.PartitionProduceData(index=7, records=batch([b"z"]))])]))
+        c.sock.settimeout(5)
+        assert c.sock.recv(1) == b"", "the connection stays open after a refused acks=0 produce"
+    with WireClient(shared_server.host, shared_server.port) as c:  # the server itself is fine
+        assert list_offset(c, "fire0", -1)[1] == 0
+
+
 def test_log_append_time_topics(shared_server) -> None:
     with WireClient(shared_server.host, shared_server.port) as c:
         create(c, "appendtime", configs={"message.timestamp.type": "LogAppendTime"})
