@@ -1,10 +1,10 @@
 """Every stock client authenticates to one node (tests/clients/security_io.py): over SASL_SSL with
-SCRAM-SHA-512 and PLAIN (SCRAM-SHA-256 too for Java, confluent-kafka, kafka-python and kafkajs),
+SCRAM-SHA-512, SCRAM-SHA-256 and PLAIN,
 and over SSL with a client certificate (``ssl.client.auth=required``), producing and consuming.
 The certificate's subject DN is the principal: ``sec-topic`` has ACLs for alice's DN (and for the
 SASL users), none for bob's, so bob's certificate is refused the topic. A wrong password and an
 unknown user fail alike, with Kafka's generic message (SASL_AUTHENTICATION_FAILED; for SCRAM it
-names only the mechanism; reference/security.md §10, user enumeration)."""
+names only the mechanism; docs/security.md)."""
 
 from __future__ import annotations
 
@@ -166,7 +166,7 @@ def _kcat_args(conf: dict[str, str]) -> list[str]:
 
 def test_kcat(node: SecureNode, tmp_path: Path) -> None:
     """kcat (its own librdkafka 2.0.2): produce then read back with each login; bad logins fail -L."""
-    for tag in ("scram512", "plain", "mtls"):
+    for tag in ("scram512", "scram256", "plain", "mtls"):
         mechanism, user, password = LOGINS[tag]
         args = _kcat_args(node.librdkafka(mechanism=mechanism, user=user, password=password,
                                           listener="SSL" if mechanism is None else "SASL_SSL"))
@@ -291,7 +291,7 @@ async def _aiokafka_failure(options: dict[str, object], caplog: pytest.LogCaptur
 def test_aiokafka(node: SecureNode, caplog: pytest.LogCaptureFixture) -> None:
     async def main() -> dict[str, str]:
         results = {}
-        for tag in ("scram512", "plain", "mtls"):
+        for tag in ("scram512", "scram256", "plain", "mtls"):
             m, u, p = LOGINS[tag]
             results[tag] = await _aiokafka_roundtrip(
                 node.aiokafka(mechanism=m, user=u, password=p, listener="SSL" if m is None else "SASL_SSL"), tag)
@@ -300,7 +300,7 @@ def test_aiokafka(node: SecureNode, caplog: pytest.LogCaptureFixture) -> None:
             results[tag] = await _aiokafka_failure(node.aiokafka(mechanism=m, user=u, password=p), caplog)
         return results
 
-    _expect(asyncio.run(main()), ["scram512", "plain", "mtls", "bad_password", "unknown_user"])
+    _expect(asyncio.run(main()), ["scram512", "scram256", "plain", "mtls", "bad_password", "unknown_user"])
 
 
 # ------------------------------------------------------------------------------ kafkajs
