@@ -234,7 +234,9 @@ def test_long_poll_wakes_on_append_and_costs_no_cpu_while_idle(server) -> None:
     start = time.monotonic()
     empty = fetch(waiter, "poll", 0, max_wait_ms=1500, min_bytes=1)
     assert time.monotonic() - start >= 1.4 and empty.records in (b"", None)
-    assert _cpu_seconds(server.proc.pid) - cpu_before < 0.1  # parked, not polling
+    # Parked, not polling: a poll loop would burn most of the 1.5 s. The bound is loose because the
+    # suite runs in parallel workers on a loaded machine (speed targets live in bench/, not here).
+    assert _cpu_seconds(server.proc.pid) - cpu_before < 0.4
     latencies = []
     for i in range(5):
         result: dict[str, float] = {}
@@ -254,7 +256,8 @@ def test_long_poll_wakes_on_append_and_costs_no_cpu_while_idle(server) -> None:
         assert result["n"] == 1
         latencies.append(result["at"] - appended)
     waiter.close()
-    assert max(latencies) < 0.05, latencies
+    # Woken by the append, not by max_wait_ms (5 s): loose for the same reason.
+    assert max(latencies) < 1.0, latencies
 
 
 def test_acknowledged_records_survive_sigkill(server) -> None:
