@@ -413,20 +413,28 @@ class ProduceApis:
         transactional batch that needs KIP-890 verification first, the batch to verify."""
         batch = self._validate(plog, records)
         header = read_batch_header(batch, 0)
-        if (header.is_transactional and self.verifier is not None
-                and not plog.has_open_transaction(header.producer_id)):
+        if header.is_transactional and self.verifier is not None:
             key = (plog.topic, plog.partition, header.producer_id)
-            earlier = self._verifying.get(key)
-            if earlier is None:
+            # An earlier batch of the producer here still undecided: this one goes behind it even
+            # when the transaction is open by now. The earlier one may be appended already while
+            # the batches queued behind it have not had their turn yet (each resumes in a later
+            # step of the event loop); checked at once, this one would overtake them and get
+            # OUT_OF_ORDER_SEQUENCE_NUMBER, fatal to a transactional librdkafka producer.
+            earlier = self._verifying.get(key) if self._verifying else None
+            if earlier is not None:
+                # Checked once the earlier batch is decided (``_append_checked``).
+                item = _Unverified(result, plog, batch, header, earlier.done)
+                self._verifying[key] = item
+                return item
+            if not plog.has_open_transaction(header.producer_id):
                 outcome = plog.producers.check(header)
                 if isinstance(outcome, Duplicate):
                     return self._duplicate(plog, outcome, result)
                 if outcome != ErrorCode.NONE:
                     raise _Refused(outcome)
-            # else: checked once the earlier batch is appended (``_append_checked`` checks again).
-            item = _Unverified(result, plog, batch, header, None if earlier is None else earlier.done)
-            self._verifying[key] = item
-            return item
+                item = _Unverified(result, plog, batch, header, None)
+                self._verifying[key] = item
+                return item
         return self._append_checked(plog, batch, header, result)
 
     @staticmethod
