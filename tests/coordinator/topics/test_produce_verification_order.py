@@ -142,3 +142,43 @@ def test_a_batch_arriving_after_the_first_is_appended_waits_for_those_queued_bef
     assert answers == [(ErrorCode.NONE, 2), (ErrorCode.NONE, 3), (ErrorCode.NONE, 4)]
     assert verifier.calls == 2
     assert not node.produce._verifying
+
+
+def test_a_cancelled_request_still_has_its_batch_decided_in_order(node: Node) -> None:
+    # The connection goes while the second batch waits behind the first's verification (its
+    # request cancelled). Its batch is still decided after the first and before the third: were
+    # it released at once, the third would go ahead of the first and fail OUT_OF_ORDER.
+    with node.client() as c:
+        create(c, "gated-cancel")
+        pid = init_pid(c)
+    ctx = RequestContext(api_key=ApiKey.PRODUCE, api_version=9, correlation_id=1, client_id=None, peer="test")
+    verifier = GatedVerifier()
+    node.produce.verifier = verifier
+
+    async def scenario() -> tuple[list[tuple[int, int]], int]:
+        produce = node.produce
+        plog = node.logs.get("gated-cancel", 0)
+        assert plog is not None
+        first = asyncio.ensure_future(_answer(produce.produce(ctx, _request("gated-cancel", pid, 0))))
+        await asyncio.sleep(0)
+        second = asyncio.ensure_future(_answer(produce.produce(ctx, _request("gated-cancel", pid, 1))))
+        await asyncio.sleep(0)
+        second.cancel()
+        # Another request of the same connection, cancelled before its handling even started.
+        never = asyncio.ensure_future(_answer(produce.produce(ctx, _request("gated-cancel", pid, 2))))
+        never.cancel()
+        third = asyncio.ensure_future(_answer(produce.produce(ctx, _request("gated-cancel", pid, 3))))
+        await asyncio.sleep(0)
+        verifier.gate.set()
+        answers = list(await asyncio.gather(first, third))
+        return answers, plog.next_offset
+
+    try:
+        answers, end = node.call(scenario())
+    finally:
+        node.produce.verifier = None
+    # Sequences 0, 1, 2 and 3 at offsets 0..3, whatever became of the requests of 1 and 2.
+    assert answers == [(ErrorCode.NONE, 0), (ErrorCode.NONE, 3)]
+    assert end == 4
+    assert verifier.calls == 1
+    assert not node.produce._verifying
