@@ -182,3 +182,43 @@ def test_a_cancelled_request_still_has_its_batch_decided_in_order(node: Node) ->
     assert end == 4
     assert verifier.calls == 1
     assert not node.produce._verifying
+
+
+def test_a_failed_verification_leaves_no_gap_and_the_retries_go_in(node: Node) -> None:
+    # The first batch's verification fails (a retriable error); the one queued behind it is then
+    # decided as Kafka, reading one request at a time, would decide it: verified itself, then
+    # refused by its sequence (the first is missing) — never appended over the gap. librdkafka
+    # retries both, in order.
+    with node.client() as c:
+        create(c, "gated-fail")
+        pid = init_pid(c)
+    ctx = RequestContext(api_key=ApiKey.PRODUCE, api_version=9, correlation_id=1, client_id=None, peer="test")
+    verifier = GatedVerifier()
+    node.produce.verifier = verifier
+
+    async def scenario() -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+        produce = node.produce
+        # A committed transaction first: the producer has a sequence (0) here. (A producer the
+        # partition does not know may start at any sequence, in Kafka too.)
+        verifier.gate.set()
+        assert await _answer(produce.produce(ctx, _request("gated-fail", pid, 0))) == (ErrorCode.NONE, 0)
+        assert await node.markers.write_markers(pid, 0, True, 0, [("gated-fail", 0)]) == {
+            ("gated-fail", 0): ErrorCode.NONE}
+        verifier.gate.clear()
+        verifier.answers = [ErrorCode.CONCURRENT_TRANSACTIONS]
+        first = asyncio.ensure_future(_answer(produce.produce(ctx, _request("gated-fail", pid, 1))))
+        await asyncio.sleep(0)
+        second = asyncio.ensure_future(_answer(produce.produce(ctx, _request("gated-fail", pid, 2))))
+        await asyncio.sleep(0)
+        verifier.gate.set()
+        failed = list(await asyncio.gather(first, second))
+        retried = [await _answer(produce.produce(ctx, _request("gated-fail", pid, seq))) for seq in (1, 2)]
+        return failed, retried
+
+    try:
+        failed, retried = node.call(scenario())
+    finally:
+        node.produce.verifier = None
+    assert failed == [(ErrorCode.NOT_ENOUGH_REPLICAS, -1), (ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, -1)]
+    assert retried == [(ErrorCode.NONE, 2), (ErrorCode.NONE, 3)]
+    assert not node.produce._verifying
