@@ -133,8 +133,8 @@ class _Unverified:
         self.plog = plog
         self.batch = batch
         self.header = header
-        #: The verification of the producer's previous batch on this partition, still running
-        #: when this one arrived: this one is decided after it (see ``ProduceApis._verifying``).
+        #: The producer's previous batch on this partition, undecided when this one arrived
+        #: (its ``done``): this one is decided after it (see ``ProduceApis._verifying``).
         self.prior = prior
         #: Resolved once this batch is appended or refused.
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -162,7 +162,9 @@ class ProduceApis:
         self.authorizer = authorizer
         #: KIP-890 verification (set by app.py); None: transactional batches are not verified.
         self.verifier: Verifier | None = None
-        #: (topic, partition, producer id) → the last of its batches waiting for verification.
+        #: (topic, partition, producer id) → the last of its batches not yet decided (appended
+        #: or refused) since one needed verification; every later transactional batch of the
+        #: producer there queues behind it, so they are decided in arrival order.
         #: A producer pipelines its requests (up to 5 in flight): the next batch of the
         #: transaction can arrive while the first is being verified. Checked at once, its
         #: sequence would look out of order (the first is not appended yet), an error
