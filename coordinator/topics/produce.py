@@ -133,8 +133,8 @@ class _Unverified:
         self.plog = plog
         self.batch = batch
         self.header = header
-        #: The verification of the producer's previous batch on this partition, still running
-        #: when this one arrived: this one is decided after it (see ``ProduceApis._verifying``).
+        #: The producer's previous batch on this partition, undecided when this one arrived
+        #: (its ``done``): this one is decided after it (see ``ProduceApis._verifying``).
         self.prior = prior
         #: Resolved once this batch is appended or refused.
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -162,7 +162,9 @@ class ProduceApis:
         self.authorizer = authorizer
         #: KIP-890 verification (set by app.py); None: transactional batches are not verified.
         self.verifier: Verifier | None = None
-        #: (topic, partition, producer id) → the last of its batches waiting for verification.
+        #: (topic, partition, producer id) → the last of its batches not yet decided (appended
+        #: or refused) since one needed verification; every later transactional batch of the
+        #: producer there queues behind it, so they are decided in arrival order.
         #: A producer pipelines its requests (up to 5 in flight): the next batch of the
         #: transaction can arrive while the first is being verified. Checked at once, its
         #: sequence would look out of order (the first is not appended yet), an error
@@ -170,6 +172,8 @@ class ProduceApis:
         #: order (Kafka's AddPartitionsToTxnManager keeps one verification per transactional id
         #: and answers the earlier one NETWORK_EXCEPTION, which the client retries).
         self._verifying: dict[tuple[str, int, int], _Unverified] = {}
+        #: The tasks deciding unverified batches (``produce``).
+        self._deciding: set[asyncio.Future[None]] = set()
 
     def produce(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse | None | Awaitable[KafkaResponse]:
         version = ctx.api_version
@@ -247,7 +251,18 @@ class ProduceApis:
                 name=topic.name, topic_id=getattr(topic, "topic_id", None), partition_responses=parts_out))
         response = ProduceResponse(version=version, responses=topics_out, throttle_time_ms=0)
         if unverified:
-            return self._verify_then_append(ctx, request, response, pending, unverified)
+            # The decisions run in a task of their own, not in the request's: a connection
+            # closing (its requests cancelled, some before their first step) must not leave a
+            # batch undecided, nor release it before the batches ahead of it are decided —
+            # the producer's next batches here wait for it. Kafka, too, handles every request it
+            # has read, whatever becomes of the connection.
+            verifier = self.verifier
+            assert verifier is not None and request.transactional_id is not None  # as ``_append`` found
+            decided = asyncio.ensure_future(self._decide(ctx, request, verifier, request.transactional_id,
+                                                         unverified, pending))
+            self._deciding.add(decided)  # held: the loop keeps only weak references to tasks
+            decided.add_done_callback(self._deciding.discard)
+            return self._verify_then_append(request, response, pending, decided)
         waits = [w for _, w in pending if w is not None]
         if acks == 0:
             for w in waits:
@@ -257,23 +272,26 @@ class ProduceApis:
             return response
         return self._respond_when_durable(response, pending)
 
-    async def _verify_then_append(self, ctx: RequestContext, request: KafkaRequest, response: KafkaResponse,
-                                  pending: list[tuple[KafkaStruct, Awaitable[None] | None]],
-                                  unverified: list[_Unverified]) -> KafkaResponse | None:
+    async def _decide(self, ctx: RequestContext, request: KafkaRequest, verifier: Verifier, transactional_id: str,
+                      unverified: list[_Unverified], pending: list[tuple[KafkaStruct, Awaitable[None] | None]]) -> None:
         """KIP-890: ask the verifier about the partitions whose producer has no transaction open
-        there, append those it confirms, then answer as ``produce`` does."""
-        verifier = self.verifier
-        assert verifier is not None and request.transactional_id is not None
+        there and append those it confirms, each after the producer's earlier batches there."""
         by_producer: dict[tuple[int, int], list[_Unverified]] = {}
         for item in unverified:
             by_producer.setdefault((item.header.producer_id, item.header.producer_epoch), []).append(item)
+        await self._verify(ctx, request, verifier, transactional_id, by_producer, pending)
+
+    async def _verify_then_append(self, request: KafkaRequest, response: KafkaResponse,
+                                  pending: list[tuple[KafkaStruct, Awaitable[None] | None]],
+                                  decided: asyncio.Future[None]) -> KafkaResponse | None:
+        """Wait for the decisions on the request's unverified batches, then answer as ``produce``
+        does."""
         try:
-            await self._verify(ctx, request, verifier, request.transactional_id, by_producer, pending)
+            await asyncio.shield(decided)
         except BaseException:
-            # Cancelled (the connection went) while verifying: close the ISR waits never started.
-            for _result, wait in pending:
-                if inspect.iscoroutine(wait):
-                    wait.close()
+            # Cancelled (the connection went): the decisions go on; close the ISR waits they
+            # leave, which nobody will await.
+            decided.add_done_callback(lambda task: _close_waits(task, pending))
             raise
         if request.acks == 0:
             for _, w in pending:
@@ -310,10 +328,12 @@ class ProduceApis:
                                items: list[_Unverified],
                                pending: list[tuple[KafkaStruct, Awaitable[None] | None]]) -> None:
         if any(item.prior is not None for item in items):
-            # After the producer's earlier batches here (bounded: a request whose handling was
-            # cancelled before it started never releases its batches).
+            # After the producer's earlier batches here.
             priors = [item.prior for item in items if item.prior is not None]
-            await asyncio.wait(priors, timeout=max(request.timeout_ms, 0) / 1000 or None)
+            # Not bounded: every batch is decided by a task that runs to its end (``produce``)
+            # and the verifier bounds its own calls (cluster/txn_verifier.py's timeout), while
+            # giving up on an earlier batch would decide this one before it.
+            await asyncio.wait(priors)
         # A batch whose earlier one opened the transaction needs no verification of its own.
         ask = [item for item in items if not item.plog.has_open_transaction(producer_id)]
         targets = [(item.plog.topic, item.plog.partition) for item in ask]
@@ -413,20 +433,28 @@ class ProduceApis:
         transactional batch that needs KIP-890 verification first, the batch to verify."""
         batch = self._validate(plog, records)
         header = read_batch_header(batch, 0)
-        if (header.is_transactional and self.verifier is not None
-                and not plog.has_open_transaction(header.producer_id)):
+        if header.is_transactional and self.verifier is not None:
             key = (plog.topic, plog.partition, header.producer_id)
-            earlier = self._verifying.get(key)
-            if earlier is None:
+            # An earlier batch of the producer here still undecided: this one goes behind it even
+            # when the transaction is open by now. The earlier one may be appended already while
+            # the batches queued behind it have not had their turn yet (each resumes in a later
+            # step of the event loop); checked at once, this one would overtake them and get
+            # OUT_OF_ORDER_SEQUENCE_NUMBER, fatal to a transactional librdkafka producer.
+            earlier = self._verifying.get(key) if self._verifying else None
+            if earlier is not None:
+                # Checked once the earlier batch is decided (``_append_checked``).
+                item = _Unverified(result, plog, batch, header, earlier.done)
+                self._verifying[key] = item
+                return item
+            if not plog.has_open_transaction(header.producer_id):
                 outcome = plog.producers.check(header)
                 if isinstance(outcome, Duplicate):
                     return self._duplicate(plog, outcome, result)
                 if outcome != ErrorCode.NONE:
                     raise _Refused(outcome)
-            # else: checked once the earlier batch is appended (``_append_checked`` checks again).
-            item = _Unverified(result, plog, batch, header, None if earlier is None else earlier.done)
-            self._verifying[key] = item
-            return item
+                item = _Unverified(result, plog, batch, header, None)
+                self._verifying[key] = item
+                return item
         return self._append_checked(plog, batch, header, result)
 
     @staticmethod
@@ -543,6 +571,14 @@ class ProduceApis:
 
     def handlers(self) -> dict[ApiKey, Handler]:
         return {ApiKey.PRODUCE: self.produce}
+
+
+def _close_waits(decided: asyncio.Future[None], pending: list[tuple[KafkaStruct, Awaitable[None] | None]]) -> None:
+    if not decided.cancelled() and decided.exception() is not None:
+        log.error("produce failed after its request was cancelled", exc_info=decided.exception())
+    for _result, wait in pending:
+        if inspect.iscoroutine(wait):
+            wait.close()
 
 
 def _acks0_outcome(response: KafkaResponse) -> CloseConnection | None:
