@@ -1,4 +1,4 @@
-"""A real ZooKeeper server per test module (Debian's package, installed by `make test`)."""
+"""Cluster-test fixtures: clients of the ZooKeeper of tests/coordinator/conftest.py, local clusters."""
 
 from __future__ import annotations
 
@@ -14,19 +14,6 @@ import pytest
 from coordinator.cluster.local_cluster import LocalCluster
 from coordinator.cluster.local_zookeeper import LocalZooKeeper, zookeeper_classpath
 from coordinator.cluster.zookeeper import ClusterError
-
-
-@pytest.fixture(scope="module")
-def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalZooKeeper]:
-    try:
-        zookeeper_classpath()
-    except ClusterError as exc:  # a failure with what to install, never a silent skip
-        pytest.fail(str(exc), pytrace=False)
-    # tickTime 500: sessions may be as short as 1 s, so expiry tests stay quick.
-    server = LocalZooKeeper(tmp_path_factory.mktemp("zookeeper"), tick_time_ms=500)
-    server.start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from coordinator.cluster.local_zookeeper import LocalZooKeeper, zookeeper_classpath
-from coordinator.cluster.zookeeper import ClusterError
+from coordinator.cluster.local_zookeeper import LocalZooKeeper
 from coordinator.config import ConfigError
 from coordinator.security.acl import AclOperation, AclPermissionType, PatternType, ResourceType
 from coordinator.security.acl_bindings import AccessControlEntry, AclBinding, AclBindingFilter, ResourcePattern
@@ -52,18 +51,6 @@ def test_a_corrupt_file_names_itself(tmp_path: Path) -> None:
 
 
 # --- ZooKeeper --------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalZooKeeper]:
-    try:
-        zookeeper_classpath()
-    except ClusterError as exc:  # a failure with what to install, never a silent skip
-        pytest.fail(str(exc), pytrace=False)
-    server = LocalZooKeeper(tmp_path_factory.mktemp("zookeeper"), tick_time_ms=500)
-    server.start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture

@@ -18,7 +18,6 @@ from kafka.admin import NewTopic
 from coordinator.cluster.local_zookeeper import LocalZooKeeper
 from tests.conftest import REPO, free_ports
 from tests.coordinator.cluster.conftest import wait_for
-from tests.coordinator.cluster.conftest import zookeeper as zookeeper  # noqa: F401 - the fixture
 
 
 @pytest.fixture(scope="module")

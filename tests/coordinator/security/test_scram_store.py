@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from coordinator.cluster.local_zookeeper import LocalZooKeeper, zookeeper_classpath
-from coordinator.cluster.zookeeper import ClusterError, ZooKeeper
+from coordinator.cluster.local_zookeeper import LocalZooKeeper
+from coordinator.cluster.zookeeper import ZooKeeper
 from coordinator.security.sasl.scram_formatter import credential_to_string, make_credential
 from coordinator.security.scram_credentials import FileScramStore, ZkScramStore, desanitize_user, sanitize_user
 
@@ -45,18 +44,6 @@ def test_file_store_refuses_a_damaged_file(tmp_path: Path) -> None:
     (tmp_path / "scram-credentials.json").write_text("{not json")
     with pytest.raises(ValueError, match="unreadable"):
         FileScramStore(tmp_path)
-
-
-@pytest.fixture(scope="module")
-def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalZooKeeper]:
-    try:
-        zookeeper_classpath()
-    except ClusterError as exc:  # a failure with what to install, never a silent skip
-        pytest.fail(str(exc), pytrace=False)
-    server = LocalZooKeeper(tmp_path_factory.mktemp("zookeeper"), tick_time_ms=500)
-    server.start()
-    yield server
-    server.stop()
 
 
 def _session(zookeeper: LocalZooKeeper, chroot: str) -> ZooKeeper:
