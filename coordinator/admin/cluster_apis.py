@@ -127,6 +127,13 @@ class ClusterApis:
         version = ctx.api_version
         brokers = [MetadataResponse.MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
                    for b in self._brokers(ctx.listener)]
+        # The controller is one of the brokers listed, as in Kafka, whose metadata cache learns both
+        # from one UpdateMetadata: here /controller and /brokers/ids are two watches, and a node may
+        # see the controller before its registration. -1 (not known yet) then, which clients retry;
+        # an id missing from the list fails them (kafka-python's admin: UnknownBrokerIdError).
+        controller_id = self._controller_id()
+        if controller_id >= 0 and all(b.node_id != controller_id for b in brokers):
+            controller_id = -1
         # v0: an empty list means every topic. v1+: null means every topic, empty means none.
         wanted = request.topics
         topic_ops = authorized(version >= 8 and bool(request.include_topic_authorized_operations), TOPIC_OPERATIONS)
@@ -143,7 +150,7 @@ class ClusterApis:
             throttle_time_ms=0,
             brokers=brokers,
             cluster_id=self.node.cluster_id,
-            controller_id=self._controller_id(),
+            controller_id=controller_id,
             topics=topics,
             authorized_operations=self._cluster_operations(
                 ctx, 8 <= version <= 10 and bool(request.include_cluster_authorized_operations)),

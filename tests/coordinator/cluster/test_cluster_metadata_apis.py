@@ -225,6 +225,15 @@ def test_metadata_no_controller_and_authorized_operations() -> None:
     assert resp.topics[0].authorized_operations == {3, 4, 5, 6, 7, 8, 10, 11}
 
 
+def test_metadata_controller_not_registered_yet_is_unknown() -> None:
+    """/controller names broker 3 before this node saw /brokers/ids/3: -1, which clients retry,
+    rather than an id missing from the brokers listed (kafka-python's admin failed on it)."""
+    view = _view()
+    view.set_controller(3)
+    resp = _metadata(ClusterApis(NODE, StubTopics(), view), 12, ["orders"])
+    assert resp.controller_id == -1 and {b.node_id for b in resp.brokers} == {1, 2}
+
+
 # --- FindCoordinator ------------------------------------------------------------------------------
 
 

@@ -56,8 +56,19 @@ async def with_node(data_dir: Path, writer: RecordingWriter | None, work: Callab
     app.transactions.marker_retry_backoff_ms = 20
     running = asyncio.ensure_future(app.run())
     try:
-        while app.server is None:  # bound: connections wait in the backlog until it serves
-            await asyncio.sleep(0.01)
+        # Bound once a connection is accepted (it waits in the backlog until the node serves);
+        # app.server is set a step before its listeners bind, so it does not say that.
+        deadline = asyncio.get_running_loop().time() + 20
+        while True:
+            try:
+                _reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            except OSError:
+                if asyncio.get_running_loop().time() > deadline or running.done():
+                    raise
+                await asyncio.sleep(0.01)
+                continue
+            writer.close()
+            break
         if "orders" not in app.registry:
             app.topics.create("orders", 2, {})
         return await asyncio.to_thread(work, app, port)
