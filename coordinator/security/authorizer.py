@@ -17,6 +17,7 @@ Checks run on every request, so the lookups are a few dict reads (acl_cache.py).
 
 from __future__ import annotations
 
+from collections.abc import Container, Mapping
 from typing import Protocol
 
 from ..config import ConfigError
@@ -99,27 +100,10 @@ class AclAuthorizer:
         if not found:
             return self.allow_if_no_acl
         principals = (principal, WILDCARD_PRINCIPAL)
-        for acls in found:  # any matching DENY wins
-            for who in principals:
-                hosts = acls.deny.get(who)
-                if hosts is not None:
-                    ops = hosts.get(WILDCARD_HOST)
-                    if ops is not None and operation in ops:
-                        return False
-                    ops = hosts.get(host)
-                    if ops is not None and operation in ops:
-                        return False
-        for acls in found:
-            for who in principals:
-                hosts = acls.allow.get(who)
-                if hosts is not None:
-                    ops = hosts.get(WILDCARD_HOST)
-                    if ops is not None and operation in ops:
-                        return True
-                    ops = hosts.get(host)
-                    if ops is not None and operation in ops:
-                        return True
-        return False
+        # Any matching DENY wins; else any matching ALLOW allows.
+        if any(_grants(acls.deny, principals, host, operation) for acls in found):
+            return False
+        return any(_grants(acls.allow, principals, host, operation) for acls in found)
 
     def authorized_operations(self, principal: str, host: str, resource_type: ResourceType, name: str) -> int:
         """KIP-430's bit field: bit ``1 << code`` per supported operation the principal may perform."""
@@ -195,3 +179,17 @@ def build_authorizer(class_name: str, super_users: str = "", allow_everyone_if_n
                           "(or leave it empty for none)")
     cache = store.cache if store is not None else AclCache()
     return AclAuthorizer(cache, parse_super_users(super_users), allow_everyone_if_no_acl_found)
+
+
+def _grants(side: Mapping[str, Mapping[str, Container[AclOperation]]], principals: tuple[str, str], host: str,
+            operation: AclOperation) -> bool:
+    """Whether one permission's entries (principal -> host -> operations) of a pattern name
+    ``operation`` for one of ``principals`` on the wildcard host or ``host``."""
+    for who in principals:
+        hosts = side.get(who)
+        if hosts is not None:
+            for where in (WILDCARD_HOST, host):
+                ops = hosts.get(where)
+                if ops is not None and operation in ops:
+                    return True
+    return False
