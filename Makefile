@@ -49,6 +49,7 @@ PYTEST_WORKERS ?= 3
 test: $(TEST_STAMP)
 	bash tests/clients/setup_clients.sh
 	bash tests/coordinator/cluster/setup_zookeeper.sh
+	bash tests/browser/setup_browser.sh
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 clean:

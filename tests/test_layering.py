@@ -5,6 +5,9 @@ below it, never above. docs/architecture.md explains each wing; this table is th
 
     protocol      sans-IO wire and record codecs: bytes in, values out
     storage       the segmented log engine in Kafka's on-disk format; knows logs, not groups
+    oprules       pure operator rules: consumer lag in offsets and time, Burrow's status, offset
+                  expiry (coordinator/lag/), offset-reset plans (coordinator/offset_reset/); shared
+                  by the server, the CLI and the pipeline
     pipeline      PySpark analytics over the offsets log (reads files; launched by the CLI only)
     base          coordinator/ modules everyone shares: config, request context, data dir, logging
     security      (room) TLS/SASL listeners, SCRAM, the authorizer
@@ -16,7 +19,7 @@ below it, never above. docs/architecture.md explains each wing; this table is th
     admin         cluster-level and config APIs (ApiVersions, Metadata, FindCoordinator, ...)
     ops           (room) HTTP: metrics, health, dashboard
     server        the asyncio edge, the only code touching client sockets; imports no wing
-    face          the wiring and the command line: app, cli, dump_log
+    face          the wiring and the command line: app, cli, dump_log, the groups tool (tools/)
 
 Rules besides the order:
 
@@ -27,6 +30,8 @@ Rules besides the order:
 * group/ and transactions/ import neither topics/ nor server/ (lower or not): they reach the
   logs only through the runtime (and, for transactions, the markers through the ``MarkerWriter``
   handed in), and the network only through what the service hands back.
+* The operator rules (coordinator/lag/, coordinator/offset_reset/) are pure like the group rules:
+  no I/O, no clock (the caller hands in "now").
 * Only the face imports pipeline/ (``groupcoord pipeline run``).
 * No import circle between files, whatever the wings.
 * Every module of protocol/, storage/, coordinator/ and pipeline/ has a wing: a new top-level
@@ -48,6 +53,7 @@ PACKAGES = ("protocol", "storage", "pipeline", "coordinator")
 ORDER: list[tuple[str, tuple[str, ...]]] = [
     ("protocol", ("protocol",)),
     ("storage", ("storage",)),
+    ("oprules", ("coordinator.lag", "coordinator.offset_reset")),
     ("pipeline", ("pipeline",)),
     ("base", ("coordinator.config", "coordinator.context", "coordinator.data_dir", "coordinator.logs",
               "coordinator.gc_policy")),
@@ -61,7 +67,8 @@ ORDER: list[tuple[str, tuple[str, ...]]] = [
     ("ops", ("coordinator.ops",)),
     ("server", ("coordinator.server",)),
     ("face", ("coordinator", "coordinator.__main__", "coordinator.app", "coordinator.cli", "coordinator.dump_log",
-              "coordinator.users_cli", "coordinator.acls_cli", "coordinator.admin_client")),
+              "coordinator.users_cli", "coordinator.acls_cli", "coordinator.admin_client", "coordinator.groups_cli",
+              "coordinator.tools")),
 ]
 
 #: Standard-library modules that do I/O or concurrency: sans-IO code may not import them.
@@ -70,7 +77,7 @@ IO_MODULES = frozenset({"asyncio", "socket", "selectors", "ssl", "threading", "s
 #: What the pure rules may not import besides: files and the clock (both are injected).
 RULES_FORBIDDEN = IO_MODULES | {"time", "os", "io", "shutil", "pathlib", "tempfile"}
 #: Coordinator wings made of pure rules plus one adapter module on the runtime.
-RULE_WINGS = ("coordinator.group", "coordinator.transactions")
+RULE_WINGS = ("coordinator.group", "coordinator.transactions", "coordinator.lag", "coordinator.offset_reset")
 ADAPTER = "service"
 #: Wings a wing may not import even though they stand below it.
 NOT_IMPORTED = {"group": {"topics", "server"}, "transactions": {"topics", "server"}}
@@ -86,14 +93,14 @@ class Module:
 
 
 def wing_of(module: str) -> str | None:
-    best, best_len = None, -1
+    best, best_len, best_prefix = None, -1, ""
     for wing, prefixes in ORDER:
         for prefix in prefixes:
             if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best_len:
-                best, best_len = wing, len(prefix)
+                best, best_len, best_prefix = wing, len(prefix), prefix
     # A top-level package's own prefix ("coordinator") only claims the modules named exactly,
     # so a new coordinator/foo.py or coordinator/foo/ is unplaced until the table says where.
-    if best == "face" and module not in dict(ORDER)["face"]:
+    if best_prefix == "coordinator" and module != best_prefix:
         return None
     return best
 

@@ -1,0 +1,1 @@
+"""``groupcoord groups``: kafka-consumer-groups.sh's actions and options (filled in by issue 34)."""
