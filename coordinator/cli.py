@@ -1,7 +1,9 @@
-"""The ``groupcoord`` command: ``serve``, ``dump-log``, ``cluster up``, ``users``, ``pipeline`` and ``--version``.
+"""The ``groupcoord`` command: ``serve``, ``dump-log``, ``cluster up``, ``users``, ``acls``, ``groups``, ``pipeline``
+and ``--version``.
 
 Exit codes: 0 success, 1 runtime failure, 2 bad usage or bad configuration (argparse's convention);
-``dump-log`` exits 141 (as if killed by SIGPIPE) when the reader of its output goes away.
+``dump-log`` exits 141 (as if killed by SIGPIPE) when the reader of its output goes away; ``groups`` keeps
+kafka-consumer-groups.sh's statuses (1 for a usage mistake, else 0: coordinator/groups_cli.py).
 """
 
 from __future__ import annotations
@@ -60,6 +62,9 @@ def _parser() -> argparse.ArgumentParser:
 
     add_users_parser(sub)
     add_acls_parser(sub)
+    # Parsed by coordinator/groups_cli.py with kafka-consumer-groups.sh's rules; listed here for --help.
+    sub.add_parser("groups", help="list, describe, delete consumer groups, reset or delete their offsets "
+                   "(kafka-consumer-groups.sh; see `groupcoord groups --help`)", add_help=False)
     pipeline = sub.add_parser("pipeline", help="offsets analytics on Spark (see `groupcoord pipeline run --help`)",
                               add_help=False)
     pipeline.add_argument("rest", nargs=argparse.REMAINDER)
@@ -73,6 +78,10 @@ def main(argv: list[str] | None = None) -> int:
         from pipeline.cli import main as pipeline_main
 
         return pipeline_main(argv[1:])
+    if argv[:1] == ["groups"]:
+        from .groups_cli import run as run_groups
+
+        return run_groups(argv[1:])
     args = _parser().parse_args(argv)
     if args.command == "serve":
         return _serve(args)
