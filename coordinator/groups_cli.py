@@ -120,7 +120,7 @@ def _act(a: argparse.Namespace, admin: GroupAdmin, states: list[str], types: lis
         delete_offsets(admin, a.group[0], a.topic, out)
         return 0
     # The reset helper's module (the OPS.md contract); typed once that branch is merged.
-    from .tools.reset_offsets import run_reset  # type: ignore[import-not-found,unused-ignore]
+    from .tools.reset_offsets import run_reset  # type: ignore[import-not-found,import-untyped,unused-ignore]
 
     return run_reset(a, admin, out, err)
 
@@ -135,7 +135,8 @@ def _describe(a: argparse.Namespace, admin: GroupAdmin, as_json: bool, out: Text
         from .tools.watch import watch
 
         interval = float(a.watch or 2.0)
-        console = Console(file=out) if out is not sys.stdout else Console()
+        # Not a terminal (a pipe, a test): wide enough that ids and offsets are not cut.
+        console = Console() if out is sys.stdout and out.isatty() else Console(file=out, width=240)
         watch(lambda: collect_offsets(admin, ids), interval, console, refreshes=watch_refreshes)
         return 0
     if a.members:
