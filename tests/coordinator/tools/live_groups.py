@@ -75,11 +75,14 @@ def _classic_consumer(bs: str, group: str, client_id: str) -> Any:
     from kafka.structs import OffsetAndMetadata, TopicPartition
 
     consumer = KafkaConsumer(bootstrap_servers=bs, group_id=group, client_id=client_id, enable_auto_commit=False,
-                             auto_offset_reset="earliest", session_timeout_ms=30000, heartbeat_interval_ms=1000)
+                             auto_offset_reset="earliest", session_timeout_ms=30000, heartbeat_interval_ms=1000,
+                             # The topics are new: a member that joined before its metadata listed their
+                             # partitions was given none, and rejoins only once the metadata is refreshed.
+                             metadata_max_age_ms=500)
     consumer.subscribe([ORDERS, PAYMENTS])
     deadline = time.monotonic() + 30
     while len(consumer.assignment()) < sum(PARTITIONS.values()):
-        assert time.monotonic() < deadline, f"{group}: no assignment"
+        assert time.monotonic() < deadline, f"{group}: assigned only {consumer.assignment()}"
         consumer.poll(timeout_ms=200)
     consumer.commit({TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in COMMITS[group].items()})
     return consumer
