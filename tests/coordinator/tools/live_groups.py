@@ -75,10 +75,10 @@ def _classic_consumer(bs: str, group: str, client_id: str) -> Any:
     from kafka.structs import OffsetAndMetadata, TopicPartition
 
     consumer = KafkaConsumer(bootstrap_servers=bs, group_id=group, client_id=client_id, enable_auto_commit=False,
-                             auto_offset_reset="earliest", session_timeout_ms=30000, heartbeat_interval_ms=1000,
-                             # The topics are new: a member that joined before its metadata listed their
-                             # partitions was given none, and rejoins only once the metadata is refreshed.
-                             metadata_max_age_ms=500)
+                             auto_offset_reset="earliest", session_timeout_ms=30000, heartbeat_interval_ms=1000)
+    # The leader assigns from its own metadata: with the new topics not yet in it, it would give out
+    # nothing (kafka-python's range assignor: "No partition metadata") and not look again for a while.
+    wait_until(lambda: all(consumer.partitions_for_topic(t) for t in PARTITIONS), 30, "the topics' metadata")
     consumer.subscribe([ORDERS, PAYMENTS])
     deadline = time.monotonic() + 30
     while len(consumer.assignment()) < sum(PARTITIONS.values()):
