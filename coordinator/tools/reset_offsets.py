@@ -86,8 +86,9 @@ def _scenario(args: argparse.Namespace) -> str | None:
 
 def _groups(args: argparse.Namespace, admin: GroupAdmin) -> list[str]:
     if _opt(args, "all_groups"):
-        # Admin.listConsumerGroups: the groups of the consumer protocol (or none yet).
-        return sorted(g.group_id for g in admin.list_groups() if g.protocol_type in ("consumer", ""))
+        # Admin.listConsumerGroups: classic groups of the consumer protocol (or none yet) and KIP-848 groups.
+        return sorted(g.group_id for g in admin.list_groups() if g.protocol_type in ("consumer", "")
+                      and (g.type is None or g.type.lower() in ("classic", "consumer")))
     return list(dict.fromkeys(_strings(args, "group")))
 
 
@@ -177,7 +178,8 @@ def _print_table(plans: dict[str, Plan], out: TextIO) -> None:
 
 
 def run_reset(args: argparse.Namespace, admin: GroupAdmin, out: TextIO, err: TextIO, *,
-              usage: Callable[[str], int] | None = None, now_ms: Callable[[], int] | None = None) -> int:
+              usage: Callable[[str], int] | None = None, now_ms: Callable[[], int] | None = None,
+              warn_missing_execute: bool = False) -> int:
     """Run ``--reset-offsets`` with options already validated by the command line; the exit status.
 
     ``args`` carries argparse's names for Kafka's options: ``group`` (list), ``all_groups``,
@@ -186,10 +188,12 @@ def run_reset(args: argparse.Namespace, admin: GroupAdmin, out: TextIO, err: Tex
     ``to_datetime``, ``by_duration``, ``from_file`` (strings). ``usage`` prints a message with
     the tool's usage and returns its status (Kafka's ``printUsageAndExit``); without it the
     message goes to ``err`` and the status is 1. ``now_ms`` is the clock of ``--by-duration``.
+    ``NO_EXECUTE_WARNING`` belongs to option checking (Kafka's ``checkArgs`` prints it, and so does
+    ``groups_cli``); a caller that skips that step passes ``warn_missing_execute=True``.
     """
     clock = now_ms or (lambda: int(datetime.datetime.now(datetime.UTC).timestamp() * 1000))
     execute = bool(_opt(args, "execute")) and not _opt(args, "dry_run")
-    if not _opt(args, "dry_run") and not _opt(args, "execute"):
+    if warn_missing_execute and not _opt(args, "dry_run") and not _opt(args, "execute"):
         print(NO_EXECUTE_WARNING, file=err)
     scenario = _scenario(args)
     try:

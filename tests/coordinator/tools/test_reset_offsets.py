@@ -135,7 +135,8 @@ def reset(server: ServerProcess, *, groups: tuple[str, ...] = (GROUP,), now_ms: 
         setattr(args, key, value)
     out, err = io.StringIO(), io.StringIO()
     with GroupAdmin(server.bootstrap) as admin:
-        status = run_reset(args, admin, out, err, now_ms=None if now_ms is None else (lambda: now_ms))
+        status = run_reset(args, admin, out, err, now_ms=None if now_ms is None else (lambda: now_ms),
+                           warn_missing_execute=True)
     return status, out.getvalue(), err.getvalue()
 
 
