@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import datetime
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from coordinator.offset_reset.datetimes import (
     DateTimeFormatError,
@@ -130,3 +134,26 @@ def test_timestamp_for_duration_is_now_minus_the_duration() -> None:
     # Instant.toEpochMilli floors a sub-millisecond remainder.
     assert timestamp_for_duration(1_000_000, "PT0.0005S") == 999_999
     assert timestamp_for_duration(1_000_000, "-PT1S") == 1_001_000
+
+
+@given(st.datetimes(min_value=datetime.datetime(1583, 1, 1), max_value=datetime.datetime(9999, 12, 31)),
+       st.integers(-23 * 60 - 59, 23 * 60 + 59))
+def test_any_gregorian_datetime_with_any_zone(moment: datetime.datetime, offset_minutes: int) -> None:
+    millis = moment.microsecond // 1000
+    moment = moment.replace(microsecond=millis * 1000)
+    sign = "+" if offset_minutes >= 0 else "-"
+    hours, minutes = divmod(abs(offset_minutes), 60)
+    text = moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{millis:03d}{sign}{hours:02d}:{minutes:02d}"
+    zone = datetime.timezone(datetime.timedelta(minutes=offset_minutes))
+    epoch = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+    ms = datetime.timedelta(milliseconds=1)
+    assert parse_datetime(text) == (moment.replace(tzinfo=zone) - epoch) // ms
+    assert parse_datetime(moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{millis:03d}") == (
+        moment.replace(tzinfo=datetime.UTC) - epoch) // ms
+
+
+@given(st.integers(-(10**6), 10**6), st.integers(0, 999_999_999), st.booleans())
+def test_seconds_with_fractions(seconds: int, nanos: int, negate: bool) -> None:
+    text = f"{'-' if negate else ''}PT{seconds}.{nanos:09d}S"
+    expected = seconds * 10**9 + (-nanos if seconds < 0 else nanos)
+    assert parse_duration_nanos(text) == (-expected if negate else expected)
