@@ -119,10 +119,10 @@ def _act(a: argparse.Namespace, admin: GroupAdmin, states: list[str], types: lis
 
         delete_offsets(admin, a.group[0], a.topic, out)
         return 0
-    # The reset helper's module (the OPS.md contract); typed once that branch is merged.
-    from .tools.reset_offsets import run_reset  # type: ignore[import-not-found,import-untyped,unused-ignore]
+    from .tools.reset_offsets import run_reset
 
-    return run_reset(a, admin, out, err)
+    # A usage error found while planning (e.g. --shift-by without a committed offset) prints the help too.
+    return run_reset(a, admin, out, err, usage=lambda message: print_usage(message, err))
 
 
 def _describe(a: argparse.Namespace, admin: GroupAdmin, as_json: bool, out: TextIO, err: TextIO,

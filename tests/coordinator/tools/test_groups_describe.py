@@ -255,3 +255,20 @@ def test_watch_redraws_until_told_to_stop() -> None:
     assert watch(collect, 1.5, Console(file=out, width=200), refreshes=2, sleep=naps.append) == 2
     assert naps == [1.5]
     assert "total lag 3" in out.getvalue()
+
+
+def test_reset_offsets_reaches_run_reset_through_the_command_line(live: LiveGroups) -> None:
+    # A dry run only (the reset's own tests execute plans): the plan table of the Empty group.
+    out, err = groups(live, "--reset-offsets", "--group", EMPTY, "--topic", f"{ORDERS}:0", "--to-earliest", "--dry-run")
+    assert err == ""
+    assert out == ("\n" + row(("GROUP", 30), ("TOPIC", 30), ("PARTITION", 10), ("NEW-OFFSET", 15))
+                   + "\n" + row((EMPTY, 30), (ORDERS, 30), (0, 10), (0, 15)) + "\n")
+    with GroupAdmin(live.bootstrap) as admin:
+        assert admin.committed_offsets([EMPTY])[EMPTY][(ORDERS, 0)].offset == 3
+    # A usage error found while planning (--shift-by without a committed offset: orders-1) gets the help, status 1.
+    out_, err_ = io.StringIO(), io.StringIO()
+    status = run(["--bootstrap-server", live.bootstrap, "--reset-offsets", "--group", EMPTY, "--topic", f"{ORDERS}:1",
+                  "--shift-by", "1", "--dry-run"], out_, err_)
+    assert status == 1
+    assert err_.getvalue().startswith("Cannot shift offset for partition orders-1 since there is no current committed "
+                                      "offset\nOption "), err_.getvalue()
