@@ -1,7 +1,7 @@
 """``--delete`` and ``--delete-offsets`` with kafka-consumer-groups.sh 4.x's output
 (``ConsumerGroupCommand.deleteGroups/deleteOffsets``). A failure names Kafka's exception and its message,
 as the Java tool prints the exception (``org.apache.kafka.common.errors.GroupNotEmptyException: The group
-is not empty.``); the texts are those of ``org.apache.kafka.common.protocol.Errors``."""
+is not empty.``; tools/kafka_errors.py)."""
 
 from __future__ import annotations
 
@@ -10,39 +10,12 @@ from typing import TextIO
 from protocol.errors import ErrorCode
 
 from .group_admin import GroupAdmin, GroupAdminError
+from .kafka_errors import error_message, exception_text
 from .options import parse_topic_arg
 
-__all__ = ["delete_groups", "delete_offsets", "error_message", "exception_text"]
+__all__ = ["delete_groups", "delete_offsets"]
 
 MISSING = "-"
-
-# Errors.java: the exception class and message of the codes these commands meet.
-_ERRORS: dict[int, tuple[str, str]] = {
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ("UnknownTopicOrPartitionException",
-                                           "This server does not host this topic-partition."),
-    ErrorCode.COORDINATOR_NOT_AVAILABLE: ("CoordinatorNotAvailableException", "The coordinator is not available."),
-    ErrorCode.NOT_COORDINATOR: ("NotCoordinatorException", "This is not the correct coordinator."),
-    ErrorCode.INVALID_GROUP_ID: ("InvalidGroupIdException", "The configured groupId is invalid."),
-    ErrorCode.TOPIC_AUTHORIZATION_FAILED: ("TopicAuthorizationException", "Topic authorization failed."),
-    ErrorCode.GROUP_AUTHORIZATION_FAILED: ("GroupAuthorizationException", "Group authorization failed."),
-    ErrorCode.NON_EMPTY_GROUP: ("GroupNotEmptyException", "The group is not empty."),
-    ErrorCode.GROUP_ID_NOT_FOUND: ("GroupIdNotFoundException", "The group id does not exist."),
-    ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC: ("GroupSubscribedToTopicException",
-                                          "The consumer group is actively subscribed to the topic"),
-}
-
-
-def error_message(code: int) -> str:
-    """Errors.message()."""
-    return _ERRORS.get(code, ("UnknownServerException", ErrorCode(code).name if code in ErrorCode._value2member_map_
-                              else f"error code {code}"))[1]
-
-
-def exception_text(code: int) -> str:
-    """What Java prints for the exception of an error code: its class, a colon, its message."""
-    name, message = _ERRORS.get(code, ("UnknownServerException", error_message(code)))
-    return f"org.apache.kafka.common.errors.{name}: {message}"
-
 
 def _quoted(ids: list[str]) -> str:
     return ", ".join(f"'{g}'" for g in ids)

@@ -15,7 +15,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
-from .group_admin import CommittedOffset, GroupAdmin, GroupDescription, Node
+from .group_admin import CommittedOffset, GroupAdmin, GroupAdminError, GroupDescription, Node
+from .kafka_errors import exception_text
 
 __all__ = [
     "GroupOffsets", "MemberRow", "OffsetRow", "collect_members", "collect_offsets", "collect_states",
@@ -63,6 +64,16 @@ class MemberRow:
     upgraded: bool | None
 
 
+def describe(admin: GroupAdmin, ids: Iterable[str]) -> dict[str, GroupDescription]:
+    """The groups described; a group the coordinator refused to describe (e.g. not authorized) fails the
+    command, as the failed future of Kafka's describeConsumerGroups does."""
+    described = admin.describe_groups(ids)
+    for gid in sorted(described):
+        if described[gid].error_code:
+            raise GroupAdminError(exception_text(described[gid].error_code))
+    return described
+
+
 def tool_lag(committed: int | None, log_end: int | None) -> int | None:
     """kafka-consumer-groups' LAG: none when either offset is missing or the committed offset is -1."""
     if committed is None or committed == -1 or log_end is None:
@@ -75,7 +86,7 @@ def collect_offsets(admin: GroupAdmin, ids: Iterable[str]) -> list[GroupOffsets]
     (topic, partition), then committed partitions no member owns with ``-`` as the member. One
     describe, one offset fetch and one ListOffsets per leader for all groups together."""
     ids = sorted(set(ids))
-    described = admin.describe_groups(ids)
+    described = describe(admin, ids)
     committed = admin.committed_offsets(ids)
     wanted: set[tuple[str, int]] = set()
     for gid in ids:
@@ -111,7 +122,7 @@ def _rows(group: str, tps: Sequence[tuple[str, int]], offsets: dict[tuple[str, i
 
 
 def collect_members(admin: GroupAdmin, ids: Iterable[str]) -> list[tuple[GroupDescription, list[MemberRow]]]:
-    described = admin.describe_groups(sorted(set(ids)))
+    described = describe(admin, sorted(set(ids)))
     result = []
     for gid in sorted(described):
         g = described[gid]
@@ -123,7 +134,7 @@ def collect_members(admin: GroupAdmin, ids: Iterable[str]) -> list[tuple[GroupDe
 
 
 def collect_states(admin: GroupAdmin, ids: Iterable[str]) -> list[GroupDescription]:
-    described = admin.describe_groups(sorted(set(ids)))
+    described = describe(admin, sorted(set(ids)))
     return [described[gid] for gid in sorted(described)]
 
 

@@ -31,6 +31,7 @@ from protocol.consumer_protocol import MalformedConsumerProtocol, decode_assignm
 from protocol.errors import ErrorCode
 
 from ..admin_client import AdminConnection, ClientConfigError, ClientError
+from .kafka_errors import exception_text
 
 __all__ = [
     "CommittedOffset", "GroupAdmin", "GroupAdminError", "GroupDescription", "GroupListing", "MemberDescription",
@@ -275,7 +276,7 @@ class GroupAdmin:
                 elif c.error_code in _RETRY_COORDINATOR:
                     retry.append(c.key)
                 else:
-                    raise GroupAdminError(f"FindCoordinator for group '{c.key}': {ErrorCode(c.error_code).name}")
+                    raise GroupAdminError(exception_text(c.error_code))
             if version < 4:
                 pending = pending[1:] + retry
             else:
@@ -354,7 +355,7 @@ class GroupAdmin:
                         retry.append(gid)
                         continue
                     if error and error != ErrorCode.GROUP_ID_NOT_FOUND:
-                        raise GroupAdminError(f"OffsetFetch for group '{gid}': {ErrorCode(error).name}")
+                        raise GroupAdminError(exception_text(error))
                     result[gid] = {
                         (t.name, p.partition_index): CommittedOffset(
                             p.committed_offset, None if p.committed_leader_epoch < 0 else p.committed_leader_epoch,

@@ -1,6 +1,6 @@
 """``groupcoord groups --command-config`` on secured listeners: SASL_SSL with SCRAM-SHA-512 (TLS to every
 node the cluster advertises, not only the bootstrap) and SASL_PLAINTEXT with PLAIN; a wrong password
-is Kafka's run-time error on stdout with status 0."""
+or a group the user may not describe is Kafka's run-time error on stdout with status 0."""
 
 from __future__ import annotations
 
@@ -11,15 +11,18 @@ from pathlib import Path
 import pytest
 
 from coordinator.groups_cli import run
+from coordinator.security.acl import AclOperation, ResourceType
 from coordinator.tools.group_admin import GroupAdmin
-from tests.clients.security_io import PASSWORDS, SecureNode
+from tests.clients.security_io import PASSWORDS, SecureNode, acl
 
 pytestmark = pytest.mark.timeout(90)
 
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureNode]:
-    secured = SecureNode(tmp_path_factory.mktemp("groups-secured"))
+    # Group "audited" has an ACL (bob may read it), so alice, with none, may not describe it.
+    secured = SecureNode(tmp_path_factory.mktemp("groups-secured"),
+                         acls=[acl("User:bob", AclOperation.READ, ResourceType.GROUP, "audited")])
     try:
         yield secured
     finally:
@@ -52,3 +55,11 @@ def test_a_wrong_password_is_an_error_with_status_0(node: SecureNode, tmp_path: 
     status, out, _ = describe(node, config, "SASL_SSL")
     assert status == 0
     assert out.startswith("\nError: Executing consumer group command failed due to authentication failed"), out
+
+
+def test_a_group_the_user_may_not_describe_is_an_error_with_status_0(node: SecureNode, tmp_path: Path) -> None:
+    config = node.java_properties(tmp_path / "alice.properties", mechanism="SCRAM-SHA-256", user="alice",
+                                  password=PASSWORDS["alice"], listener="SASL_SSL")
+    status, out, _ = describe(node, config, "SASL_SSL")
+    assert (status, out) == (0, "\nError: Executing consumer group command failed due to "
+                                "org.apache.kafka.common.errors.GroupAuthorizationException: Group authorization failed.\n")
