@@ -209,6 +209,8 @@ def check_args(seen: dict[str, list[str | None]], err: TextIO) -> None:
         raise UsageError("Command must include exactly one action: " + ", ".join(f"--{a}" for a in ACTIONS))
     if has("output") and seen["output"][-1] != "json":
         raise UsageError(f"Invalid output format '{seen['output'][-1]}'. Valid formats are: json")
+    # --watch draws the offsets view as a live table: not JSON, not the other views.
+    _check_invalid(seen, "watch", ["output", "members", "state"])
     if has("watch"):
         value = seen["watch"][-1]
         try:

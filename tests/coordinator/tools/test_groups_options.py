@@ -86,6 +86,10 @@ CASES = [
     ([*BS, "--describe", "--group"], "Option [group] requires an argument"),
     ([*BS, "--describe", "--all-groups", "--timeout", "soon"], "Cannot parse argument 'soon' of option timeout"),
     ([*BS, "--describe", "--all-groups", "--output", "yaml"], "Invalid output format 'yaml'. Valid formats are: json"),
+    ([*BS, "--describe", "--all-groups", "--watch", "--output", "json"],
+     'Option "[watch]" can\'t be used with option "[output]"'),
+    ([*BS, "--describe", "--all-groups", "--members", "--watch", "1"],
+     'Option "[watch]" can\'t be used with option "[members]"'),
     ([*BS, "--describe", "--all-groups", "--watch", "0"],
      "Invalid --watch interval '0': a number of seconds above 0"),
 ]
