@@ -62,6 +62,7 @@ def preflight(spark: SparkSession, data_dir: str) -> list[tuple[str, int, str, b
         import socket
 
         try:
+            import coordinator.lag.burrow  # noqa: F401  (what burrow_status's UDF needs)
             import pipeline.source.columns  # noqa: F401  (what the read tasks need)
 
             where = os.path.dirname(os.path.dirname(pipeline.source.columns.__file__))

@@ -22,13 +22,13 @@ https://cwiki.apache.org/confluence/display/KAFKA/KIP-848%3A+The+Next+Generation
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import pairwise
 from typing import TypedDict
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, IntegerType, LongType, StringType, StructField, StructType
 
+from coordinator.lag.burrow import OffsetEntry, Status, evaluate_partition
 from protocol.consumer_group_records import (
     CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
     CONSUMER_GROUP_MEMBER_METADATA,
@@ -148,8 +148,9 @@ def lag_at_commits(history: DataFrame, end_history: DataFrame) -> DataFrame:
             .withColumn("lag_then", F.greatest(F.col("end_offset_then") - F.col("committed_offset"), F.lit(0))))
 
 
-#: Burrow's status order, worst last (core/protocol/evaluator.go).
-BURROW_ORDER = ["OK", "WARN", "STOP", "STALL", "REWIND"]
+#: Burrow's partition statuses, best first: ``coordinator.lag.burrow.Status`` order without
+#: NOTFOUND and ERR (a group's status, which ``group_status`` derives).
+BURROW_ORDER = [s.name for s in Status if s not in (Status.NOTFOUND, Status.ERR)]
 
 
 class WindowEntry(TypedDict):
@@ -161,25 +162,15 @@ class WindowEntry(TypedDict):
     lag: int
 
 
-def evaluate_window(entries: Sequence[WindowEntry], current_lag: int | None, now_ms: int) -> str:
-    """Burrow's partition rules (clients_and_peers.md §5.2) over the last commits, oldest first;
-    each entry has ``offset``, ``ts`` and ``lag``."""
-    if not entries:
-        return "OK"
-    if current_lag is None or current_lag <= 0 or any(e["lag"] == 0 for e in entries):
-        return "OK"  # rule 1: caught up at some point of the window
-    offsets = [e["offset"] for e in entries]
-    if any(b < a for a, b in pairwise(offsets)):
-        return "REWIND"
-    first, last = entries[0]["ts"], entries[-1]["ts"]
-    if now_ms - last > last - first:
-        return "STOP"
-    if len(set(offsets)) == 1:
-        return "STALL"
-    lags = [e["lag"] for e in entries]
-    if len(lags) > 1 and all(b >= a for a, b in pairwise(lags)):
-        return "WARN"
-    return "OK"
+def evaluate_window(entries: Sequence[WindowEntry], current_lag: int | None, now_ms: int,
+                    intervals: int = 10) -> str:
+    """Burrow's partition status (``coordinator/lag/burrow.py``, the rules the server uses) over the
+    last commits, oldest first. The log has no record of the broker end offsets Burrow samples
+    between commits, so STOP is never held back by a recent catch-up; an unknown or negative
+    current lag counts as 0, as Burrow floors it."""
+    window = [OffsetEntry(e["offset"], e["ts"], e["ts"], e["lag"]) for e in entries]
+    lag = max(current_lag or 0, 0)
+    return evaluate_partition(window, (), lag, now_ms, intervals=intervals).name
 
 
 def burrow_status(history_with_lag: DataFrame, lag_now: DataFrame, now_ms: int, intervals: int = 10) -> DataFrame:
@@ -192,7 +183,7 @@ def burrow_status(history_with_lag: DataFrame, lag_now: DataFrame, now_ms: int, 
                   F.col("committed_offset").alias("offset"), F.col("lag_then").alias("lag")))).alias("window")))
 
     def evaluate(window, lag):  # untyped on purpose: hints would make Spark guess a pandas UDF
-        return evaluate_window([e.asDict() for e in window or []], lag, now_ms)
+        return evaluate_window([e.asDict() for e in window or []], lag, now_ms, intervals)
 
     evaluate = F.udf(evaluate, StringType())
 

@@ -34,9 +34,10 @@ FAST_JVM = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
 def _package_zip(dest: Path) -> Path:
     """What USAGE.md tells a cluster user to build: the pure-Python packages the job imports."""
     with zipfile.ZipFile(dest, "w") as z:
-        for package in ("pipeline", "protocol", "storage"):
+        for package in ("pipeline", "protocol", "storage", "coordinator/lag"):
             for path in sorted((REPO / package).rglob("*.py")):
                 z.write(path, path.relative_to(REPO).as_posix())
+        z.write(REPO / "coordinator" / "__init__.py", "coordinator/__init__.py")
     return dest
 
 

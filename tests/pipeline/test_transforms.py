@@ -3,10 +3,12 @@ their own (plain Python)."""
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
 
+from coordinator.lag.burrow import PartitionWindow
 from pipeline import transforms as T
 from pipeline.source.schema import CONTROL, GROUP_METADATA, OFFSET_COMMIT, RAW_COLUMNS, RAW_SCHEMA
 
@@ -142,6 +144,33 @@ def w(*entries: tuple[int, int, int]) -> list[dict[str, int]]:
 ])
 def test_burrow_rules(entries: list[dict[str, int]], lag: int, now: int, status: str) -> None:
     assert T.evaluate_window(entries, lag, now) == status
+
+
+def test_burrow_status_in_spark_matches_the_servers_window(spark: Any) -> None:
+    """The Spark job picks each partition's last commits from the log and evaluates them; the
+    server's ``PartitionWindow`` is fed the same commits one by one: one status for each."""
+    rng = random.Random(34)
+    history, lag_now, expected, now = [], [], {}, 200_000
+    for p in range(40):
+        window, offset = PartitionWindow(intervals=4), rng.randrange(50)
+        gaps = [rng.choice((0, 5, 1_000, 20_000)) for _ in range(rng.randrange(1, 9))]
+        ts = now - rng.choice((0, 500, 3_000, 100_000)) - sum(gaps)  # quiet since the last commit, or not
+        for pos, gap in enumerate(gaps):
+            ts += gap
+            offset = max(offset + rng.choice((-7, 0, 0, 0, 3, 10)), 0)
+            end_then = offset + rng.choice((0, 4, 20, 30))
+            window.add_commit(offset, ts, ts, broker_offset=end_then)
+            history.append(("g", "t", p, offset, ts, pos, max(end_then - offset, 0)))
+        log_end = offset + rng.choice((-1, 0, 5, 30))
+        window.add_broker_offset(log_end)
+        lag_now.append(("g", "t", p, log_end - offset))
+        expected[p] = window.evaluate(now).status.name
+    assert set(expected.values()) >= {"OK", "WARN", "STOP", "STALL", "REWIND"}
+    with_lag = spark.createDataFrame(history, "group_id STRING, topic STRING, partition INT, committed_offset LONG, "
+                                              "commit_timestamp_ms LONG, log_offset LONG, lag_then LONG")
+    lag = spark.createDataFrame(lag_now, "group_id STRING, topic STRING, partition INT, lag LONG")
+    got = {r["partition"]: r["status"] for r in T.burrow_status(with_lag, lag, now, intervals=4).collect()}
+    assert got == expected
 
 
 def subscription(*topics: str) -> bytes:
