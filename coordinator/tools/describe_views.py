@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
+from ..lag.offsets import tool_lag
 from .group_admin import CommittedOffset, GroupAdmin, GroupAdminError, GroupDescription, Node
 from .kafka_errors import exception_text
 
@@ -72,13 +73,6 @@ def describe(admin: GroupAdmin, ids: Iterable[str]) -> dict[str, GroupDescriptio
         if described[gid].error_code:
             raise GroupAdminError(exception_text(described[gid].error_code))
     return described
-
-
-def tool_lag(committed: int | None, log_end: int | None) -> int | None:
-    """kafka-consumer-groups' LAG: none when either offset is missing or the committed offset is -1."""
-    if committed is None or committed == -1 or log_end is None:
-        return None
-    return log_end - committed
 
 
 def collect_offsets(admin: GroupAdmin, ids: Iterable[str]) -> list[GroupOffsets]:
