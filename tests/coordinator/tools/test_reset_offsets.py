@@ -1,11 +1,14 @@
 """``--reset-offsets`` end to end: a real server, real topics, a real consumer group (confluent-kafka
 consumed and committed, then closed: the group is Empty), every scenario as a dry run and executed,
-the committed offsets read back with confluent-kafka's AdminClient."""
+the committed offsets read back with confluent-kafka's AdminClient; run_reset is called as groups_cli
+calls it, and one case goes through ``python -m coordinator groups``."""
 
 from __future__ import annotations
 
 import argparse
 import io
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +18,7 @@ import pytest
 from coordinator.tools.group_admin import GroupAdmin
 from coordinator.tools.reset_offsets import NO_EXECUTE_WARNING, run_reset
 from tests.clients.records_io import create_topic
-from tests.conftest import ServerProcess
+from tests.conftest import REPO, ServerProcess
 
 pytestmark = [pytest.mark.clients, pytest.mark.timeout(120)]
 
@@ -330,3 +333,28 @@ def test_an_unknown_group_is_dead_and_may_be_reset(server: ServerProcess) -> Non
     status, out, _ = reset(server, groups=("reset-new",), execute=True, topic=[f"{TOPIC}:1"], to_offset=4)
     assert (status, out) == (0, table({(TOPIC, 1): 4}, "reset-new"))
     assert committed(server, "reset-new") == {(TOPIC, 1): 4}
+
+
+def _groups_command(server: ServerProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "coordinator", "groups", "--bootstrap-server", server.bootstrap,
+                           *args], cwd=REPO, capture_output=True, text=True, timeout=60)
+
+
+def test_through_the_groups_command(server: ServerProcess) -> None:
+    set_committed(server, GROUP, BASELINE)
+    done = _groups_command(server, "--reset-offsets", "--group", GROUP, "--topic", f"{TOPIC}:0,1", "--to-offset", "2")
+    assert (done.returncode, done.stdout) == (0, table({(TOPIC, 0): 2, (TOPIC, 1): 2}))
+    assert done.stderr == NO_EXECUTE_WARNING + "\n"
+    assert committed(server, GROUP) == BASELINE
+    done = _groups_command(server, "--reset-offsets", "--group", GROUP, "--topic", f"{TOPIC}:0,1", "--to-offset", "2",
+                           "--execute")
+    assert (done.returncode, done.stdout, done.stderr) == (0, table({(TOPIC, 0): 2, (TOPIC, 1): 2}), "")
+    assert committed(server, GROUP) == {(TOPIC, 0): 2, (TOPIC, 1): 2}
+    # A usage error found while planning: Kafka's message, then the help, status 1; nothing committed.
+    done = _groups_command(server, "--reset-offsets", "--group", GROUP, "--topic", TOPIC, "--shift-by", "1",
+                           "--execute")
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.startswith("Cannot shift offset for partition reset-t-2 since there is no current committed "
+                                  "offset\n")
+    assert "--reset-offsets" in done.stderr  # the option help follows
+    assert committed(server, GROUP) == {(TOPIC, 0): 2, (TOPIC, 1): 2}
