@@ -215,6 +215,9 @@ def test_export_then_from_file_round_trip(server: ServerProcess, tmp_path: Path)
     assert (status, out) == (0, "reset-t,0,6\nreset-t,1,6\nreset-t,2,6\n\n")  # println after the CSV
     plan = tmp_path / "plan.csv"
     plan.write_text(out)
+    status, out, _ = reset(server, dry_run=True, from_file=str(plan))
+    assert (status, out) == (0, table({(TOPIC, p): 6 for p in range(3)}))
+    assert committed(server, GROUP) == BASELINE
     status, out, _ = reset(server, execute=True, from_file=str(plan))
     assert (status, out) == (0, table({(TOPIC, p): 6 for p in range(3)}))
     assert committed(server, GROUP) == {(TOPIC, p): 6 for p in range(3)}
