@@ -41,7 +41,7 @@ _NO_OWNER: tuple[None, None, None] = (None, None, None)
 _CHUNK = 500
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PartitionLag:
     group: str
     topic: str
@@ -175,7 +175,7 @@ class LagMonitor:
                 if log_end is not None:
                     window.add_broker_offset(log_end)
                 commit = (committed, committed_view.commit_timestamp_ms)
-                if last_commit.get(key) != commit and window.broker_offsets:
+                if last_commit.get(key) != commit and (log_end is not None or window.broker_offsets):
                     window.add_commit(committed, committed_view.commit_timestamp_ms, now_ms, log_end)
                     last_commit[key] = commit
                 status = window.evaluate(now_ms, self.allowed_lag)
