@@ -33,11 +33,23 @@ T0 = 1_700_000_000_000
 RETENTION_MS = 10080 * 60_000
 
 
-async def start_node(data_dir: Path, settings: tuple[str, ...] = ()) -> tuple[App, int, asyncio.Future[int]]:
-    """A node running in this loop, once it accepts connections."""
+async def start_node(data_dir: Path, settings: tuple[str, ...] = (), hold_loads: asyncio.Event | None = None
+                     ) -> tuple[App, int, asyncio.Future[int]]:
+    """A node running in this loop, once it accepts connections. ``hold_loads``: the coordinator
+    partitions' loads replay their logs only once it is set."""
     port = free_port()
     app = App(load_config(data_dir=str(data_dir), listen=f"127.0.0.1:{port}",
                           overrides=["offsets.topic.num.partitions=2", *settings]))
+    if hold_loads is not None:
+        gate = hold_loads
+        loader = app.runtime._loader
+        replay_log = loader.replay_log
+
+        async def held(part: Any, start: int) -> int:
+            await gate.wait()
+            return await replay_log(part, start)
+
+        loader.replay_log = held  # type: ignore[method-assign]
     running = asyncio.ensure_future(app.run())
     deadline = asyncio.get_running_loop().time() + 20
     while True:
