@@ -82,8 +82,9 @@ def group_timeline(view: StateView, group_id: str, limit: int = 200) -> list[Tim
             if pos + header.size > len(data):
                 break
             moved = True
+            # The group id appears in the bytes of every record key of it, unless compressed.
             if header.last_offset >= offset and not header.is_control and header.base_offset < end \
-                    and needle in data[pos:pos + header.size]:
+                    and (header.compression != 0 or needle in data[pos:pos + header.size]):
                 try:
                     records = decode_records(data, pos, header, check_crc=False)
                 except CorruptBatchError:
