@@ -24,6 +24,7 @@ from typing import Any
 from protocol.consumer_offsets import OffsetCommitFields, offset_commit_fields
 from protocol.consumer_protocol import MalformedConsumerProtocol, decode_assignment
 from protocol.records import CorruptBatchError, decode_records, read_batch_header
+from storage.errors import StorageError
 
 from ..cluster.view import ClusterView
 from ..group.classic_group import CONSUMER_PROTOCOL_TYPE
@@ -299,7 +300,10 @@ class StateView:
         plog = self._log(topic, partition)
         if plog is None:
             return None
-        found = plog.offset_for_timestamp(timestamp_ms)
+        try:
+            found = plog.offset_for_timestamp(timestamp_ms)
+        except (StorageError, OSError):
+            return None
         hw = plog.high_watermark
         if found is None or found[0] >= hw:
             return hw
@@ -369,7 +373,10 @@ def _record_timestamp(plog: PartitionLog, offset: int, below: int) -> int | None
     for _ in range(_MARKER_SKIP):
         if offset >= below:
             return None
-        data = plog.log.read(offset, 1)
+        try:
+            data = plog.log.read(offset, 1)
+        except (StorageError, OSError):  # retention or a truncation moved the log meanwhile
+            return None
         if len(data) < 61:
             return None
         try:
