@@ -35,14 +35,19 @@ def view_of(ctx: GroupTestContext) -> StateView:
 def expired_at(ctx: GroupTestContext, group_id: str, now_ms: int) -> set[tuple[str, int]]:
     """What the expiry operation would tombstone at ``now_ms``."""
     manager: OffsetManager = ctx.shard.offset_manager
-    consumer_group = ctx.shard.consumer_manager.groups.get(group_id)
-    if consumer_group is not None:
-        records, _ = manager.expired_consumer_group_offsets(group_id, now_ms)
+    if group_id in ctx.shard.consumer_manager.groups:
+        # The shard's whole expiry operation (it skips consumer groups that have members); its
+        # records are looked at, not applied, and it changes nothing of a consumer group.
+        saved, ctx.clock.now = ctx.clock.now, now_ms
+        try:
+            records = list(ctx.shard.cleanup_group_metadata().records)
+        finally:
+            ctx.clock.now = saved
     else:
+        # What the operation runs for a classic group (without its soft-state cleanup).
         records, _ = manager.expired_offset_tombstones(ctx.shard.group_manager.groups[group_id], now_ms)
-    keys = [key for key, _value in records]
-    assert all(isinstance(key, OffsetCommitKey) for key in keys)
-    return {(key.topic, key.partition) for key in keys}  # type: ignore[union-attr]
+    return {(key.topic, key.partition) for key, _value in records
+            if isinstance(key, OffsetCommitKey) and key.group == group_id}
 
 
 def assert_reported_is_performed(ctx: GroupTestContext, group_id: str) -> dict[tuple[str, int], int | None]:
@@ -98,3 +103,23 @@ def test_an_offset_held_by_an_open_transaction_does_not_expire() -> None:
     assert assert_reported_is_performed(ctx, "s") == {("foo", 0): start + RETENTION, ("foo", 1): None}
     ctx.end_transaction(1000, commit=True)
     assert view_of(ctx).group("s").offsets[("foo", 1)].expires_at_ms == start + RETENTION  # type: ignore[union-attr]
+
+
+def test_a_consumer_groups_offsets_expire_only_once_it_is_empty() -> None:
+    from tests.coordinator.group.consumer.context import ConsumerGroupTestContext
+
+    ctx = ConsumerGroupTestContext()
+    ctx.topics.create("foo", 2)
+    joined = ctx.cg_heartbeat(member_epoch=0)
+    assert joined.error_code == 0, joined
+    committed_at = ctx.clock.now
+    ctx.commit_offsets("g", {("foo", 0): 1}, generation_id=joined.member_epoch, member_id="m1", version=9)
+    group = view_of(ctx).group("g")
+    assert group is not None and (group.type, group.state != "Empty") == ("consumer", True)
+    # A member: the expiry operation leaves the group's offsets alone.
+    assert assert_reported_is_performed(ctx, "g") == {("foo", 0): None}
+    ctx.clock.now += 60_000
+    ctx.cg_heartbeat(member_epoch=-1)
+    assert view_of(ctx).group("g").state == "Empty"  # type: ignore[union-attr]
+    # Empty: a retention after the commit (Kafka's ConsumerGroup.offsetExpirationCondition).
+    assert assert_reported_is_performed(ctx, "g") == {("foo", 0): committed_at + RETENTION}
