@@ -107,7 +107,8 @@ def expiry_deadlines(committed: GroupOffsets, retention_ms: int,
                 continue
             fields = fields_of(value)
             expire = fields[4]
-            yield topic, partition, value, expire if expire is not None and expire >= 0 else since(fields) + retention_ms
+            deadline = expire if expire is not None and expire >= 0 else since(fields) + retention_ms
+            yield topic, partition, value, deadline
 
 
 def classic_expiry_rule(group: ClassicGroup) -> tuple[Callable[[OffsetCommitFields], int] | None,
@@ -470,7 +471,8 @@ class OffsetManager:
         open_transactions = group.group_id in self.open_by_group
         if not committed:
             return [], not open_transactions
-        return self._expired(group.group_id, self.deadlines(group.group_id), now_ms, open_transactions)
+        return self._expired(group.group_id, self._classic_deadlines(group, committed, offset_commit_fields),
+                             now_ms, open_transactions)
 
     def expired_consumer_group_offsets(self, group_id: str, now_ms: int) -> tuple[list[Record], bool]:
         """An Empty consumer group's expired offsets, measured from each commit (Kafka's
@@ -496,9 +498,9 @@ class OffsetManager:
 
     def deadlines(self, group_id: str, fields_of: Callable[[bytes], OffsetCommitFields] = offset_commit_fields
                   ) -> Iterator[tuple[str, int, bytes, int | None]]:
-        """``(topic, partition, value bytes, expire-at ms or None)`` for every committed offset of the group,
-        as the expiry operation will treat it now (``expiry_deadlines``; None: it does not
-        expire while the group stays as it is). ``fields_of`` decodes a value (a caller may
+        """``(topic, partition, value bytes, expire-at ms or None)`` for every committed offset of
+        the group, as the expiry operation will treat it now (``expiry_deadlines``; None: it does
+        not expire while the group stays as it is). ``fields_of`` decodes a value (a caller may
         hand in a cached decoder)."""
         committed = self.offsets.get(group_id)
         if not committed:
@@ -513,10 +515,16 @@ class OffsetManager:
                     _from_commit if consumer_group.state is ConsumerGroupState.EMPTY else None
                 return expiry_deadlines(committed, retention, since, kept=kept, fields_of=fields_of)
         group = self.groups.groups.get(group_id)
-        if group is None or group.state is S.DEAD:
+        if group is None or group.state is S.DEAD:  # the expiry operation skips Dead groups
             return expiry_deadlines(committed, retention, None, fields_of=fields_of)
+        return self._classic_deadlines(group, committed, fields_of)
+
+    def _classic_deadlines(self, group: ClassicGroup, committed: GroupOffsets,
+                           fields_of: Callable[[bytes], OffsetCommitFields]
+                           ) -> Iterator[tuple[str, int, bytes, int | None]]:
         since, subscribed = classic_expiry_rule(group)
-        return expiry_deadlines(committed, retention, since, kept_topic=subscribed, kept=kept, fields_of=fields_of)
+        return expiry_deadlines(committed, self.config.offsets_retention_ms, since, kept_topic=subscribed,
+                                kept=self._pending_test(group.group_id), fields_of=fields_of)
 
     def _pending_test(self, group_id: str) -> Callable[[str, int], bool] | None:
         """Whether a partition has a pending transactional offset (those never expire), or None
