@@ -346,15 +346,21 @@ class StateView:
 
     def led_coordinator_partitions(self) -> list[tuple[str, int, CoordinatorState | None]]:
         """The coordinator topics' partitions this node leads, with their runtime state (None:
-        the runtime has not been told yet)."""
-        out: list[tuple[str, int, CoordinatorState | None]] = []
+        the runtime has not been told yet). In cluster mode also those ZooKeeper names this node
+        the leader of before this node has opened their log."""
+        out: dict[tuple[str, int], CoordinatorState | None] = {}
+        cluster = self.cluster
         for runtime in (self.runtime, self.txn_runtime):
             if runtime is None:
                 continue
             for plog in self.logs.partitions():
                 if plog.topic == runtime.topic and plog.is_leader:
-                    out.append((plog.topic, plog.partition, runtime.state(plog.partition)))
-        return out
+                    out[(plog.topic, plog.partition)] = runtime.state(plog.partition)
+            if cluster is not None and runtime.topic in cluster.topics:
+                for p in cluster.topics[runtime.topic].partitions:
+                    if (runtime.topic, p) not in out and cluster.leader(runtime.topic, p) == self.node_id:
+                        out[(runtime.topic, p)] = runtime.state(p)
+        return [(topic, p, state) for (topic, p), state in out.items()]
 
     def nodes(self) -> list[NodeView]:
         if self.cluster is None:

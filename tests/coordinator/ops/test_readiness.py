@@ -70,9 +70,14 @@ async def test_in_cluster_mode_not_ready_without_the_zookeeper_session(tmp_path:
         assert [n.node_id for n in view.nodes()] == [me]
         await wait_for(lambda: view.controller_id() == me)
         # The offsets topic's partitions as the replica manager holds them: led here, ISR of one.
-        offsets = {tp: p for tp, p in view.partitions().items() if tp[0] == "__consumer_offsets"}
-        assert offsets and all((p.leader, p.isr, p.replicas, p.local) == (me, (me,), (me,), True)
-                               for p in offsets.values()), offsets
+
+        def offsets_led_here() -> bool:
+            offsets = [p for tp, p in view.partitions().items() if tp[0] == "__consumer_offsets"]
+            return len(offsets) == 2 and all((p.leader, p.isr, p.replicas, p.local) == (me, (me,), (me,), True)
+                                             for p in offsets)
+
+        await wait_for(offsets_led_here, timeout=30)
+        await wait_for(lambda: readiness.ready() == (True, []), timeout=30)
         await asyncio.to_thread(zookeeper.stop)
         try:
             reasons: Any = await wait_for(lambda: (r := readiness.ready())[0] is False and r[1], timeout=30)
