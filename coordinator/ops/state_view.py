@@ -11,6 +11,9 @@ committed values are decoded once per value (a commit replaces the bytes object,
 whether it changed) and classic assignments once per assignment, and the first unconsumed
 record's timestamp is read from disk once per (topic, partition, offset).
 
+What it returns is for reading only: committed views and assignment lists are shared between
+scrapes (and between groups with equal values) and must not be changed.
+
 Expiry times are the server's own: ``OffsetManager.deadlines`` (``coordinator/group/offset_manager.py``),
 the function its expiry operation uses (KIP-211).
 """
