@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+from typing import Any
 
 from aiohttp import web
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
@@ -68,9 +69,26 @@ async def _readyz(request: web.Request) -> web.Response:
     return web.Response(status=503, text="".join(f"{reason}\n" for reason in reasons) or "not ready\n")
 
 
+def _refuse_oversized(limit: int) -> Any:
+    """aiohttp enforces ``client_max_size`` only when a handler reads the body; this refuses a
+    declared ``Content-Length`` over the limit on every route, before any handler runs (a chunked
+    body is still cut at the limit by aiohttp when read)."""
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Any) -> web.StreamResponse:
+        length = request.content_length
+        if length is not None and length > limit:
+            raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=length)
+        response: web.StreamResponse = await handler(request)
+        return response
+
+    return middleware
+
+
 def build_app(ctx: OpsContext) -> web.Application:
     """The aiohttp application: the ops routes, then the dashboard's if its package has them."""
-    app = web.Application(client_max_size=int(ctx.config["http.request.max.bytes"]))
+    limit = int(ctx.config["http.request.max.bytes"])
+    app = web.Application(client_max_size=limit, middlewares=[_refuse_oversized(limit)])
     app[CTX_KEY] = ctx
     app.router.add_get("/metrics", _metrics)
     app.router.add_get("/healthz", _healthz)
@@ -97,9 +115,7 @@ async def start_http(ctx: OpsContext, host: str, port: int) -> HttpListener:
     except BaseException:
         await runner.cleanup()
         raise
-    bound_port = port
-    server = site._server  # the asyncio server aiohttp created: its socket has the bound port
-    if server is not None and getattr(server, "sockets", None):
-        bound_port = int(server.sockets[0].getsockname()[1])
+    # Port 0 binds a free port: the runner knows which.
+    bound_port = int(runner.addresses[0][1]) if runner.addresses else port
     log.info("http listening", extra={"http_listen": f"{host}:{bound_port}"})
     return HttpListener(runner, host, bound_port)
