@@ -24,6 +24,7 @@ from typing import Any
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from ..lag.offsets import exporter_lag
 from .context import OpsContext
 
 __all__ = ["LagCollector", "UNKNOWN"]
@@ -37,14 +38,6 @@ _PARTITION_LABELS = ["cluster_name", "group", "topic", "partition", "member_host
 
 def _or_nan(value: float | int | None) -> float:
     return NAN if value is None else float(value)
-
-
-def exporter_lag(committed: int | None, log_end: int | None) -> float:
-    """kafka-lag-exporter's offset lag: end offset − committed offset floored at 0; NaN without a
-    commit (or without an end offset)."""
-    if committed is None or committed < 0 or log_end is None:
-        return NAN
-    return float(max(0, log_end - committed))
 
 
 class LagCollector(Collector):
@@ -94,7 +87,7 @@ class LagCollector(Collector):
             partition = str(p.partition)
             labels = [cluster, p.group, p.topic, partition, p.host or UNKNOWN, p.member_id or UNKNOWN,
                       p.client_id or UNKNOWN]
-            value = exporter_lag(p.committed, p.log_end)
+            value = _or_nan(exporter_lag(p.committed, p.log_end))
             seconds = _or_nan(p.lag_seconds) if p.committed is not None else NAN
             offset.add_metric(labels, _or_nan(p.committed))
             lag.add_metric(labels, value)
