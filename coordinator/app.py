@@ -426,9 +426,10 @@ class App:
             handlers=self.handlers, authorizer=self.authorizer, scram_store=self.scram_store,
             plain_users=plain_users, admin_enabled=config["http.admin.enabled"], cluster_id=node.cluster_id,
             node_id=node.node_id, clock_ms=_now_ms)
-        requests, fsyncs = register_metrics(ctx)
-        self.server.request_observer = requests.observe
-        set_fsync_observer(fsyncs.observe)
+        hooks = register_metrics(ctx)
+        self.server.request_observer = hooks.requests.observe
+        set_fsync_observer(hooks.fsyncs.observe)
+        self.runtime.set_write_observer(hooks.counters.on_write)
         host, port = parse_host_port(config["http.listen"])
         self.http = await start_http(ctx, host, port)
         lag.start()
