@@ -399,7 +399,7 @@ class App:
         return 0
 
     async def _start_ops(self, node: NodeInfo) -> None:
-        """The ops wing (docs/operations.md): the node's live view, the lag monitor sampling it,
+        """The ops wing (docs/metrics.md): the node's live view, the lag monitor sampling it,
         readiness, the metrics (two timing hooks, on requests and on fsyncs) and the HTTP listener
         on ``http.listen``. Imported here: a node without ``http.listen`` loads none of it."""
         from .ops.context import OpsContext

@@ -1,4 +1,4 @@
-"""The node's Prometheus metrics (docs/operations.md lists every name).
+"""The node's Prometheus metrics (docs/metrics.md lists every name).
 
 Two kinds. Timings on the hot path — one observation per Kafka request (``RequestMetrics``) and
 per fsynced group-commit round (``FsyncMetrics``) — are a bucket increment and an addition on

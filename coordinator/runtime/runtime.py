@@ -195,7 +195,7 @@ class CoordinatorRuntime(Generic[ShardT]):
 
     def set_write_observer(self, observer: Callable[[str, list[Record]], None] | None) -> None:
         """Tell ``observer`` the name and records of every write operation from now on (the
-        ops wing's counters of commits, expirations, rebalances; docs/operations.md)."""
+        ops wing's counters of commits, expirations, rebalances; docs/metrics.md)."""
         self._writes.write_observer = observer
 
     def flush_pending(self) -> None:
