@@ -411,7 +411,8 @@ class App:
 
         assert self.server is not None
         config = self.config
-        view = StateView(runtime=self.runtime, logs=self.logs, cluster=self.view)
+        view = StateView(runtime=self.runtime, txn_runtime=self.txn_runtime, logs=self.logs, cluster=self.view,
+                         node_id=node.node_id, endpoint=(node.host, node.port), rack=config["broker.rack"] or None)
         lag = LagMonitor(view, _now_ms, interval_ms=config["lag.sample.interval.ms"],
                          table_size=config["lag.lookup.table.size"], intervals=config["lag.burrow.intervals"],
                          min_distance_ms=config["lag.burrow.min.distance.ms"],
@@ -436,7 +437,7 @@ class App:
 
     async def _stop_ops(self) -> None:
         if self.ops is not None:
-            self.ops.lag.stop()
+            await self.ops.lag.stop()
         if self.http is not None:
             await self.http.stop()
             self.http = None
