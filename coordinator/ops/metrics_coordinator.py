@@ -66,13 +66,17 @@ class GroupCoordinatorCounters(Collector):
         self.classic_rebalances = self.consumer_rebalances = 0
 
     def on_write(self, name: str, records: list[tuple[object, object]]) -> None:
+        if name in _COMMIT_OPS:
+            # The hot path: a commit writes one offset record per partition and nothing else
+            # (coordinator/group/offset_manager.py), so no record needs looking at.
+            self.commits += len(records)
+            return
         for key, value in records:
             kind = type(key)
             if kind is OffsetCommitKey:
                 if value is not None:
-                    if name in _COMMIT_OPS:
-                        self.commits += 1
-                elif name in _EXPIRE_OPS:
+                    continue
+                if name in _EXPIRE_OPS:
                     self.expirations += 1
                 elif name in _DELETE_OPS:
                     self.deletions += 1
