@@ -85,12 +85,12 @@ def expiry_deadlines(committed: GroupOffsets, retention_ms: int,
                      kept_topic: Callable[[str], bool] | None = None,
                      kept: Callable[[str, int], bool] | None = None,
                      fields_of: Callable[[bytes], OffsetCommitFields] = offset_commit_fields,
-                     ) -> Iterator[tuple[str, int, int | None]]:
+                     ) -> Iterator[tuple[str, int, bytes, int | None]]:
     """When each committed offset of a group expires (KIP-211,
     https://cwiki.apache.org/confluence/display/KAFKA/KIP-211%3A+Revise+Expiration+Semantics+of+Consumer+Group+Offsets):
-    ``(topic, partition, expire-at ms)`` for every offset, None for one that does not expire
-    while the group stays as it is. Pure: the expiry operation tombstones the offsets whose
-    deadline ``now`` has reached, and the operations view reports the same numbers.
+    ``(topic, partition, value bytes, expire-at ms)`` for every offset, None for one that does
+    not expire while the group stays as it is. Pure: the expiry operation tombstones the offsets
+    whose deadline ``now`` has reached, and the operations view reports the same numbers.
 
     ``since``: what an offset's age is measured from (None: nothing of the group expires now);
     ``kept_topic``: topics the group still subscribes to (kept); ``kept``: partitions held by an
@@ -98,16 +98,17 @@ def expiry_deadlines(committed: GroupOffsets, retention_ms: int,
     retention time) expires then, as in Kafka's ``offsetExpirationCondition``."""
     for topic, by_partition in committed.items():
         if since is None or (kept_topic is not None and kept_topic(topic)):
-            for partition in by_partition:
-                yield topic, partition, None
+            for partition, value in by_partition.items():
+                yield topic, partition, value, None
             continue
         for partition, value in by_partition.items():
             if kept is not None and kept(topic, partition):
-                yield topic, partition, None
+                yield topic, partition, value, None
                 continue
             fields = fields_of(value)
             expire = fields[4]
-            yield topic, partition, expire if expire is not None and expire >= 0 else since(fields) + retention_ms
+            deadline = expire if expire is not None and expire >= 0 else since(fields) + retention_ms
+            yield topic, partition, value, deadline
 
 
 def classic_expiry_rule(group: ClassicGroup) -> tuple[Callable[[OffsetCommitFields], int] | None,
@@ -470,7 +471,8 @@ class OffsetManager:
         open_transactions = group.group_id in self.open_by_group
         if not committed:
             return [], not open_transactions
-        return self._expired(group.group_id, self.deadlines(group.group_id), now_ms, open_transactions)
+        return self._expired(group.group_id, self._classic_deadlines(group, committed, offset_commit_fields),
+                             now_ms, open_transactions)
 
     def expired_consumer_group_offsets(self, group_id: str, now_ms: int) -> tuple[list[Record], bool]:
         """An Empty consumer group's expired offsets, measured from each commit (Kafka's
@@ -484,21 +486,21 @@ class OffsetManager:
                              now_ms, open_transactions)
 
     @staticmethod
-    def _expired(group_id: str, deadlines: Iterable[tuple[str, int, int | None]], now_ms: int,
+    def _expired(group_id: str, deadlines: Iterable[tuple[str, int, bytes, int | None]], now_ms: int,
                  open_transactions: bool) -> tuple[list[Record], bool]:
         records: list[Record] = []
         count = 0
-        for topic, partition, deadline in deadlines:
+        for topic, partition, _value, deadline in deadlines:
             count += 1
             if deadline is not None and now_ms >= deadline:
                 records.append((OffsetCommitKey(group_id, topic, partition), None))
         return records, len(records) == count and not open_transactions
 
     def deadlines(self, group_id: str, fields_of: Callable[[bytes], OffsetCommitFields] = offset_commit_fields
-                  ) -> Iterator[tuple[str, int, int | None]]:
-        """``(topic, partition, expire-at ms or None)`` for every committed offset of the group,
-        as the expiry operation will treat it now (``expiry_deadlines``; None: it does not
-        expire while the group stays as it is). ``fields_of`` decodes a value (a caller may
+                  ) -> Iterator[tuple[str, int, bytes, int | None]]:
+        """``(topic, partition, value bytes, expire-at ms or None)`` for every committed offset of
+        the group, as the expiry operation will treat it now (``expiry_deadlines``; None: it does
+        not expire while the group stays as it is). ``fields_of`` decodes a value (a caller may
         hand in a cached decoder)."""
         committed = self.offsets.get(group_id)
         if not committed:
@@ -513,10 +515,16 @@ class OffsetManager:
                     _from_commit if consumer_group.state is ConsumerGroupState.EMPTY else None
                 return expiry_deadlines(committed, retention, since, kept=kept, fields_of=fields_of)
         group = self.groups.groups.get(group_id)
-        if group is None or group.state is S.DEAD:
+        if group is None or group.state is S.DEAD:  # the expiry operation skips Dead groups
             return expiry_deadlines(committed, retention, None, fields_of=fields_of)
+        return self._classic_deadlines(group, committed, fields_of)
+
+    def _classic_deadlines(self, group: ClassicGroup, committed: GroupOffsets,
+                           fields_of: Callable[[bytes], OffsetCommitFields]
+                           ) -> Iterator[tuple[str, int, bytes, int | None]]:
         since, subscribed = classic_expiry_rule(group)
-        return expiry_deadlines(committed, retention, since, kept_topic=subscribed, kept=kept, fields_of=fields_of)
+        return expiry_deadlines(committed, self.config.offsets_retention_ms, since, kept_topic=subscribed,
+                                kept=self._pending_test(group.group_id), fields_of=fields_of)
 
     def _pending_test(self, group_id: str) -> Callable[[str, int], bool] | None:
         """Whether a partition has a pending transactional offset (those never expire), or None

@@ -37,11 +37,11 @@ EXPIRING_WITHIN_MS = 24 * 3600 * 1000
 #: Points of each group's total-lag history kept for the chart (an hour at the default 10 s).
 HISTORY_POINTS = 360
 _NO_OWNER: tuple[None, None, None] = (None, None, None)
-#: Groups sampled between two yields to the event loop.
-_CHUNK = 500
+#: Groups sampled between two yields to the event loop (~1,000 partitions: a few ms).
+_CHUNK = 100
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PartitionLag:
     group: str
     topic: str
@@ -62,6 +62,20 @@ class PartitionLag:
     expiring_within_day: bool
 
 
+class _Tracked:
+    """A group partition's Burrow window, and the commit last fed to it (offset, timestamp)."""
+
+    __slots__ = ("window", "offset", "timestamp_ms")
+
+    def __init__(self, window: PartitionWindow) -> None:
+        self.window = window
+        self.offset = -1
+        self.timestamp_ms = -1
+
+
+_NONE_TRACKED: dict[tuple[str, int], _Tracked] = {}
+
+
 class LagMonitor:
     """``clock()``: now in ms (injected: tests step it). The other settings are the ``lag.*``
     keys of docs/configuration.md."""
@@ -76,9 +90,8 @@ class LagMonitor:
         self.min_distance_ms = min_distance_ms
         self.allowed_lag = allowed_lag
         self._tables: dict[tuple[str, int], LookupTable] = {}
-        #: (group, topic, partition) -> its Burrow window and the last commit fed to it.
-        self._windows: dict[tuple[str, str, int], PartitionWindow] = {}
-        self._last_commit: dict[tuple[str, str, int], tuple[int, int]] = {}
+        #: group -> (topic, partition) -> its Burrow window and the last commit fed to it.
+        self._windows: dict[str, dict[tuple[str, int], _Tracked]] = {}
         self._history: dict[str, deque[tuple[int, int]]] = {}
         self._lags: list[PartitionLag] = []
         self._statuses: dict[str, GroupStatus] = {}
@@ -144,8 +157,9 @@ class LagMonitor:
             del tables[tp]
         yield
         groups = view.groups()
-        windows, last_commit = self._windows, self._last_commit
-        seen: set[tuple[str, str, int]] = set()
+        old_windows = self._windows
+        # Rebuilt each sample: a group or partition gone from the view leaves with it.
+        windows: dict[str, dict[tuple[str, int], _Tracked]] = {}
         lags: list[PartitionLag] = []
         statuses: dict[str, GroupStatus] = {}
         totals: dict[str, int] = {}
@@ -156,9 +170,13 @@ class LagMonitor:
                     owners[tp] = (member.member_id, member.client_id, member.host)
             parts: dict[tuple[str, int], PartitionStatus] = {}
             total = 0
-            for tp in sorted(set(group.offsets) | set(owners)):
+            was = old_windows.get(group.group_id, _NONE_TRACKED)
+            tracked_now = windows[group.group_id] = {}
+            offsets = group.offsets
+            tps = offsets.keys() if not owners else [*offsets, *(tp for tp in owners if tp not in offsets)]
+            for tp in tps:
                 topic, partition = tp
-                committed_view = group.offsets.get(tp)
+                committed_view = offsets.get(tp)
                 log_end = ends.get(tp)
                 owner = owners.get(tp, _NO_OWNER)
                 if committed_view is None:
@@ -166,18 +184,19 @@ class LagMonitor:
                     lags.append(PartitionLag(group.group_id, topic, partition, None, log_end, None, None,
                                              Status.NOTFOUND, member_id, client_id, host, None, False))
                     continue
-                key = (group.group_id, topic, partition)
-                seen.add(key)
-                window = windows.get(key)
-                if window is None:
-                    window = windows[key] = PartitionWindow(self.intervals, self.min_distance_ms)
+                tracked = was.get(tp)
+                if tracked is None:
+                    tracked = _Tracked(PartitionWindow(self.intervals, self.min_distance_ms))
+                tracked_now[tp] = tracked
+                window = tracked.window
                 committed = committed_view.offset
                 if log_end is not None:
                     window.add_broker_offset(log_end)
-                commit = (committed, committed_view.commit_timestamp_ms)
-                if last_commit.get(key) != commit and window.broker_offsets:
-                    window.add_commit(committed, committed_view.commit_timestamp_ms, now_ms, log_end)
-                    last_commit[key] = commit
+                commit_ts = committed_view.commit_timestamp_ms
+                if (tracked.offset != committed or tracked.timestamp_ms != commit_ts) \
+                        and (log_end is not None or window.broker_offsets):
+                    window.add_commit(committed, commit_ts, now_ms, log_end)
+                    tracked.offset, tracked.timestamp_ms = committed, commit_ts
                 status = window.evaluate(now_ms, self.allowed_lag)
                 parts[tp] = status
                 lag = tool_lag(committed, log_end)
@@ -193,9 +212,7 @@ class LagMonitor:
             totals[group.group_id] = total
             if n % _CHUNK == 0:
                 yield
-        for key in [key for key in windows if key not in seen]:
-            del windows[key]
-            last_commit.pop(key, None)
+        self._windows = windows
         history = self._history
         for group_id, total in totals.items():
             points = history.get(group_id)

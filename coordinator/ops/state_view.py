@@ -24,6 +24,7 @@ from typing import Any
 from protocol.consumer_offsets import OffsetCommitFields, offset_commit_fields
 from protocol.consumer_protocol import MalformedConsumerProtocol, decode_assignment
 from protocol.records import CorruptBatchError, decode_records, read_batch_header
+from storage.errors import StorageError
 
 from ..cluster.view import ClusterView
 from ..group.classic_group import CONSUMER_PROTOCOL_TYPE
@@ -40,12 +41,12 @@ TopicPartition = tuple[str, int]
 
 #: Caches are dropped whole when they grow past this many entries (groups and commits come and go).
 _CACHE_LIMIT = 100_000
-_FIELDS_MIN = 100_000
+_VIEWS_MIN = 100_000
 #: How many batches past a control batch (a transaction marker) to look for the next record.
 _MARKER_SKIP = 8
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class CommittedView:
     offset: int
     leader_epoch: int
@@ -53,6 +54,8 @@ class CommittedView:
     commit_timestamp_ms: int
     #: When the expiry operation will delete it (KIP-211); None: not while the group stays as it is.
     expires_at_ms: int | None
+    #: The value's decoded fields (``offset_commit_fields``), for recomputing the deadline.
+    fields: OffsetCommitFields = field(repr=False, compare=False, default=(0, -1, "", 0, None))
 
 
 @dataclass(slots=True)
@@ -132,10 +135,11 @@ class StateView:
         self.node_id = node_id
         self.endpoint = endpoint
         self.rack = rack
-        #: OffsetCommitValue bytes -> their fields (``_decode``).
-        self._fields: dict[bytes, OffsetCommitFields] = {}
+        #: OffsetCommitValue bytes -> its view (``_offsets``); topic -> partition -> key tuple.
+        self._views: dict[bytes, CommittedView] = {}
+        self._keys: dict[str, dict[int, TopicPartition]] = {}
         #: Twice the offsets of the last full scrape: old values do not pile up.
-        self._fields_limit = _FIELDS_MIN
+        self._views_limit = _VIEWS_MIN
         #: classic assignment bytes -> its partitions.
         self._assignments: dict[bytes, list[TopicPartition]] = {}
         #: (topic, partition, offset) -> the timestamp of the record there (None: none readable).
@@ -157,7 +161,7 @@ class StateView:
             for group_id, group in classic.items():
                 if group.state is not GroupState.DEAD and group_id not in consumer:
                     out.append(self._classic_group(partition, shard, group_id))
-        self._fields_limit = max(_FIELDS_MIN, 2 * sum(len(g.offsets) for g in out))
+        self._views_limit = max(_VIEWS_MIN, 2 * sum(len(g.offsets) for g in out))
         return out
 
     def group(self, group_id: str) -> GroupView | None:
@@ -214,26 +218,41 @@ class StateView:
                          partition, members, self._offsets(shard, group_id))
 
     def _offsets(self, shard: GroupCoordinatorShard, group_id: str) -> dict[TopicPartition, CommittedView]:
+        # Objects are reused from scrape to scrape (the views by value bytes and deadline, the
+        # keys by topic and partition): a scrape then allocates a few objects per group rather
+        # than per offset, which keeps the cyclic GC from walking a hundred thousand new ones.
         manager = shard.offset_manager
-        committed = manager.offsets.get(group_id)
-        if not committed:
-            return {}
+        views = self._views
+        get = views.get
+        keys = self._keys
         decode = self._decode
         out: dict[TopicPartition, CommittedView] = {}
-        for topic, partition, deadline in manager.deadlines(group_id, decode):
-            f = decode(committed[topic][partition])
-            out[(topic, partition)] = CommittedView(f[0], f[1], f[2], f[3], deadline)
+        topic_keys: dict[int, TopicPartition] | None = None
+        last_topic = None
+        for topic, partition, value, deadline in manager.deadlines(group_id, decode):
+            if topic is not last_topic:
+                last_topic = topic
+                topic_keys = keys.get(topic)
+                if topic_keys is None:
+                    topic_keys = keys[topic] = {}
+            assert topic_keys is not None
+            key = topic_keys.get(partition)
+            if key is None:
+                key = topic_keys[partition] = (topic, partition)
+            view = get(value)
+            if view is None or view.expires_at_ms != deadline:
+                f = decode(value)
+                if view is None and len(views) >= self._views_limit:
+                    views.clear()  # old values of later commits; the live ones come back
+                view = views[value] = CommittedView(f[0], f[1], f[2], f[3], deadline, f)
+            out[key] = view
         return out
 
     def _decode(self, value: bytes) -> OffsetCommitFields:
-        # Keyed by the value bytes (their hash is computed once per object): the same bytes always
-        # decode the same, and a commit brings new bytes.
-        found = self._fields.get(value)
-        if found is None:
-            if len(self._fields) >= self._fields_limit:
-                self._fields.clear()  # old values of later commits; the live ones come back
-            found = self._fields[value] = offset_commit_fields(value)
-        return found
+        view = self._views.get(value)
+        if view is not None:
+            return view.fields
+        return offset_commit_fields(value)
 
     # --- partitions ---------------------------------------------------------------------------
 
@@ -281,7 +300,10 @@ class StateView:
         plog = self._log(topic, partition)
         if plog is None:
             return None
-        found = plog.offset_for_timestamp(timestamp_ms)
+        try:
+            found = plog.offset_for_timestamp(timestamp_ms)
+        except (StorageError, OSError):
+            return None
         hw = plog.high_watermark
         if found is None or found[0] >= hw:
             return hw
@@ -351,7 +373,10 @@ def _record_timestamp(plog: PartitionLog, offset: int, below: int) -> int | None
     for _ in range(_MARKER_SKIP):
         if offset >= below:
             return None
-        data = plog.log.read(offset, 1)
+        try:
+            data = plog.log.read(offset, 1)
+        except (StorageError, OSError):  # retention or a truncation moved the log meanwhile
+            return None
         if len(data) < 61:
             return None
         try:

@@ -25,6 +25,7 @@ from protocol.consumer_offsets import (
 )
 from protocol.hashing import partition_for
 from protocol.records import CorruptBatchError, decode_records, read_batch_header
+from storage.errors import StorageError
 
 from ..topics.registry import CONSUMER_OFFSETS
 from .state_view import StateView
@@ -69,7 +70,10 @@ def group_timeline(view: StateView, group_id: str, limit: int = 200) -> list[Tim
     out: deque[TimelineEntry] = deque(maxlen=limit)
     members: set[str] = set()
     while offset < end:
-        data = plog.log.read(offset, _READ_BYTES)
+        try:
+            data = plog.log.read(offset, _READ_BYTES)
+        except (StorageError, OSError):  # retention or a truncation moved the log meanwhile
+            break
         if not data:
             break
         pos = 0
@@ -82,8 +86,9 @@ def group_timeline(view: StateView, group_id: str, limit: int = 200) -> list[Tim
             if pos + header.size > len(data):
                 break
             moved = True
+            # The group id appears in the bytes of every record key of it, unless compressed.
             if header.last_offset >= offset and not header.is_control and header.base_offset < end \
-                    and needle in data[pos:pos + header.size]:
+                    and (header.compression != 0 or needle in data[pos:pos + header.size]):
                 try:
                     records = decode_records(data, pos, header, check_crc=False)
                 except CorruptBatchError:
