@@ -126,7 +126,7 @@ class LagCollector(Collector):
                     earliest.add_metric([cluster, topic, str(number)], float(info.log_start))
         poll = GaugeMetricFamily("kafka_consumergroup_poll_time_ms",
                                  "Group time poll time", labels=["cluster_name"])
-        poll.add_metric([cluster], _or_nan(getattr(ctx.lag, "poll_time_ms", None)))
+        poll.add_metric([cluster], _or_nan(ctx.lag.poll_time_ms))
         yield from (offset, lag, lag_seconds, max_lag, max_lag_seconds, sum_lag, topic_sum_lag, latest, earliest,
                     poll)
         yield from self._burrow_groups(cluster)
