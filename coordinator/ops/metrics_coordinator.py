@@ -14,7 +14,9 @@ for a Kafka broker scraped through jmx_exporter finds them:
   kept for compatibility) → ``kafka_coordinator_group_groupmetadatamanager_numoffsets`` …;
 * cluster mode, ``kafka.server:type=ReplicaManager,name=LeaderCount|PartitionCount|UnderReplicatedPartitions``
   → ``kafka_server_replicamanager_…``, and ``kafka.cluster:type=Partition,name=InSyncReplicasCount``
-  → ``kafka_cluster_partition_insyncreplicascount{topic,partition}`` for the partitions this node leads.
+  → ``kafka_cluster_partition_insyncreplicascount{topic,partition}`` for the partitions this node leads,
+  and groupcoord's own ``groupcoord_coordinator_standby_lag_records{topic,partition}``: what each hot
+  standby of a coordinator partition has still to replay before it could take over.
 
 Partition load times are those of the partitions loaded now, not Kafka's 30-second window.
 """
@@ -168,6 +170,15 @@ class CoordinatorCollector(Collector):
             isr.add_metric([topic, str(partition)], float(len(info.isr)))
             if len(info.isr) < len(info.replicas):
                 under += 1
+        standby = GaugeMetricFamily("groupcoord_coordinator_standby_lag_records",
+                                    "Records a hot standby coordinator partition has still to replay",
+                                    labels=["topic", "partition"])
+        view = self._ctx.view
+        for runtime in (view.runtime, view.txn_runtime):
+            if runtime is not None:
+                for partition, behind in sorted(runtime.standby_lag().items()):
+                    standby.add_metric([runtime.topic, str(partition)], float(behind))
+        yield standby
         yield GaugeMetricFamily("kafka_server_replicamanager_leadercount", "Partitions this node leads",
                                 value=float(leaders))
         yield GaugeMetricFamily("kafka_server_replicamanager_partitioncount", "Partitions this node hosts",

@@ -187,6 +187,16 @@ class CoordinatorRuntime(Generic[ShardT]):
         out += [(p, CoordinatorState.LOADING, None) for p in self._queued if p not in self._partitions]
         return out
 
+    def standby_lag(self) -> dict[int, int]:
+        """Cluster mode: records each hot standby here has still to replay (up to the high
+        watermark: it replays committed records only, ``standby.py``). Read-only, for the metrics."""
+        out: dict[int, int] = {}
+        for p, part in self._partitions.items():
+            if part.state is CoordinatorState.STANDBY:
+                plog = part.plog
+                out[p] = max(0, min(plog.high_watermark, plog.log_end_offset) - part.standby.replayed_to)
+        return out
+
     # --- operations (writes.py) ---------------------------------------------------------------
 
     # ``write(partition, name, op)`` runs the write operation ``name`` (Kafka's operation names:

@@ -19,6 +19,8 @@ class FakeView:
     group_list: list[Any] = field(default_factory=list)
     partition_map: dict[tuple[str, int], Any] = field(default_factory=dict)
     coordinator_list: list[Any] = field(default_factory=list)
+    runtime: Any = None
+    txn_runtime: Any = None
 
     def groups(self) -> list[Any]:
         return self.group_list

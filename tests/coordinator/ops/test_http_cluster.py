@@ -66,6 +66,12 @@ def test_cluster_nodes_serve_readiness_and_replica_metrics(tmp_path: Path) -> No
             isr = _values(port, "kafka_cluster_partition_insyncreplicascount")
             assert all(v >= 1 for _l, v in isr)
             assert _values(port, "kafka_server_replicamanager_underreplicatedpartitions")
+        # Each offsets partition (3, 3 replicas each) has a hot standby on its two followers: 6 in
+        # all, caught up (no transaction ran: __transaction_state does not exist yet).
+        def standbys() -> list[float]:
+            return [v for p in ports.values() for _l, v in _values(p, "groupcoord_coordinator_standby_lag_records")]
+
+        wait_for(lambda: len(standbys()) == 2 * 3 and not any(standbys()), 30, "standbys caught up")
 
         # The group's lag is exposed by the node coordinating it, against the high watermark.
         def lag() -> list[float]:

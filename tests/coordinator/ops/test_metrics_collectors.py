@@ -143,6 +143,7 @@ def test_replica_metrics_in_cluster_mode() -> None:
         ("t", 1): part(log_start=0, log_end=1, leader=2, isr=[2, 3, 4], replicas=[2, 3, 4], local=True),
         ("t", 2): part(log_start=0, log_end=1, leader=3, isr=[3, 2], replicas=[3, 2], local=True),
         ("u", 0): part(log_start=0, log_end=1, leader=4, isr=[4], replicas=[4], local=False)})
+    view.runtime = SimpleNamespace(topic="__consumer_offsets", standby_lag=lambda: {4: 12, 1: 0})
     ctx = make_ctx("zookeeper.connect=localhost:2181", view=view, node_id=2)
     register_metrics(ctx)
     s = _samples(ctx)
@@ -150,6 +151,8 @@ def test_replica_metrics_in_cluster_mode() -> None:
     assert _one(s, "kafka_server_replicamanager_partitioncount") == 3
     assert _one(s, "kafka_server_replicamanager_underreplicatedpartitions") == 1
     assert _one(s, "kafka_cluster_partition_insyncreplicascount", topic="t", partition="0") == 2
+    assert _one(s, "groupcoord_coordinator_standby_lag_records", topic="__consumer_offsets", partition="4") == 12
+    assert _one(s, "groupcoord_coordinator_standby_lag_records", partition="1") == 0
 
 
 def test_request_and_fsync_histograms() -> None:
