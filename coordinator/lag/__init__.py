@@ -1,1 +1,3 @@
-"""Consumer lag, pure: in offsets, in time, Burrow's status, when offsets expire (shared by the server, the CLI and the pipeline)."""
+"""Consumer lag, pure: in offsets (``offsets``), in time (``time_lag``) and Burrow's partition and
+group status (``burrow``), shared by the server, the ``groupcoord groups`` tool and the pipeline.
+No I/O and no clock: callers hand in the time."""

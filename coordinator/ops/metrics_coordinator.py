@@ -1,0 +1,118 @@
+"""Kafka's own group-coordinator and replica metrics, computed at scrape time from the node's live
+view, named as Prometheus' jmx_exporter names Kafka's JMX beans (domain, ``type``, attribute,
+lower case, ``-`` and ``.`` as ``_``; other key properties become labels), so a dashboard built
+for a Kafka broker scraped through jmx_exporter finds them:
+
+* ``kafka.server:type=group-coordinator-metrics`` (Kafka's ``GroupCoordinatorMetrics`` and
+  ``GroupCoordinatorRuntimeMetrics``, https://kafka.apache.org/documentation/#group_coordinator_monitoring):
+  ``group-count{protocol}``, ``consumer-group-count{state}``, ``num-partitions{state}``,
+  ``partition-load-time-max`` / ``-avg`` → ``kafka_server_group_coordinator_metrics_…``;
+* ``kafka.coordinator.group:type=GroupMetadataManager,name=NumOffsets|NumGroups…`` (the Yammer gauges
+  kept for compatibility) → ``kafka_coordinator_group_groupmetadatamanager_numoffsets`` …;
+* cluster mode, ``kafka.server:type=ReplicaManager,name=LeaderCount|PartitionCount|UnderReplicatedPartitions``
+  → ``kafka_server_replicamanager_…``, and ``kafka.cluster:type=Partition,name=InSyncReplicasCount``
+  → ``kafka_cluster_partition_insyncreplicascount{topic,partition}`` for the partitions this node leads.
+
+Partition load times are those of the partitions loaded now, not Kafka's 30-second window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from .context import OpsContext
+
+__all__ = ["CoordinatorCollector", "CONSUMER_GROUP_STATES", "CLASSIC_GROUP_STATES"]
+
+_PREFIX = "kafka_server_group_coordinator_metrics_"
+_YAMMER = "kafka_coordinator_group_groupmetadatamanager_"
+#: KIP-848 group states, as ``consumer-group-count`` tags them.
+CONSUMER_GROUP_STATES = ("Empty", "Assigning", "Reconciling", "Stable", "Dead")
+#: Classic group states and the Yammer gauge counting each.
+CLASSIC_GROUP_STATES = {"PreparingRebalance": "numgroupspreparingrebalance",
+                        "CompletingRebalance": "numgroupscompletingrebalance", "Stable": "numgroupsstable",
+                        "Dead": "numgroupsdead", "Empty": "numgroupsempty"}
+_OFFSETS_TOPIC = "__consumer_offsets"
+
+
+class CoordinatorCollector(Collector):
+    def __init__(self, ctx: OpsContext) -> None:
+        self._ctx = ctx
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        view = self._ctx.view
+        by_protocol = {"classic": 0, "consumer": 0}
+        consumer_states = dict.fromkeys(CONSUMER_GROUP_STATES, 0)
+        classic_states = dict.fromkeys(CLASSIC_GROUP_STATES, 0)
+        offsets = 0
+        for group in view.groups():
+            by_protocol[group.type] = by_protocol.get(group.type, 0) + 1
+            states = consumer_states if group.type == "consumer" else classic_states
+            if group.state in states:
+                states[group.state] += 1
+            offsets += len(group.offsets)
+        family = GaugeMetricFamily(_PREFIX + "group_count", "The number of groups, by protocol", labels=["protocol"])
+        for protocol, count in sorted(by_protocol.items()):
+            family.add_metric([protocol], float(count))
+        yield family
+        family = GaugeMetricFamily(_PREFIX + "consumer_group_count", "The number of consumer groups, by state",
+                                   labels=["state"])
+        for state, count in consumer_states.items():
+            family.add_metric([state], float(count))
+        yield family
+        yield GaugeMetricFamily(_YAMMER + "numoffsets", "Committed offsets held", value=float(offsets))
+        yield GaugeMetricFamily(_YAMMER + "numgroups", "Classic groups", value=float(by_protocol["classic"]))
+        for state, name in CLASSIC_GROUP_STATES.items():
+            yield GaugeMetricFamily(_YAMMER + name, f"Classic groups in state {state}",
+                                    value=float(classic_states[state]))
+        yield from self._partitions()
+        if self._ctx.config["zookeeper.connect"]:
+            yield from self._replicas()
+
+    def _partitions(self) -> Iterator[GaugeMetricFamily]:
+        states = {"loading": 0, "active": 0, "failed": 0}
+        load_times: list[float] = []
+        for part in self._ctx.view.coordinator_partitions():
+            if part.topic != _OFFSETS_TOPIC:
+                continue
+            if part.state in states:
+                states[part.state] += 1
+            if part.state == "active" and part.load_time_ms is not None:
+                load_times.append(float(part.load_time_ms))
+        family = GaugeMetricFamily(_PREFIX + "num_partitions", "The number of coordinator partitions, by state",
+                                   labels=["state"])
+        for state, count in states.items():
+            family.add_metric([state], float(count))
+        yield family
+        yield GaugeMetricFamily(_PREFIX + "partition_load_time_max",
+                                "The max time it took to load the partitions loaded now (ms)",
+                                value=max(load_times) if load_times else 0.0)
+        yield GaugeMetricFamily(_PREFIX + "partition_load_time_avg",
+                                "The average time it took to load the partitions loaded now (ms)",
+                                value=sum(load_times) / len(load_times) if load_times else 0.0)
+
+    def _replicas(self) -> Iterator[GaugeMetricFamily]:
+        node = self._ctx.node_id
+        leaders = hosted = under = 0
+        isr = GaugeMetricFamily("kafka_cluster_partition_insyncreplicascount",
+                                "In-sync replicas of a partition this node leads", labels=["topic", "partition"])
+        for (topic, partition), info in sorted(self._ctx.view.partitions().items()):
+            if info.local:
+                hosted += 1
+            if info.leader != node:
+                continue
+            leaders += 1
+            isr.add_metric([topic, str(partition)], float(len(info.isr)))
+            if len(info.isr) < len(info.replicas):
+                under += 1
+        yield GaugeMetricFamily("kafka_server_replicamanager_leadercount", "Partitions this node leads",
+                                value=float(leaders))
+        yield GaugeMetricFamily("kafka_server_replicamanager_partitioncount", "Partitions this node hosts",
+                                value=float(hosted))
+        yield GaugeMetricFamily("kafka_server_replicamanager_underreplicatedpartitions",
+                                "Partitions this node leads with fewer in-sync replicas than replicas",
+                                value=float(under))
+        yield isr
