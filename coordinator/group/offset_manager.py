@@ -34,7 +34,7 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 
 from kafka.protocol.consumer import OffsetDeleteResponse
 from kafka.protocol.producer import TxnOffsetCommitResponse
@@ -55,11 +55,12 @@ from protocol.kafka_types import KafkaRequest, KafkaResponse, KafkaStruct
 from ..runtime.contract import Clock, CoordinatorResult, Record
 from .classic_group import CONSUMER_PROTOCOL_TYPE, ClassicGroup
 from .config import GroupConfig
+from .consumer.group import ConsumerGroupState
 from .consumer.manager import ConsumerGroupManager
 from .group_manager import GroupManager
 from .group_state import GroupState
 
-__all__ = ["OffsetManager", "utf16_length", "GroupOffsets", "PendingOffset"]
+__all__ = ["OffsetManager", "utf16_length", "GroupOffsets", "PendingOffset", "expiry_deadlines", "classic_expiry_rule"]
 
 E = ErrorCode
 S = GroupState
@@ -73,6 +74,58 @@ TxnPartition = TxnTopic.TxnOffsetCommitResponsePartition
 FetchedPartition = tuple[int, int, int, str, int]
 #: A group's committed offsets: topic -> partition -> OffsetCommitValue bytes.
 GroupOffsets = dict[str, dict[int, bytes]]
+
+
+def _from_commit(fields: OffsetCommitFields) -> int:
+    return fields[3]
+
+
+def expiry_deadlines(committed: GroupOffsets, retention_ms: int,
+                     since: Callable[[OffsetCommitFields], int] | None, *,
+                     kept_topic: Callable[[str], bool] | None = None,
+                     kept: Callable[[str, int], bool] | None = None,
+                     fields_of: Callable[[bytes], OffsetCommitFields] = offset_commit_fields,
+                     ) -> Iterator[tuple[str, int, int | None]]:
+    """When each committed offset of a group expires (KIP-211,
+    https://cwiki.apache.org/confluence/display/KAFKA/KIP-211%3A+Revise+Expiration+Semantics+of+Consumer+Group+Offsets):
+    ``(topic, partition, expire-at ms)`` for every offset, None for one that does not expire
+    while the group stays as it is. Pure: the expiry operation tombstones the offsets whose
+    deadline ``now`` has reached, and the operations view reports the same numbers.
+
+    ``since``: what an offset's age is measured from (None: nothing of the group expires now);
+    ``kept_topic``: topics the group still subscribes to (kept); ``kept``: partitions held by an
+    open transaction (kept). A commit with its own expire timestamp (OffsetCommit v2-v4's
+    retention time) expires then, as in Kafka's ``offsetExpirationCondition``."""
+    for topic, by_partition in committed.items():
+        if since is None or (kept_topic is not None and kept_topic(topic)):
+            for partition in by_partition:
+                yield topic, partition, None
+            continue
+        for partition, value in by_partition.items():
+            if kept is not None and kept(topic, partition):
+                yield topic, partition, None
+                continue
+            fields = fields_of(value)
+            expire = fields[4]
+            yield topic, partition, expire if expire is not None and expire >= 0 else since(fields) + retention_ms
+
+
+def classic_expiry_rule(group: ClassicGroup) -> tuple[Callable[[OffsetCommitFields], int] | None,
+                                                      Callable[[str], bool] | None]:
+    """A classic group's ``since`` and ``kept_topic`` for ``expiry_deadlines`` (Kafka's
+    ``ClassicGroup.offsetExpirationCondition`` and ``cleanupExpiredOffsets``)."""
+    if group.protocol_type is None:  # simple group: from each commit
+        since: Callable[[OffsetCommitFields], int] | None = _from_commit
+    elif group.state is S.EMPTY:  # KIP-211: from when the group became Empty
+        became_empty = group.state_timestamp_ms
+        since = _from_commit if became_empty is None else (lambda _fields: became_empty)
+    elif group.state is S.STABLE and group.protocol_type == CONSUMER_PROTOCOL_TYPE \
+            and group.subscribed_topics is not None:
+        since = _from_commit  # topics no member subscribes to any more
+    else:
+        since = None
+    # A Stable group keeps the offsets of the topics its members subscribe to.
+    return since, group.is_subscribed_to_topic if group.state is S.STABLE else None
 
 
 class PendingOffset:
@@ -411,47 +464,13 @@ class OffsetManager:
     def expired_offset_tombstones(self, group: ClassicGroup, now_ms: int) -> tuple[list[Record], bool]:
         """Tombstones for the group's expired offsets, and whether no offset would remain. An
         offset with a pending transactional one never expires, and a group with an open
-        transaction always keeps something (Kafka's ``cleanupExpiredOffsets``)."""
+        transaction always keeps something (Kafka's ``cleanupExpiredOffsets``). Which offsets
+        expire when is ``expiry_deadlines``'s answer, the one the operations view reports."""
         committed = self.offsets.get(group.group_id)
         open_transactions = group.group_id in self.open_by_group
         if not committed:
             return [], not open_transactions
-        base = self._expiry_base(group)
-        if base is None:
-            return [], False
-        only_unsubscribed = group.state is S.STABLE
-        retention = self.config.offsets_retention_ms
-        records: list[Record] = []
-        count = 0
-        for topic, by_partition in committed.items():
-            count += len(by_partition)
-            if only_unsubscribed and group.is_subscribed_to_topic(topic):
-                continue
-            for partition, value in by_partition.items():
-                if open_transactions and self.has_pending(group.group_id, topic, partition):
-                    continue
-                fields = offset_commit_fields(value)
-                expire = fields[4]
-                if expire is not None and expire >= 0:
-                    expired = now_ms >= expire
-                else:
-                    expired = now_ms - base(fields) >= retention
-                if expired:
-                    records.append((OffsetCommitKey(group.group_id, topic, partition), None))
-        return records, len(records) == count and not open_transactions
-
-    @staticmethod
-    def _expiry_base(group: ClassicGroup) -> Callable[[OffsetCommitFields], int] | None:
-        """What an offset's age is measured from, or None when nothing of the group expires."""
-        if group.protocol_type is None:  # simple group: from each commit
-            return lambda fields: fields[3]
-        if group.state is S.EMPTY:  # KIP-211: from when the group became Empty
-            became_empty = group.state_timestamp_ms
-            return lambda fields: fields[3] if became_empty is None else became_empty
-        if group.state is S.STABLE and group.protocol_type == CONSUMER_PROTOCOL_TYPE \
-                and group.subscribed_topics is not None:
-            return lambda fields: fields[3]  # topics no member subscribes to any more
-        return None
+        return self._expired(group.group_id, self.deadlines(group.group_id), now_ms, open_transactions)
 
     def expired_consumer_group_offsets(self, group_id: str, now_ms: int) -> tuple[list[Record], bool]:
         """An Empty consumer group's expired offsets, measured from each commit (Kafka's
@@ -460,20 +479,51 @@ class OffsetManager:
         open_transactions = group_id in self.open_by_group
         if not committed:
             return [], not open_transactions
-        retention = self.config.offsets_retention_ms
+        return self._expired(group_id, expiry_deadlines(committed, self.config.offsets_retention_ms, _from_commit,
+                                                        kept=self._pending_test(group_id)),
+                             now_ms, open_transactions)
+
+    @staticmethod
+    def _expired(group_id: str, deadlines: Iterable[tuple[str, int, int | None]], now_ms: int,
+                 open_transactions: bool) -> tuple[list[Record], bool]:
         records: list[Record] = []
         count = 0
-        for topic, by_partition in committed.items():
-            for partition, value in by_partition.items():
-                count += 1
-                if open_transactions and self.has_pending(group_id, topic, partition):
-                    continue
-                fields = offset_commit_fields(value)
-                expire = fields[4]
-                expired = now_ms >= expire if expire is not None and expire >= 0 else now_ms - fields[3] >= retention
-                if expired:
-                    records.append((OffsetCommitKey(group_id, topic, partition), None))
+        for topic, partition, deadline in deadlines:
+            count += 1
+            if deadline is not None and now_ms >= deadline:
+                records.append((OffsetCommitKey(group_id, topic, partition), None))
         return records, len(records) == count and not open_transactions
+
+    def deadlines(self, group_id: str, fields_of: Callable[[bytes], OffsetCommitFields] = offset_commit_fields
+                  ) -> Iterator[tuple[str, int, int | None]]:
+        """``(topic, partition, expire-at ms or None)`` for every committed offset of the group,
+        as the expiry operation will treat it now (``expiry_deadlines``; None: it does not
+        expire while the group stays as it is). ``fields_of`` decodes a value (a caller may
+        hand in a cached decoder)."""
+        committed = self.offsets.get(group_id)
+        if not committed:
+            return iter(())
+        retention = self.config.offsets_retention_ms
+        kept = self._pending_test(group_id)
+        if self.consumer_groups is not None:
+            consumer_group = self.consumer_groups.groups.get(group_id)
+            if consumer_group is not None:
+                # The expiry operation looks at Empty consumer groups only (shard.py).
+                since: Callable[[OffsetCommitFields], int] | None = \
+                    _from_commit if consumer_group.state is ConsumerGroupState.EMPTY else None
+                return expiry_deadlines(committed, retention, since, kept=kept, fields_of=fields_of)
+        group = self.groups.groups.get(group_id)
+        if group is None or group.state is S.DEAD:
+            return expiry_deadlines(committed, retention, None, fields_of=fields_of)
+        since, subscribed = classic_expiry_rule(group)
+        return expiry_deadlines(committed, retention, since, kept_topic=subscribed, kept=kept, fields_of=fields_of)
+
+    def _pending_test(self, group_id: str) -> Callable[[str, int], bool] | None:
+        """Whether a partition has a pending transactional offset (those never expire), or None
+        when the group has no open transaction."""
+        if group_id not in self.open_by_group:
+            return None
+        return lambda topic, partition: self.has_pending(group_id, topic, partition)
 
     def topic_tombstones(self, topics: set[str]) -> list[Record]:
         """Tombstones for every group's offsets of deleted topics (Kafka ``onPartitionsDeleted``),

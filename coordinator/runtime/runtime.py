@@ -177,6 +177,16 @@ class CoordinatorRuntime(Generic[ShardT]):
     def active_partitions(self) -> list[int]:
         return [p for p, part in self._partitions.items() if part.state is CoordinatorState.ACTIVE]
 
+    def hosted(self) -> list[tuple[int, CoordinatorState, ShardT | None]]:
+        """Every partition held or promised here, with its state and, once ACTIVE, its shard (None
+        otherwise: a loading or standby shard is half-built). Read-only, for the operations view
+        (``coordinator/ops/state_view.py``); callers must not change what they get."""
+        out: list[tuple[int, CoordinatorState, ShardT | None]] = [
+            (p, part.state, part.shard if part.state is CoordinatorState.ACTIVE else None)
+            for p, part in self._partitions.items()]
+        out += [(p, CoordinatorState.LOADING, None) for p in self._queued if p not in self._partitions]
+        return out
+
     # --- operations (writes.py) ---------------------------------------------------------------
 
     # ``write(partition, name, op)`` runs the write operation ``name`` (Kafka's operation names:

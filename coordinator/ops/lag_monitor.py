@@ -1,0 +1,216 @@
+"""Consumer lag, sampled in the background: in offsets, in time, and Burrow's status.
+
+Every ``lag.sample.interval.ms`` an asyncio task reads the node's view (``state_view.py``) and
+feeds, per hosted partition, its high watermark into a kafka-lag-exporter lookup table
+(``coordinator/lag/time_lag.py``), and per group partition its commit into a Burrow window
+(``coordinator/lag/burrow.py``). What /metrics and the dashboard read is the result of the last
+sample: no request computes lag, and the request hot path is untouched.
+
+Lag in time prefers the first unconsumed record's own timestamp, read from the local log (the
+age of the oldest message the group has not read); when the partition is not hosted here or the
+record has no timestamp, the lookup table interpolates when the log end was at the committed
+offset (kafka-lag-exporter's method, https://github.com/seglo/kafka-lag-exporter#estimate-consumer-group-time-lag).
+
+A sample of many groups yields to the event loop between chunks of groups, so a 10,000-group
+node keeps answering while it samples; the results are swapped in whole at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from ..lag.burrow import GroupStatus, PartitionStatus, PartitionWindow, Status, group_status
+from ..lag.offsets import tool_lag
+from ..lag.time_lag import LookupTable, lag_seconds_from_record
+from .state_view import StateView
+
+__all__ = ["LagMonitor", "PartitionLag", "EXPIRING_WITHIN_MS", "HISTORY_POINTS"]
+
+log = logging.getLogger("groupcoord.ops")
+
+#: "Expiring soon": within a day (the dashboard's warning, KIP-211's retention is 7 days).
+EXPIRING_WITHIN_MS = 24 * 3600 * 1000
+#: Points of each group's total-lag history kept for the chart (an hour at the default 10 s).
+HISTORY_POINTS = 360
+_NO_OWNER: tuple[None, None, None] = (None, None, None)
+#: Groups sampled between two yields to the event loop.
+_CHUNK = 500
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionLag:
+    group: str
+    topic: str
+    partition: int
+    #: None: assigned but never committed.
+    committed: int | None
+    #: The high watermark; None: the partition is not hosted here.
+    log_end: int | None
+    #: kafka-consumer-groups' LAG (None when either side is unknown).
+    lag: int | None
+    lag_seconds: float | None
+    #: Burrow's evaluation of the partition's commit window.
+    status: Status
+    member_id: str | None
+    client_id: str | None
+    host: str | None
+    expires_at_ms: int | None
+    expiring_within_day: bool
+
+
+class LagMonitor:
+    """``clock()``: now in ms (injected: tests step it). The other settings are the ``lag.*``
+    keys of docs/configuration.md."""
+
+    def __init__(self, view: StateView, clock: Callable[[], int], *, interval_ms: int = 10_000,
+                 table_size: int = 60, intervals: int = 10, min_distance_ms: int = 0, allowed_lag: int = 0) -> None:
+        self.view = view
+        self.clock = clock
+        self.interval_ms = interval_ms
+        self.table_size = table_size
+        self.intervals = intervals
+        self.min_distance_ms = min_distance_ms
+        self.allowed_lag = allowed_lag
+        self._tables: dict[tuple[str, int], LookupTable] = {}
+        #: (group, topic, partition) -> its Burrow window and the last commit fed to it.
+        self._windows: dict[tuple[str, str, int], PartitionWindow] = {}
+        self._last_commit: dict[tuple[str, str, int], tuple[int, int]] = {}
+        self._history: dict[str, deque[tuple[int, int]]] = {}
+        self._lags: list[PartitionLag] = []
+        self._statuses: dict[str, GroupStatus] = {}
+        #: When the last sample was taken (None: none yet).
+        self.sampled_at_ms: int | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    # --- results ------------------------------------------------------------------------------
+
+    def lags(self) -> list[PartitionLag]:
+        return self._lags
+
+    def group_statuses(self) -> dict[str, GroupStatus]:
+        return self._statuses
+
+    def history(self, group: str) -> list[tuple[int, int]]:
+        """``(time_ms, total_lag)`` of the group at each sample, oldest first."""
+        points = self._history.get(group)
+        return list(points) if points is not None else []
+
+    # --- sampling -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="lag-monitor")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                for _ in self._steps(self.clock()):
+                    await asyncio.sleep(0)
+            except Exception:
+                log.exception("lag sample failed")
+            await asyncio.sleep(self.interval_ms / 1000)
+
+    def sample(self, now_ms: int) -> None:
+        """Take one sample at ``now_ms`` (all at once; the task yields between chunks)."""
+        for _ in self._steps(now_ms):
+            pass
+
+    def _steps(self, now_ms: int) -> Iterator[None]:
+        view = self.view
+        partitions = view.partitions()
+        ends: dict[tuple[str, int], int] = {}
+        tables = self._tables
+        for tp, part in partitions.items():
+            if part.local and part.log_end is not None:
+                ends[tp] = part.log_end
+                table = tables.get(tp)
+                if table is None:
+                    table = tables[tp] = LookupTable(self.table_size)
+                table.add(part.log_end, now_ms)
+        for tp in [tp for tp in tables if tp not in ends]:
+            del tables[tp]
+        yield
+        groups = view.groups()
+        windows, last_commit = self._windows, self._last_commit
+        seen: set[tuple[str, str, int]] = set()
+        lags: list[PartitionLag] = []
+        statuses: dict[str, GroupStatus] = {}
+        totals: dict[str, int] = {}
+        for n, group in enumerate(groups, 1):
+            owners: dict[tuple[str, int], tuple[str | None, str | None, str | None]] = {}
+            for member in group.members:
+                for tp in member.assignment:
+                    owners[tp] = (member.member_id, member.client_id, member.host)
+            parts: dict[tuple[str, int], PartitionStatus] = {}
+            total = 0
+            for tp in sorted(set(group.offsets) | set(owners)):
+                topic, partition = tp
+                committed_view = group.offsets.get(tp)
+                log_end = ends.get(tp)
+                owner = owners.get(tp, _NO_OWNER)
+                if committed_view is None:
+                    member_id, client_id, host = owner
+                    lags.append(PartitionLag(group.group_id, topic, partition, None, log_end, None, None,
+                                             Status.NOTFOUND, member_id, client_id, host, None, False))
+                    continue
+                key = (group.group_id, topic, partition)
+                seen.add(key)
+                window = windows.get(key)
+                if window is None:
+                    window = windows[key] = PartitionWindow(self.intervals, self.min_distance_ms)
+                committed = committed_view.offset
+                if log_end is not None:
+                    window.add_broker_offset(log_end)
+                commit = (committed, committed_view.commit_timestamp_ms)
+                if last_commit.get(key) != commit and window.broker_offsets:
+                    window.add_commit(committed, committed_view.commit_timestamp_ms, now_ms, log_end)
+                    last_commit[key] = commit
+                status = window.evaluate(now_ms, self.allowed_lag)
+                parts[tp] = status
+                lag = tool_lag(committed, log_end)
+                if lag is not None:
+                    total += max(lag, 0)
+                lag_s = self._lag_seconds(topic, partition, committed, lag, now_ms)
+                expires = committed_view.expires_at_ms
+                lags.append(PartitionLag(
+                    group.group_id, topic, partition, committed, log_end, lag, lag_s, status.status,
+                    owner[0], owner[1], owner[2], expires,
+                    expires is not None and expires - now_ms <= EXPIRING_WITHIN_MS))
+            statuses[group.group_id] = group_status(parts)
+            totals[group.group_id] = total
+            if n % _CHUNK == 0:
+                yield
+        for key in [key for key in windows if key not in seen]:
+            del windows[key]
+            last_commit.pop(key, None)
+        history = self._history
+        for group_id, total in totals.items():
+            points = history.get(group_id)
+            if points is None:
+                points = history[group_id] = deque(maxlen=HISTORY_POINTS)
+            points.append((now_ms, total))
+        for group_id in [g for g in history if g not in totals]:
+            del history[group_id]
+        self._lags, self._statuses, self.sampled_at_ms = lags, statuses, now_ms
+
+    def _lag_seconds(self, topic: str, partition: int, committed: int, lag: int | None, now_ms: int) -> float | None:
+        if lag is not None and lag <= 0:
+            return 0.0
+        seconds = lag_seconds_from_record(self.view.first_unconsumed_timestamp(topic, partition, committed), now_ms)
+        if seconds is not None:
+            return seconds
+        table = self._tables.get((topic, partition))
+        return None if table is None else table.lag_seconds(committed, now_ms)

@@ -1,0 +1,368 @@
+"""The node's live view of its groups and partitions, read in-process for /metrics, /readyz and
+the dashboard.
+
+Everything here is read on the event loop from the objects the server runs (the coordinator
+runtime's shards, the partition logs, the cluster view), so it is as current as the server and
+needs no request to itself. Nothing here writes: a shard is only read between its operations
+(asyncio runs one callback at a time), never changed.
+
+It must stay cheap, a scrape of 10,000 groups of 10 partitions each well under 200 ms: the
+committed values are decoded once per value (a commit replaces the bytes object, so identity says
+whether it changed) and classic assignments once per assignment, and the first unconsumed
+record's timestamp is read from disk once per (topic, partition, offset).
+
+Expiry times are the server's own: ``OffsetManager.deadlines`` (``coordinator/group/offset_manager.py``),
+the function its expiry operation uses (KIP-211).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from protocol.consumer_offsets import OffsetCommitFields, offset_commit_fields
+from protocol.consumer_protocol import MalformedConsumerProtocol, decode_assignment
+from protocol.records import CorruptBatchError, decode_records, read_batch_header
+
+from ..cluster.view import ClusterView
+from ..group.classic_group import CONSUMER_PROTOCOL_TYPE
+from ..group.group_state import GroupState
+from ..group.shard import GroupCoordinatorShard
+from ..runtime.errors import CoordinatorState
+from ..runtime.runtime import CoordinatorRuntime
+from ..topics.log_manager import LogManager, PartitionLog
+
+__all__ = ["StateView", "GroupView", "MemberView", "CommittedView", "PartitionView", "CoordinatorPartitionView",
+           "NodeView"]
+
+TopicPartition = tuple[str, int]
+
+#: Caches are dropped whole when they grow past this many entries (groups and commits come and go).
+_CACHE_LIMIT = 100_000
+_FIELDS_MIN = 100_000
+#: How many batches past a control batch (a transaction marker) to look for the next record.
+_MARKER_SKIP = 8
+
+
+@dataclass(slots=True)
+class CommittedView:
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp_ms: int
+    #: When the expiry operation will delete it (KIP-211); None: not while the group stays as it is.
+    expires_at_ms: int | None
+
+
+@dataclass(slots=True)
+class MemberView:
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    host: str
+    assignment: list[TopicPartition]
+
+
+@dataclass(slots=True)
+class GroupView:
+    group_id: str
+    #: ListGroups v5's group types (KIP-848): "classic" or "consumer".
+    type: str
+    protocol_type: str
+    #: Kafka's state names: Empty, PreparingRebalance, CompletingRebalance, Stable (classic);
+    #: Empty, Assigning, Reconciling, Stable (consumer).
+    state: str
+    #: The classic group's protocol (its assignor, for the consumer protocol), or the consumer
+    #: group's server assignor.
+    assignor: str
+    #: The generation (classic) or the group epoch (consumer).
+    epoch: int
+    coordinator_partition: int
+    members: list[MemberView] = field(default_factory=list)
+    offsets: dict[TopicPartition, CommittedView] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class PartitionView:
+    #: None for a partition not hosted here (cluster mode): its offsets are its leader's.
+    log_start: int | None
+    #: The high watermark: what consumers can read, and what lag is measured against.
+    log_end: int | None
+    lso: int | None
+    leader: int
+    isr: tuple[int, ...]
+    replicas: tuple[int, ...]
+    local: bool
+
+
+@dataclass(slots=True)
+class CoordinatorPartitionView:
+    topic: str
+    partition: int
+    #: "loading", "active", "failed" or "standby" (``runtime/errors.py``).
+    state: str
+    #: How long its last load took, ms (None: not loaded since the start).
+    load_time_ms: float | None
+
+
+@dataclass(slots=True)
+class NodeView:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+class StateView:
+    """Read-only accessors over the node's running objects (module docstring).
+
+    ``runtime``: the group coordinator's runtime; ``logs``: the partition logs; ``cluster``: the
+    cluster view (cluster mode; None on one node); ``txn_runtime``: the transaction coordinator's
+    runtime, listed among the coordinator partitions; ``node_id`` and ``endpoint`` (host, port):
+    this node, as one node lists itself."""
+
+    def __init__(self, *, runtime: CoordinatorRuntime[GroupCoordinatorShard], logs: LogManager,
+                 cluster: ClusterView | None = None, txn_runtime: CoordinatorRuntime[Any] | None = None,
+                 node_id: int = -1, endpoint: tuple[str, int] | None = None, rack: str | None = None) -> None:
+        self.runtime = runtime
+        self.logs = logs
+        self.cluster = cluster
+        self.txn_runtime = txn_runtime
+        self.node_id = node_id
+        self.endpoint = endpoint
+        self.rack = rack
+        #: OffsetCommitValue bytes -> their fields (``_decode``).
+        self._fields: dict[bytes, OffsetCommitFields] = {}
+        #: Twice the offsets of the last full scrape: old values do not pile up.
+        self._fields_limit = _FIELDS_MIN
+        #: classic assignment bytes -> its partitions.
+        self._assignments: dict[bytes, list[TopicPartition]] = {}
+        #: (topic, partition, offset) -> the timestamp of the record there (None: none readable).
+        self._timestamps: dict[tuple[str, int, int], int | None] = {}
+
+    # --- groups -------------------------------------------------------------------------------
+
+    def _shards(self) -> list[tuple[int, GroupCoordinatorShard]]:
+        return [(p, shard) for p, state, shard in self.runtime.hosted() if shard is not None]
+
+    def groups(self) -> list[GroupView]:
+        """Every group of the coordinator partitions active here."""
+        out: list[GroupView] = []
+        for partition, shard in self._shards():
+            classic = shard.group_manager.groups
+            consumer = shard.consumer_manager.groups
+            for group_id in consumer:
+                out.append(self._consumer_group(partition, shard, group_id))
+            for group_id, group in classic.items():
+                if group.state is not GroupState.DEAD and group_id not in consumer:
+                    out.append(self._classic_group(partition, shard, group_id))
+        self._fields_limit = max(_FIELDS_MIN, 2 * sum(len(g.offsets) for g in out))
+        return out
+
+    def group(self, group_id: str) -> GroupView | None:
+        for partition, shard in self._shards():
+            if group_id in shard.consumer_manager.groups:
+                return self._consumer_group(partition, shard, group_id)
+            group = shard.group_manager.groups.get(group_id)
+            if group is not None and group.state is not GroupState.DEAD:
+                return self._classic_group(partition, shard, group_id)
+        return None
+
+    def _classic_group(self, partition: int, shard: GroupCoordinatorShard, group_id: str) -> GroupView:
+        group = shard.group_manager.groups[group_id]
+        consumer_protocol = group.protocol_type == CONSUMER_PROTOCOL_TYPE
+        members = [MemberView(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                              self._classic_assignment(m.assignment) if consumer_protocol else [])
+                   for m in group.members.values()]
+        return GroupView(group_id, "classic", group.protocol_type or "", group.state.value, group.protocol_name or "",
+                         group.generation_id, partition, members, self._offsets(shard, group_id))
+
+    def _classic_assignment(self, data: bytes) -> list[TopicPartition]:
+        if not data:
+            return []
+        found = self._assignments.get(data)
+        if found is None:
+            try:
+                decoded = decode_assignment(data)
+                found = [(topic, p) for topic, parts in decoded.assigned_partitions for p in parts]
+            except MalformedConsumerProtocol:
+                found = []
+            if len(self._assignments) >= _CACHE_LIMIT:
+                self._assignments.clear()
+            self._assignments[data] = found
+        return found
+
+    def _consumer_group(self, partition: int, shard: GroupCoordinatorShard, group_id: str) -> GroupView:
+        manager = shard.consumer_manager
+        group = manager.groups[group_id]
+        topics = manager.topics
+        names: dict[uuid.UUID, str] = {}
+
+        def name(topic_id: uuid.UUID) -> str:
+            found = names.get(topic_id)
+            if found is None:
+                topic = topics.by_id(topic_id)
+                found = names[topic_id] = topic.name if topic is not None else str(topic_id)
+            return found
+
+        members = [MemberView(m.member_id, m.instance_id, m.client_id, m.client_host,
+                              sorted((name(t), p) for t, parts in m.assigned_partitions.items() for p in parts))
+                   for m in group.members.values()]
+        assignor = manager.preferred_assignor(group.members.values()) if group.members else ""
+        return GroupView(group_id, "consumer", "consumer", group.state.value, assignor, group.group_epoch,
+                         partition, members, self._offsets(shard, group_id))
+
+    def _offsets(self, shard: GroupCoordinatorShard, group_id: str) -> dict[TopicPartition, CommittedView]:
+        manager = shard.offset_manager
+        committed = manager.offsets.get(group_id)
+        if not committed:
+            return {}
+        decode = self._decode
+        out: dict[TopicPartition, CommittedView] = {}
+        for topic, partition, deadline in manager.deadlines(group_id, decode):
+            f = decode(committed[topic][partition])
+            out[(topic, partition)] = CommittedView(f[0], f[1], f[2], f[3], deadline)
+        return out
+
+    def _decode(self, value: bytes) -> OffsetCommitFields:
+        # Keyed by the value bytes (their hash is computed once per object): the same bytes always
+        # decode the same, and a commit brings new bytes.
+        found = self._fields.get(value)
+        if found is None:
+            if len(self._fields) >= self._fields_limit:
+                self._fields.clear()  # old values of later commits; the live ones come back
+            found = self._fields[value] = offset_commit_fields(value)
+        return found
+
+    # --- partitions ---------------------------------------------------------------------------
+
+    def partitions(self) -> dict[TopicPartition, PartitionView]:
+        """The partitions hosted here, and in cluster mode every other partition the view knows
+        (``local`` False, no offsets)."""
+        out: dict[TopicPartition, PartitionView] = {}
+        me: tuple[int, ...] = (self.node_id,)
+        for plog in self.logs.partitions():
+            repl = plog.replication
+            if repl is None:
+                leader, isr, replicas = self.node_id, me, me
+            else:
+                leader, isr, replicas = repl.leader_id, tuple(repl.isr), tuple(repl.replicas)
+            out[(plog.topic, plog.partition)] = PartitionView(
+                plog.log_start_offset, plog.high_watermark, plog.last_stable_offset, leader, isr, replicas, True)
+        cluster = self.cluster
+        if cluster is not None:
+            for name, assignment in cluster.topics.items():
+                for p, replicas in assignment.partitions.items():
+                    if (name, p) in out:
+                        continue
+                    state = cluster.states.get((name, p))
+                    out[(name, p)] = PartitionView(None, None, None, -1 if state is None else state.leader,
+                                                   () if state is None else tuple(state.isr), tuple(replicas), False)
+        return out
+
+    def _log(self, topic: str, partition: int) -> PartitionLog | None:
+        return self.logs.get(topic, partition)
+
+    def earliest(self, topic: str, partition: int) -> int | None:
+        """The log start offset (ListOffsets EARLIEST); None: not hosted here."""
+        plog = self._log(topic, partition)
+        return None if plog is None else plog.log_start_offset
+
+    def latest(self, topic: str, partition: int) -> int | None:
+        """The high watermark (ListOffsets LATEST, read_uncommitted); None: not hosted here."""
+        plog = self._log(topic, partition)
+        return None if plog is None else plog.high_watermark
+
+    def offset_for_timestamp(self, topic: str, partition: int, timestamp_ms: int) -> int | None:
+        """The first offset whose timestamp is at or after ``timestamp_ms`` (ListOffsets with a
+        timestamp); the high watermark when none is (as the reset tool treats Kafka's -1);
+        None: not hosted here."""
+        plog = self._log(topic, partition)
+        if plog is None:
+            return None
+        found = plog.offset_for_timestamp(timestamp_ms)
+        hw = plog.high_watermark
+        if found is None or found[0] >= hw:
+            return hw
+        return found[0]
+
+    def first_unconsumed_timestamp(self, topic: str, partition: int, offset: int) -> int | None:
+        """The timestamp of the record a consumer committed at ``offset`` reads next, from the
+        local log (None: not hosted here, or nothing unconsumed below the high watermark).
+        Cached by (topic, partition, offset): a scrape does not read the disk again until the
+        group commits further."""
+        plog = self._log(topic, partition)
+        if plog is None:
+            return None
+        start = plog.log_start_offset
+        hw = plog.high_watermark
+        offset = max(offset, start)
+        if offset >= hw:
+            return None
+        key = (topic, partition, offset)
+        if key in self._timestamps:
+            return self._timestamps[key]
+        found = _record_timestamp(plog, offset, hw)
+        if len(self._timestamps) >= 100_000:
+            self._timestamps.clear()
+        self._timestamps[key] = found
+        return found
+
+    # --- coordinators and nodes --------------------------------------------------------------
+
+    def coordinator_partitions(self) -> list[CoordinatorPartitionView]:
+        out: list[CoordinatorPartitionView] = []
+        for runtime in (self.runtime, self.txn_runtime):
+            if runtime is None:
+                continue
+            for p, state, _shard in sorted(runtime.hosted(), key=lambda item: item[0]):
+                seconds = runtime.load_seconds.get(p)
+                out.append(CoordinatorPartitionView(runtime.topic, p, state.value,
+                                                    None if seconds is None else seconds * 1000.0))
+        return out
+
+    def led_coordinator_partitions(self) -> list[tuple[str, int, CoordinatorState | None]]:
+        """The coordinator topics' partitions this node leads, with their runtime state (None:
+        the runtime has not been told yet)."""
+        out: list[tuple[str, int, CoordinatorState | None]] = []
+        for runtime in (self.runtime, self.txn_runtime):
+            if runtime is None:
+                continue
+            for plog in self.logs.partitions():
+                if plog.topic == runtime.topic and plog.is_leader:
+                    out.append((plog.topic, plog.partition, runtime.state(plog.partition)))
+        return out
+
+    def nodes(self) -> list[NodeView]:
+        if self.cluster is None:
+            if self.endpoint is None:
+                return []
+            return [NodeView(self.node_id, self.endpoint[0], self.endpoint[1], self.rack)]
+        return [NodeView(b.broker_id, b.host, b.port, b.rack) for _id, b in sorted(self.cluster.brokers.items())]
+
+    def controller_id(self) -> int:
+        """The controller (cluster mode), this node on one node."""
+        return self.node_id if self.cluster is None else self.cluster.controller_id
+
+
+def _record_timestamp(plog: PartitionLog, offset: int, below: int) -> int | None:
+    """The timestamp of the first data record at or after ``offset`` (below ``below``)."""
+    for _ in range(_MARKER_SKIP):
+        if offset >= below:
+            return None
+        data = plog.log.read(offset, 1)
+        if len(data) < 61:
+            return None
+        try:
+            header = read_batch_header(data, 0)
+            if header.is_control:
+                offset = header.last_offset + 1
+                continue
+            for record in decode_records(data, 0, header, check_crc=False):
+                if header.base_offset + record.offset_delta >= offset:
+                    return record.timestamp(header)
+        except CorruptBatchError:
+            return None
+        offset = header.last_offset + 1
+    return None
