@@ -171,8 +171,8 @@ def reset_page(group_id: str, state: str, *, admin_enabled: bool, token: str, fo
 
 
 def topics_page(rows: Sequence[TopicRow]) -> str:
-    table = _table(["Topic", "Partitions", "Log start (sum)", "Log end (sum)", "Groups with offsets"],
-                   [[r.topic, r.partitions, r.log_start, r.log_end,
+    table = _table(["Topic", "Partitions", "Log start (sum)", "Log end (sum)", "Records", "Groups with offsets"],
+                   [[r.topic, r.partitions, r.log_start, r.log_end, r.records,
                      join((el("a", g, href=_group_link(g)) for g in r.groups), ", ") if r.groups else DASH]
                     for r in rows], id_="topics-table", empty="No topics.")
     return page("Topics", table, active="/topics")
@@ -183,15 +183,17 @@ def cluster_page(info: ClusterInfo) -> str:
     if info.cluster_mode:
         parts.append(el("p", f"Cluster mode: {len(info.nodes)} nodes; controller ", el("strong", _v(info.controller_id)),
                         "."))
-        parts.append(_table(["Node", "Host", "Port", "Rack"],
-                            [[n.get("node_id", n.get("id")), n.get("host"), n.get("port"), n.get("rack")]
-                             for n in info.nodes], id_="nodes-table"))
     else:
         parts.append(el("p", "Single node: not part of a cluster (zookeeper.connect is not set); this node leads "
-                        "every partition.", class_="notice", id="single-node"))
+                        "every partition and coordinates every group.", class_="notice", id="single-node"))
+    parts.append(el("h2", "Nodes"))
+    parts.append(_table(["Node", "Host", "Port", "Rack", "Controller"],
+                        [[n.get("node_id", n.get("id")), n.get("host"), n.get("port"), n.get("rack"),
+                          "yes" if n.get("node_id", n.get("id")) == info.controller_id else ""]
+                         for n in info.nodes], id_="nodes-table"))
     parts.append(el("h2", "Coordinator partitions"))
     parts.append(_table(["Topic", "Partition", "State", "Load time"],
-                        [[c.topic, c.partition, c.state, DASH if c.load_time_ms is None else f"{c.load_time_ms} ms"]
+                        [[c.topic, c.partition, c.state, DASH if c.load_time_ms is None else f"{c.load_time_ms:g} ms"]
                          for c in info.coordinators], id_="coordinators-table", empty="No coordinator partitions loaded."))
     parts.append(el("h2", "Partitions"))
     parts.append(_table(["Topic", "Partition", "Leader", "ISR", "Replicas", "Log start", "Log end", "Local"],

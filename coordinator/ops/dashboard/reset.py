@@ -17,11 +17,13 @@ decide, and its per-partition error codes are what the page shows.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from coordinator.context import RequestContext
+from coordinator.offset_reset.datetimes import parse_datetime, timestamp_for_duration
+from coordinator.offset_reset.scenarios import ResetUsageError, lookups_for, parse_topic_args, plan_reset
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey, request_class
 from protocol.errors import ErrorCode
 
@@ -72,22 +74,6 @@ class Plan:
     warnings: list[str] = field(default_factory=list)
 
 
-def _parse_topic_arg(arg: str) -> tuple[str, list[int] | None]:
-    # ConsumerGroupCommand.parseTopicPartitionsToReset: "t" or "t:0,1,2", same messages.
-    parts = arg.split(":")
-    if len(parts) == 1:
-        return arg, None
-    if len(parts) != 2 or not parts[0]:
-        raise ResetError(f"Invalid topic arg '{arg}', expected topic name and partitions")
-    partitions = []
-    for p in parts[1].split(","):
-        try:
-            partitions.append(int(p.strip()))
-        except ValueError:
-            raise ResetError(f"Invalid partition '{p}' specified in topic arg '{arg}''") from None
-    return parts[0], partitions
-
-
 def parse_form(form: Mapping[str, str]) -> ResetForm:
     scenario = (form.get("scenario") or "").strip()
     if scenario not in SCENARIOS:
@@ -99,12 +85,16 @@ def parse_form(form: Mapping[str, str]) -> ResetForm:
     scope = (form.get("scope") or "").strip()
     topics: dict[str, list[int] | None] = {}
     if scope == "topics":
-        for arg in (form.get("topics") or "").replace("\n", " ").split():
-            topic, partitions = _parse_topic_arg(arg)
-            if partitions is None or topic not in topics or topics[topic] is None:
-                topics[topic] = partitions if topic not in topics else None
-            else:
-                topics[topic] = sorted(set(topics[topic] or []) | set(partitions))
+        try:
+            explicit, whole = parse_topic_args((form.get("topics") or "").split())
+        except ResetUsageError as exc:
+            raise ResetError(str(exc)) from None
+        for topic in whole:
+            topics[topic] = None
+        for topic, partition in explicit:
+            known = topics.setdefault(topic, [])
+            if known is not None:
+                known.append(partition)
         if not topics:
             raise ResetError("One of the reset scopes should be defined: --all-topics, --topic.")
     elif scope != "all-topics":
@@ -150,75 +140,31 @@ def make_plan(view: Any, group_id: str, form: ResetForm, now_ms: int) -> Plan:
                 if p not in hosted[topic]:
                     raise ResetError(f"Partition {topic}-{p} does not exist")
                 targets.append((topic, p))
-    warnings: list[str] = []
-
-    def earliest(tp: tuple[str, int]) -> int:
-        value = view.earliest(*tp)
-        if value is None:
-            raise ResetError(f"Error getting starting offset of topic partition: {tp[0]}-{tp[1]}")
-        return int(value)
-
-    def latest(tp: tuple[str, int]) -> int:
-        value = view.latest(*tp)
-        if value is None:
-            raise ResetError(f"Error getting ending offset of topic partition: {tp[0]}-{tp[1]}")
-        return int(value)
-
-    def clamped(tp: tuple[str, int], offset: int) -> int:
-        # checkOffsetsRange: out-of-range offsets move to the nearest end, with the tool's warning.
-        end, start = latest(tp), earliest(tp)
-        if offset > end:
-            warnings.append(f"New offset ({offset}) is higher than latest offset for topic partition "
-                            f"{tp[0]}-{tp[1]}. Value will be set to {end}")
-            return end
-        if offset < start:
-            warnings.append(f"New offset ({offset}) is lower than earliest offset for topic partition "
-                            f"{tp[0]}-{tp[1]}. Value will be set to {start}")
-            return start
-        return offset
-
-    def by_timestamp(tp: tuple[str, int], ts: int) -> int:
-        found = view.offset_for_timestamp(tp[0], tp[1], ts)
-        if found is None or found < 0:
-            warnings.append(f"Partition {tp[1]} from topic {tp[0]} is empty. Falling back to latest known offset.")
-            return latest(tp)
-        return int(found)
-
-    compute: Callable[[tuple[str, int]], int]
-    scenario, value = form.scenario, form.value
-    if scenario == "to-earliest":
-        compute = earliest
-    elif scenario == "to-latest":
-        compute = latest
-    elif scenario == "to-current":
-        def compute(tp: tuple[str, int]) -> int:
-            return committed[tp] if tp in committed else latest(tp)
-    elif scenario == "to-offset":
-        target = _long(value, "offset")
-
-        def compute(tp: tuple[str, int]) -> int:
-            return clamped(tp, target)
-    elif scenario == "shift-by":
-        shift = _long(value, "shift")
-
-        def compute(tp: tuple[str, int]) -> int:
-            if tp not in committed:
-                raise ResetError(f"Cannot shift offset for partition {tp[0]}-{tp[1]} since there is no "
-                                 "current committed offset")
-            return clamped(tp, committed[tp] + shift)
-    else:
-        from coordinator.offset_reset.datetimes import parse_datetime, parse_duration
-
+    scenario, value = form.scenario, None
+    if scenario in ("to-offset", "shift-by"):
+        value = _long(form.value, "offset" if scenario == "to-offset" else "shift")
+    needs = lookups_for(scenario)
+    earliest = {tp: view.earliest(*tp) for tp in targets} if "earliest" in needs else {}
+    latest = {tp: view.latest(*tp) for tp in targets} if "latest" in needs else {}
+    for_timestamp: dict[tuple[str, int], int | None] = {}
+    if "timestamp" in needs:
         try:
-            ts = parse_datetime(value, None) if scenario == "to-datetime" else now_ms - parse_duration(value)
+            ts = (parse_datetime(form.value) if scenario == "to-datetime"
+                  else timestamp_for_duration(now_ms, form.value))
         except ValueError as exc:
             raise ResetError(str(exc)) from None
-
-        def compute(tp: tuple[str, int]) -> int:
-            return by_timestamp(tp, ts)
-
-    rows = [PlanRow(t, p, committed.get((t, p)), compute((t, p))) for t, p in targets]
-    return Plan(group_id, rows, warnings)
+        for tp in targets:
+            found = view.offset_for_timestamp(tp[0], tp[1], ts)
+            # The view answers the high watermark when no record is at or after ts; ListOffsets
+            # answers -1 there, which is what the plan's "is empty" notice is about.
+            for_timestamp[tp] = -1 if found is not None and found == latest.get(tp) else found
+    try:
+        planned = plan_reset(scenario, targets, value=value, committed=committed, earliest=earliest,
+                             latest=latest, for_timestamp=for_timestamp)
+    except ResetUsageError as exc:
+        raise ResetError(str(exc)) from None
+    rows = [PlanRow(t, p, committed.get((t, p)), offset) for (t, p), offset in sorted(planned.offsets.items())]
+    return Plan(group_id, rows, [n.strip() for n in planned.notices] + planned.warnings)
 
 
 def _request(plan: Plan, version: int) -> Any:

@@ -79,7 +79,7 @@ class Dashboard:
     def __init__(self, ctx: Any, *, clock: Callable[[], int] = _now_ms,
                  timeline: Callable[[Any, str], Any] = _timeline) -> None:
         self.ctx = ctx
-        self.clock = clock
+        self.clock = getattr(ctx, "clock_ms", None) or clock
         self.timeline = timeline
         self.csrf = csrf.CsrfTokens()
         self.auth = BasicAuth(getattr(ctx, "plain_users", None), getattr(ctx, "scram_store", None))

@@ -81,8 +81,11 @@ class GroupDetail:
 class TopicRow:
     topic: str
     partitions: int
-    log_start: int
-    log_end: int
+    #: Summed over the partitions hosted here (None when none is: cluster mode, led elsewhere).
+    log_start: int | None
+    log_end: int | None
+    #: Records between log start and end, summed likewise.
+    records: int | None
     groups: list[str]
 
 
@@ -103,7 +106,7 @@ class CoordinatorRow:
     topic: str
     partition: int
     state: str
-    load_time_ms: int | None
+    load_time_ms: float | None
 
 
 @dataclass(frozen=True)
@@ -190,22 +193,29 @@ def topic_rows(ctx: Any) -> list[TopicRow]:
     for g in ctx.view.groups():
         for topic, _ in g.offsets:
             consumers.setdefault(topic, set()).add(g.group_id)
-    return [TopicRow(topic, len(parts), sum(p.log_start for p in parts), sum(p.log_end for p in parts),
-                     sorted(consumers.get(topic, ())))
-            for topic, parts in sorted(by_topic.items())]
+    out = []
+    for topic, parts in sorted(by_topic.items()):
+        local = [p for p in parts if p.log_start is not None and p.log_end is not None]
+        start = sum(p.log_start for p in local) if local else None
+        end = sum(p.log_end for p in local) if local else None
+        out.append(TopicRow(topic, len(parts), start, end, None if start is None or end is None else end - start,
+                            sorted(consumers.get(topic, ()))))
+    return out
 
 
 def cluster_info(ctx: Any) -> ClusterInfo:
     view = ctx.view
-    nodes_fn = getattr(view, "nodes", None)
-    nodes = list(nodes_fn() or []) if nodes_fn is not None else []
+    # StateView.cluster is the ZooKeeper view in cluster mode, None on a single node.
+    cluster_mode = getattr(view, "cluster", None) is not None
+    nodes = list(view.nodes()) if hasattr(view, "nodes") else []
     controller = view.controller_id() if hasattr(view, "controller_id") else None
     partitions = [PartitionStateRow(t, p, v.leader, list(v.isr or []), list(v.replicas or []), v.log_start,
                                     v.log_end, bool(v.local))
                   for (t, p), v in sorted(view.partitions().items())]
-    coordinators = [CoordinatorRow(c.topic, c.partition, c.state, c.load_time_ms)
+    coordinators = [CoordinatorRow(c.topic, c.partition, c.state,
+                                   None if c.load_time_ms is None else round(c.load_time_ms, 1))
                     for c in sorted(view.coordinator_partitions(), key=lambda c: (c.topic, c.partition))]
-    return ClusterInfo(cluster_mode=bool(nodes), nodes=[_node(n) for n in nodes], controller_id=controller,
+    return ClusterInfo(cluster_mode=cluster_mode, nodes=[_node(n) for n in nodes], controller_id=controller,
                        partitions=partitions, coordinators=coordinators)
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import re
-from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
@@ -15,7 +14,18 @@ import pytest_asyncio
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from coordinator.lag.burrow import GroupStatus, Status
 from coordinator.ops.dashboard import add_routes, csrf
+from coordinator.ops.lag_monitor import PartitionLag
+from coordinator.ops.state_view import (
+    CommittedView,
+    CoordinatorPartitionView,
+    GroupView,
+    MemberView,
+    NodeView,
+    PartitionView,
+)
+from coordinator.ops.timeline import TimelineEntry
 from coordinator.security.sasl.scram_formatter import make_credential
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
@@ -24,99 +34,54 @@ from protocol.hot_responses import CommitPartition, CommitTopic, OffsetCommitAns
 EVIL = '<script>alert("x")</script>&'
 
 
-# --- a small node: the shapes of ops/state_view.py and ops/lag_monitor.py -----------------------
+# --- a small node, in the shapes of ops/state_view.py and ops/lag_monitor.py ------------------------
 
-@dataclass
-class Committed:
-    offset: int
-    leader_epoch: int = -1
-    metadata: str = ""
-    commit_timestamp_ms: int = 0
-    expires_at_ms: int | None = None
+def Committed(offset: int, expires_at_ms: int | None = None) -> CommittedView:
+    return CommittedView(offset, -1, "", 0, expires_at_ms)
 
 
-@dataclass
-class Member:
-    member_id: str
-    instance_id: str | None
-    client_id: str
-    host: str
-    assignment: list[tuple[str, int]]
+def Partition(log_start: int, log_end: int) -> PartitionView:
+    return PartitionView(log_start, log_end, log_end, 0, (0,), (0,), True)
 
 
-@dataclass
-class Group:
-    group_id: str
-    type: str
-    protocol_type: str
-    state: str
-    assignor: str
-    epoch: int
-    coordinator_partition: int
-    members: list[Member]
-    offsets: dict[tuple[str, int], Committed]
-
-
-@dataclass
-class Partition:
-    log_start: int
-    log_end: int
-    lso: int
-    leader: int | None = 0
-    isr: list[int] = field(default_factory=lambda: [0])
-    replicas: list[int] = field(default_factory=lambda: [0])
-    local: bool = True
-
-
-@dataclass
-class CoordinatorPartition:
-    topic: str
-    partition: int
-    state: str
-    load_time_ms: int
-
-
-@dataclass
-class Lag:
-    group: str
-    topic: str
-    partition: int
-    committed: int | None
-    log_end: int | None
-    lag: int | None
-    lag_seconds: float | None
-    status: str
-    member_id: str | None
-    client_id: str | None
-    host: str | None
-    expires_at_ms: int | None
-    expiring_within_day: bool
+def Lag(group: str, topic: str, partition: int, committed: int, log_end: int, lag: int, seconds: float, status: Status,
+        member: str | None, client: str | None, host: str | None, expires: int | None, expiring: bool) -> PartitionLag:
+    return PartitionLag(group, topic, partition, committed, log_end, lag, seconds, status, member, client, host,
+                        expires, expiring)
 
 
 class View:
     def __init__(self) -> None:
         self._groups = {
-            "orders-app": Group("orders-app", "classic", "consumer", "Stable", "range", 3, 7,
-                                [Member("m-1", None, "orders-client", "/10.0.0.5", [("orders", 0), ("orders", 1)])],
+            "orders-app": GroupView("orders-app", "classic", "consumer", "Stable", "range", 3, 7,
+                                [MemberView("m-1", None, "orders-client", "/10.0.0.5", [("orders", 0), ("orders", 1)])],
                                 {("orders", 0): Committed(40), ("orders", 1): Committed(90)}),
-            "idle-app": Group("idle-app", "classic", "consumer", "Empty", "", 5, 2, [],
+            "idle-app": GroupView("idle-app", "classic", "consumer", "Empty", "", 5, 2, [],
                               {("orders", 0): Committed(10, expires_at_ms=1_000_000 + 3_600_000)}),
-            EVIL: Group(EVIL, "consumer", "consumer", "Empty", "uniform", 1, 3,
+            EVIL: GroupView(EVIL, "consumer", "consumer", "Empty", "uniform", 1, 3,
                         [], {("orders", 1): Committed(5)}),
         }
-        self._partitions = {("orders", 0): Partition(0, 100, 100), ("orders", 1): Partition(20, 100, 100)}
+        self._partitions = {("orders", 0): Partition(0, 100), ("orders", 1): Partition(20, 100)}
 
-    def groups(self) -> list[Group]:
+    cluster = None
+
+    def groups(self) -> list[GroupView]:
         return list(self._groups.values())
 
-    def group(self, gid: str) -> Group | None:
+    def group(self, gid: str) -> GroupView | None:
         return self._groups.get(gid)
 
-    def partitions(self) -> dict[tuple[str, int], Partition]:
+    def partitions(self) -> dict[tuple[str, int], PartitionView]:
         return self._partitions
 
-    def coordinator_partitions(self) -> list[CoordinatorPartition]:
-        return [CoordinatorPartition("__consumer_offsets", 7, "active", 12)]
+    def coordinator_partitions(self) -> list[CoordinatorPartitionView]:
+        return [CoordinatorPartitionView("__consumer_offsets", 7, "active", 12.0)]
+
+    def nodes(self) -> list[NodeView]:
+        return [NodeView(0, "127.0.0.1", 9092, None)]
+
+    def controller_id(self) -> int:
+        return 0
 
     def earliest(self, t: str, p: int) -> int | None:
         return self._partitions[(t, p)].log_start
@@ -130,18 +95,19 @@ class View:
 
 class LagMonitor:
     def __init__(self) -> None:
-        self.rows = [Lag("orders-app", "orders", 0, 40, 100, 60, 12.5, "WARN", "m-1", "orders-client", "/10.0.0.5",
+        self.rows = [Lag("orders-app", "orders", 0, 40, 100, 60, 12.5, Status.WARN, "m-1", "orders-client", "/10.0.0.5",
                          None, False),
-                     Lag("orders-app", "orders", 1, 90, 100, 10, 2.0, "OK", "m-1", "orders-client", "/10.0.0.5",
+                     Lag("orders-app", "orders", 1, 90, 100, 10, 2.0, Status.OK, "m-1", "orders-client", "/10.0.0.5",
                          None, False),
-                     Lag("idle-app", "orders", 0, 10, 100, 90, 300.0, "STOP", None, None, None, 1_000_000 + 3_600_000,
+                     Lag("idle-app", "orders", 0, 10, 100, 90, 300.0, Status.STOP, None, None, None, 1_000_000 + 3_600_000,
                          True)]
 
-    def lags(self) -> list[Lag]:
+    def lags(self) -> list[PartitionLag]:
         return self.rows
 
     def group_statuses(self) -> dict[str, Any]:
-        return {"orders-app": SimpleNamespace(status="WARN"), "idle-app": SimpleNamespace(status="ERR")}
+        return {"orders-app": GroupStatus(Status.WARN, 1.0, ("orders", 0), 70),
+                "idle-app": GroupStatus(Status.ERR, 1.0, ("orders", 0), 90)}
 
     def history(self, group: str) -> list[tuple[int, int]]:
         return [(1_000_000, 120), (1_010_000, 90), (1_020_000, 70)] if group == "orders-app" else []
@@ -164,16 +130,6 @@ class OffsetCommit:
             code = ErrorCode.NONE if ok else ErrorCode.GROUP_AUTHORIZATION_FAILED
             topics.append(CommitTopic(t.name, [CommitPartition(p.partition_index, int(code)) for p in t.partitions]))
         return OffsetCommitAnswer(topics)
-
-
-@dataclass
-class TimelineEntry:
-    timestamp_ms: int
-    offset: int
-    kind: str
-    epoch: int
-    state_or_protocol: str
-    members: int
 
 
 def timeline(_ctx: Any, group_id: str) -> list[Any]:
@@ -417,9 +373,20 @@ async def test_bad_reset_input_answers_one_line_and_changes_nothing(client: Test
              ("topics", "ghost", "to-earliest", ""): "Topic &#x27;ghost&#x27; does not exist",
              ("all-topics", "", "shift-by", ""): "requires an argument",
              ("all-topics", "", "to-offset", "ten"): "is not a number",
+             ("all-topics", "", "to-datetime", "2024-01-31"): "It does not contain a &#x27;T&#x27; according to ISO8601",
+             ("all-topics", "", "by-duration", "1 day"): "Text cannot be parsed to a Duration",
              ("", "", "to-earliest", ""): "One of the reset scopes should be defined"}
     for (scope, topics, scenario, value), message in cases.items():
         r = await client.post(path("idle-app", "/reset"), data=reset_form(
             token, scope=scope, topics=topics, scenario=scenario, value=value, action="execute"))
         assert r.status == 400 and message in await r.text(), (scope, topics, scenario)
     assert CTX_OF[client].handlers[ApiKey.OFFSET_COMMIT].calls == []
+
+
+@pytest.mark.asyncio
+async def test_datetime_and_duration_scenarios_use_the_offsets_by_timestamp(client: TestClient) -> None:
+    token = await form_token(client, "idle-app")
+    for scenario, value in [("to-datetime", "2024-01-31T12:00:00.000"), ("by-duration", "PT1H")]:
+        r = await client.post(path("idle-app", "/reset"), data=reset_form(token, scenario=scenario, value=value))
+        text = await r.text()
+        assert r.status == 200 and "<td>10</td><td>50</td>" in text, text
