@@ -31,7 +31,11 @@ class CsrfTokens:
         return secrets.token_urlsafe(24)
 
     def token_for(self, nonce: str) -> str:
-        return hmac.new(self._secret, b"csrf:" + nonce.encode(), hashlib.sha256).hexdigest()
+        return self.sign("csrf", nonce)
+
+    def sign(self, purpose: str, text: str) -> str:
+        """HMAC of ``text`` for one ``purpose`` under the process secret (hex)."""
+        return hmac.new(self._secret, f"{purpose}:{text}".encode(), hashlib.sha256).hexdigest()
 
     def valid(self, nonce: str | None, token: str | None) -> bool:
         if not nonce or not token:

@@ -125,7 +125,7 @@ def _option(value: str, label: str, selected: bool) -> Markup:
 
 def reset_page(group_id: str, state: str, *, admin_enabled: bool, token: str, form: ResetForm | None = None,
                raw: dict[str, str] | None = None, plan: Plan | None = None, executed: bool = False,
-               error: str | None = None) -> str:
+               error: str | None = None, notice: str | None = None, previewed: str | None = None) -> str:
     raw = raw or {}
     parts: list[Markup] = [el("p", "State: ", _state(state), " · ",
                               el("a", "back to the group", href=_group_link(group_id)))]
@@ -134,10 +134,13 @@ def reset_page(group_id: str, state: str, *, admin_enabled: bool, token: str, fo
                         class_="notice disabled"))
     if error:
         parts.append(el("p", "Error: ", error, class_="notice error", role="alert"))
+    if notice:
+        parts.append(el("p", notice, class_="notice warn", id="reset-notice"))
     scope = raw.get("scope", "all-topics")
     scenario = raw.get("scenario", "to-earliest")
     fields = join([
         el("input", type="hidden", name=csrf.FIELD, value=token),
+        el("input", type="hidden", name="previewed", value=previewed) if previewed else "",
         el("fieldset", el("legend", "Scope"),
            el("label", el("input", type="radio", name="scope", value="all-topics", checked=scope != "topics"),
               " every partition the group has committed (--all-topics)"),
@@ -156,7 +159,7 @@ def reset_page(group_id: str, state: str, *, admin_enabled: bool, token: str, fo
                    disabled=not admin_enabled),
            " ",
            el("button", "Execute", type="submit", name="action", value="execute", class_="danger",
-              disabled=not admin_enabled or plan is None or executed)),
+              disabled=not admin_enabled or previewed is None)),
     ])
     parts.append(el("form", fields, method="post", action=_group_link(group_id, "/reset"), id="reset-form"))
     if plan is not None:

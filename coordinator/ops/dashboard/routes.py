@@ -194,6 +194,11 @@ class Dashboard:
             plan = await execute_plan(self.ctx.handlers, plan, principal=principal, client_host=peer, peer=peer)
         return form, plan, None
 
+    def _preview_mark(self, group_id: str, raw: dict[str, str]) -> str:
+        """What a preview hands to its Execute button: the form it planned, signed."""
+        fields = json.dumps([group_id] + [raw.get(k, "") for k in ("scope", "topics", "scenario", "value")])
+        return self.csrf.sign("preview", fields)
+
     async def reset_post(self, request: web.Request) -> web.Response:
         group_id = request.match_info["id"]
         posted = await request.post()
@@ -202,12 +207,20 @@ class Dashboard:
         if refusal is not None:
             return refusal
         assert principal is not None
+        mark = self._preview_mark(group_id, raw)
         execute = raw.get("action") == "execute"
+        notice = None
+        if execute and raw.get("previewed") != mark:
+            # Execute commits only the plan just shown: a form changed after its preview (or
+            # never previewed) gets a preview first.
+            execute = False
+            notice = "The form differs from the plan previewed: check this preview, then execute."
         form, plan, error = await self._run(request, group_id, raw, principal, execute)
         nonce = request.cookies.get(csrf.COOKIE) or ""
         return _html(pages.reset_page(group_id, self._state(group_id), admin_enabled=True,
                                       token=self.csrf.token_for(nonce), form=form, raw=raw, plan=plan,
-                                      executed=execute and plan is not None, error=error),
+                                      executed=execute and plan is not None, error=error, notice=notice,
+                                      previewed=mark if plan is not None and not execute else None),
                      400 if error else 200)
 
     async def api_reset(self, request: web.Request) -> web.Response:

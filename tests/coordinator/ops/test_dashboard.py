@@ -243,6 +243,15 @@ def reset_form(token: str, **fields: str) -> dict[str, str]:
     return {"csrf_token": token, "scope": "all-topics", "scenario": "to-earliest", "action": "preview", **fields}
 
 
+async def executable(c: TestClient, gid: str, form: dict[str, str], headers: dict[str, str] | None = None
+                     ) -> dict[str, str]:
+    """``form`` previewed, ready to execute: with the mark the preview hands its Execute button."""
+    r = await c.post(path(gid, "/reset"), data={**form, "action": "preview"}, headers=headers)
+    m = re.search(r'name="previewed" value="([0-9a-f]+)"', await r.text())
+    assert r.status == 200 and m, await r.text()
+    return {**form, "previewed": m.group(1), "action": "execute"}
+
+
 @pytest.mark.asyncio
 async def test_preview_changes_nothing_and_execute_commits(client: TestClient) -> None:
     token = await form_token(client, "idle-app")
@@ -254,8 +263,9 @@ async def test_preview_changes_nothing_and_execute_commits(client: TestClient) -
     handler = CTX_OF[client].handlers[ApiKey.OFFSET_COMMIT]
     assert handler.calls == []
     assert CTX_OF[client].view.group("idle-app").offsets[("orders", 0)].offset == 10
-    r = await client.post(path("idle-app", "/reset"), data=reset_form(token, scenario="shift-by", value="-4",
-                                                                       action="execute"))
+    form = await executable(client, "idle-app", reset_form(token, scenario="shift-by", value="-4"))
+    assert handler.calls == []
+    r = await client.post(path("idle-app", "/reset"), data=form)
     text = await r.text()
     assert r.status == 200, text
     assert "Offsets committed" in text and ">NONE<" in text
@@ -352,13 +362,12 @@ async def test_basic_auth_names_the_principal_and_the_acls_decide(users: str) ->
         r = await c.post(path("idle-app", "/reset"), data=reset_form(token, action="execute"),
                          headers=basic("alice", "wrong"))
         assert r.status == 401 and handler.calls == []
-        r = await c.post(path("idle-app", "/reset"), data=reset_form(token, action="execute"),
-                         headers=basic("bob", "bob-secret"))
+        form = await executable(c, "idle-app", reset_form(token), basic("bob", "bob-secret"))
+        r = await c.post(path("idle-app", "/reset"), data=form, headers=basic("bob", "bob-secret"))
         assert r.status == 200 and "GROUP_AUTHORIZATION_FAILED" in await r.text()
         assert handler.calls[-1][0].principal == "User:bob"
         assert ctx.view.group("idle-app").offsets[("orders", 0)].offset == 10
-        r = await c.post(path("idle-app", "/reset"), data=reset_form(token, action="execute"),
-                         headers=basic("alice", "alice-secret"))
+        r = await c.post(path("idle-app", "/reset"), data=form, headers=basic("alice", "alice-secret"))
         assert r.status == 200 and ">NONE<" in await r.text()
         assert handler.calls[-1][0].principal == "User:alice"
         assert ctx.view.group("idle-app").offsets[("orders", 0)].offset == 0
@@ -390,3 +399,19 @@ async def test_datetime_and_duration_scenarios_use_the_offsets_by_timestamp(clie
         r = await client.post(path("idle-app", "/reset"), data=reset_form(token, scenario=scenario, value=value))
         text = await r.text()
         assert r.status == 200 and "<td>10</td><td>50</td>" in text, text
+
+
+@pytest.mark.asyncio
+async def test_execute_commits_only_the_form_just_previewed(client: TestClient) -> None:
+    token = await form_token(client, "idle-app")
+    handler = CTX_OF[client].handlers[ApiKey.OFFSET_COMMIT]
+    r = await client.post(path("idle-app", "/reset"), data=reset_form(token, action="execute"))
+    text = await r.text()
+    assert r.status == 200 and "Preview (dry run: nothing changed)" in text and handler.calls == []
+    form = await executable(client, "idle-app", reset_form(token, scenario="to-offset", value="30"))
+    r = await client.post(path("idle-app", "/reset"), data={**form, "value": "31"})
+    text = await r.text()
+    assert "The form differs from the plan previewed" in text and handler.calls == []
+    assert ">31<" in text
+    r = await client.post(path("idle-app", "/reset"), data=form)
+    assert "Offsets committed" in await r.text() and len(handler.calls) == 1

@@ -118,6 +118,7 @@ def test_reset_needs_csrf_and_credentials_and_the_acls_decide(node: LiveNode) ->
     status, text, _ = b.post(group_path(IDLE, "/reset"), fields, ("alice", "alice-secret"))
     assert status == 200 and "Preview (dry run: nothing changed)" in text and "<td>20</td><td>3</td>" in text
     assert node.committed(IDLE) == before
+    fields["previewed"] = re.search(r'name="previewed" value="([0-9a-f]+)"', text).group(1)  # type: ignore[union-attr]
     # bob has no ACL: the OffsetCommit handler refuses him.
     status, text, _ = b.post(group_path(IDLE, "/reset"), {**fields, "action": "execute"}, ("bob", "bob-secret"))
     assert status == 200 and "GROUP_AUTHORIZATION_FAILED" in text

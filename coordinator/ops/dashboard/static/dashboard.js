@@ -33,7 +33,18 @@ function setUpResetForm(select) {
   apply();
 }
 
+// Execute commits the plan previewed: once a field changes, it waits for a new preview.
+function setUpExecuteGuard(form) {
+  var execute = form.querySelector("button[value=execute]");
+  if (!execute) return;
+  var stale = function () { execute.disabled = true; };
+  form.addEventListener("input", stale);
+  form.addEventListener("change", stale);
+}
+
 document.addEventListener("DOMContentLoaded", function () {
+  var resetForm = document.getElementById("reset-form");
+  if (resetForm) setUpExecuteGuard(resetForm);
   document.querySelectorAll("input[data-filter]").forEach(setUpFilter);
   var scenario = document.getElementById("scenario");
   if (scenario) setUpResetForm(scenario);
