@@ -399,7 +399,7 @@ class App:
         return 0
 
     async def _start_ops(self, node: NodeInfo) -> None:
-        """The ops wing (docs/operations.md): the node's live view, the lag monitor sampling it,
+        """The ops wing (docs/metrics.md): the node's live view, the lag monitor sampling it,
         readiness, the metrics (two timing hooks, on requests and on fsyncs) and the HTTP listener
         on ``http.listen``. Imported here: a node without ``http.listen`` loads none of it."""
         from .ops.context import OpsContext
@@ -411,7 +411,8 @@ class App:
 
         assert self.server is not None
         config = self.config
-        view = StateView(runtime=self.runtime, logs=self.logs, cluster=self.view)
+        view = StateView(runtime=self.runtime, txn_runtime=self.txn_runtime, logs=self.logs, cluster=self.view,
+                         node_id=node.node_id, endpoint=(node.host, node.port), rack=config["broker.rack"] or None)
         lag = LagMonitor(view, _now_ms, interval_ms=config["lag.sample.interval.ms"],
                          table_size=config["lag.lookup.table.size"], intervals=config["lag.burrow.intervals"],
                          min_distance_ms=config["lag.burrow.min.distance.ms"],
@@ -426,16 +427,17 @@ class App:
             handlers=self.handlers, authorizer=self.authorizer, scram_store=self.scram_store,
             plain_users=plain_users, admin_enabled=config["http.admin.enabled"], cluster_id=node.cluster_id,
             node_id=node.node_id, clock_ms=_now_ms)
-        requests, fsyncs = register_metrics(ctx)
-        self.server.request_observer = requests.observe
-        set_fsync_observer(fsyncs.observe)
+        hooks = register_metrics(ctx)
+        self.server.request_observer = hooks.requests.observe
+        set_fsync_observer(hooks.fsyncs.observe)
+        self.runtime.set_write_observer(hooks.counters.on_write)
         host, port = parse_host_port(config["http.listen"])
         self.http = await start_http(ctx, host, port)
         lag.start()
 
     async def _stop_ops(self) -> None:
         if self.ops is not None:
-            self.ops.lag.stop()
+            await self.ops.lag.stop()
         if self.http is not None:
             await self.http.stop()
             self.http = None

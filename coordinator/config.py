@@ -521,7 +521,7 @@ _SETTINGS = [
     # KIP-1263 (Kafka 4.3): the broker's bounds for it are 0 and 15 s.
     Setting("group.consumer.assignment.interval.ms", _int(0, 15000), 1000, "milliseconds 0..15000",
             "Least time between two target assignment computations of a group (0: on every change)."),
-    # --- operations: HTTP listener, Prometheus metrics, lag monitoring (docs/operations.md) -------
+    # --- operations: HTTP listener, Prometheus metrics, lag monitoring (docs/metrics.md) -------
     # groupcoord's own keys (Kafka has no HTTP endpoint); the lag defaults are kafka-lag-exporter's
     # (lookup-table.memory.size 60) and Burrow's (storage intervals 10, min-distance 0,
     # evaluator allowed-lag 0), so their dashboards and alerts read the same numbers.

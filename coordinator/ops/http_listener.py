@@ -7,7 +7,7 @@ across threads. aiohttp's parser refuses what is not HTTP (400) and bodies over
 ``http.request.max.bytes`` (413, ``client_max_size``); a bad HTTP request never reaches the Kafka
 listeners.
 
-Health follows the Kubernetes conventions (docs/operations.md): ``/healthz`` answers 200 while the
+Health follows the Kubernetes conventions (docs/metrics.md): ``/healthz`` answers 200 while the
 process serves (liveness: a hung loop answers nothing); ``/readyz`` answers 200 once every
 coordinator partition this node leads is loaded (and, in a cluster, the ZooKeeper session is
 connected), 503 with the reasons one per line before.

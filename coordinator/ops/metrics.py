@@ -1,4 +1,4 @@
-"""The node's Prometheus metrics (docs/operations.md lists every name).
+"""The node's Prometheus metrics (docs/metrics.md lists every name).
 
 Two kinds. Timings on the hot path — one observation per Kafka request (``RequestMetrics``) and
 per fsynced group-commit round (``FsyncMetrics``) — are a bucket increment and an addition on
@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
@@ -22,10 +23,10 @@ from prometheus_client.registry import Collector
 from protocol.apis import ApiKey
 
 from .context import OpsContext
-from .metrics_coordinator import CoordinatorCollector
+from .metrics_coordinator import CoordinatorCollector, GroupCoordinatorCounters
 from .metrics_lag import LagCollector
 
-__all__ = ["RequestMetrics", "FsyncMetrics", "LATENCY_BUCKETS", "register_metrics"]
+__all__ = ["RequestMetrics", "FsyncMetrics", "Hooks", "LATENCY_BUCKETS", "register_metrics"]
 
 #: Upper bounds (seconds) of the latency buckets: 100 µs to 10 s, roughly ×2.5 apart — a commit
 #: answered from the page cache lands in the first ones, a fsync on a slow disk in the last.
@@ -114,10 +115,19 @@ def _api_name(api_key: int) -> str:
     return "".join(word.capitalize() for word in name.split("_"))
 
 
-def register_metrics(ctx: OpsContext) -> tuple[RequestMetrics, FsyncMetrics]:
-    """Register every collector in ``ctx.registry``; returns the two hot-path ones for the
-    caller to hand to the server and to storage."""
-    requests, fsyncs = RequestMetrics(), FsyncMetrics()
-    for collector in (requests, fsyncs, LagCollector(ctx), CoordinatorCollector(ctx)):
+@dataclass(frozen=True)
+class Hooks:
+    """The collectors fed from the hot paths, for the caller to hand over: ``requests.observe``
+    to the server, ``fsyncs.observe`` to storage, ``counters.on_write`` to the group runtime."""
+
+    requests: RequestMetrics
+    fsyncs: FsyncMetrics
+    counters: GroupCoordinatorCounters
+
+
+def register_metrics(ctx: OpsContext) -> Hooks:
+    """Register every collector in ``ctx.registry``; returns those fed from the hot paths."""
+    hooks = Hooks(RequestMetrics(), FsyncMetrics(), GroupCoordinatorCounters())
+    for collector in (hooks.requests, hooks.fsyncs, hooks.counters, LagCollector(ctx), CoordinatorCollector(ctx)):
         ctx.registry.register(collector)
-    return requests, fsyncs
+    return hooks

@@ -6,7 +6,10 @@ for a Kafka broker scraped through jmx_exporter finds them:
 * ``kafka.server:type=group-coordinator-metrics`` (Kafka's ``GroupCoordinatorMetrics`` and
   ``GroupCoordinatorRuntimeMetrics``, https://kafka.apache.org/documentation/#group_coordinator_monitoring):
   ``group-count{protocol}``, ``consumer-group-count{state}``, ``num-partitions{state}``,
-  ``partition-load-time-max`` / ``-avg`` → ``kafka_server_group_coordinator_metrics_…``;
+  ``partition-load-time-max`` / ``-avg`` → ``kafka_server_group_coordinator_metrics_…``, and the
+  ``…-count`` totals of commits, expirations, deletions and rebalances as counters
+  (``kafka_server_group_coordinator_metrics_offset_commit_count_total``: prometheus-client adds
+  ``_total`` to every counter);
 * ``kafka.coordinator.group:type=GroupMetadataManager,name=NumOffsets|NumGroups…`` (the Yammer gauges
   kept for compatibility) → ``kafka_coordinator_group_groupmetadatamanager_numoffsets`` …;
 * cluster mode, ``kafka.server:type=ReplicaManager,name=LeaderCount|PartitionCount|UnderReplicatedPartitions``
@@ -20,12 +23,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+from protocol.consumer_group_records import ConsumerGroupMetadataKey
+from protocol.consumer_offsets import GroupMetadataKey, OffsetCommitKey
 
 from .context import OpsContext
 
-__all__ = ["CoordinatorCollector", "CONSUMER_GROUP_STATES", "CLASSIC_GROUP_STATES"]
+__all__ = ["CoordinatorCollector", "GroupCoordinatorCounters", "CONSUMER_GROUP_STATES", "CLASSIC_GROUP_STATES"]
 
 _PREFIX = "kafka_server_group_coordinator_metrics_"
 _YAMMER = "kafka_coordinator_group_groupmetadatamanager_"
@@ -36,6 +42,56 @@ CLASSIC_GROUP_STATES = {"PreparingRebalance": "numgroupspreparingrebalance",
                         "CompletingRebalance": "numgroupscompletingrebalance", "Stable": "numgroupsstable",
                         "Dead": "numgroupsdead", "Empty": "numgroupsempty"}
 _OFFSETS_TOPIC = "__consumer_offsets"
+
+
+#: Write operations (Kafka's runtime names, coordinator/group/) whose offset records are commits,
+#: expirations (the retention timer, KIP-211) and administrative deletions.
+_COMMIT_OPS = frozenset({"commit-offset", "txn-commit-offset"})
+_EXPIRE_OPS = frozenset({"cleanup-group-metadata"})
+_DELETE_OPS = frozenset({"delete-offsets", "delete-groups"})
+
+
+class GroupCoordinatorCounters(Collector):
+    """Kafka's ``offset-commit-count``, ``offset-expiration-count``, ``offset-deletion-count``,
+    ``group-completed-rebalance-count`` and ``consumer-group-rebalance-count``, counted from the
+    records each write operation of the group coordinator produces (``on_write``, handed to the
+    runtime as its write observer): an offset commit record is a committed offset; an offset
+    tombstone of the retention timer an expired one, of OffsetDelete or DeleteGroups a deleted one;
+    the group record the leader's SyncGroup stores (the assignment) a completed classic rebalance;
+    a KIP-848 group epoch record a consumer-group rebalance (Kafka bumps the epoch and counts one
+    at the same place). Exposed as counters (``_total``), the rates being Prometheus' ``rate()``."""
+
+    def __init__(self) -> None:
+        self.commits = self.expirations = self.deletions = 0
+        self.classic_rebalances = self.consumer_rebalances = 0
+
+    def on_write(self, name: str, records: list[tuple[object, object]]) -> None:
+        for key, value in records:
+            kind = type(key)
+            if kind is OffsetCommitKey:
+                if value is not None:
+                    if name in _COMMIT_OPS:
+                        self.commits += 1
+                elif name in _EXPIRE_OPS:
+                    self.expirations += 1
+                elif name in _DELETE_OPS:
+                    self.deletions += 1
+            elif kind is GroupMetadataKey:
+                if value is not None and name == "classic-group-sync":
+                    self.classic_rebalances += 1
+            elif kind is ConsumerGroupMetadataKey and value is not None:
+                self.consumer_rebalances += 1
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        for name, doc, value in (
+                ("offset_commit_count", "The total number of committed offsets", self.commits),
+                ("offset_expiration_count", "The total number of expired offsets", self.expirations),
+                ("offset_deletion_count", "The total number of administrative deleted offsets", self.deletions),
+                ("group_completed_rebalance_count", "The total number of classic group completed rebalances",
+                 self.classic_rebalances),
+                ("consumer_group_rebalance_count", "The total number of consumer group rebalances",
+                 self.consumer_rebalances)):
+            yield CounterMetricFamily(_PREFIX + name, doc, value=float(value))
 
 
 class CoordinatorCollector(Collector):

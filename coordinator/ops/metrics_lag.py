@@ -120,7 +120,8 @@ class LagCollector(Collector):
             partitions = ctx.view.partitions()
             for topic, number in sorted(topics):
                 info = partitions.get((topic, number))
-                if info is not None:
+                # Cluster mode: a partition hosted elsewhere has its offsets on its leader.
+                if info is not None and info.log_end is not None and info.log_start is not None:
                     latest.add_metric([cluster, topic, str(number)], float(info.log_end))
                     earliest.add_metric([cluster, topic, str(number)], float(info.log_start))
         poll = GaugeMetricFamily("kafka_consumergroup_poll_time_ms",

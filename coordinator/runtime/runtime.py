@@ -88,7 +88,7 @@ from typing import Generic
 from protocol.errors import ErrorCode
 
 from ..topics.log_manager import LogManager, PartitionLog
-from .contract import Clock, CoordinatorResult, ResponseHandle, non_atomic
+from .contract import Clock, CoordinatorResult, Record, ResponseHandle, non_atomic
 from .coordinator_types import CoordinatorType
 from .errors import (
     CommitTimedOut,
@@ -202,6 +202,11 @@ class CoordinatorRuntime(Generic[ShardT]):
         delivered once that operation's records are durable.
         """
         return self._writes.response_future(partition)
+
+    def set_write_observer(self, observer: Callable[[str, list[Record]], None] | None) -> None:
+        """Tell ``observer`` the name and records of every write operation from now on (the
+        ops wing's counters of commits, expirations, rebalances; docs/metrics.md)."""
+        self._writes.write_observer = observer
 
     def flush_pending(self) -> None:
         """Flush every partition's open batch now (shutdown, before the logs close)."""

@@ -1,5 +1,5 @@
-"""Stand-ins for the live view, the lag monitor and readiness, shaped as docs/operations.md's
-contracts (OPS: ops/state_view.py, ops/lag_monitor.py, ops/readiness.py), for tests of what reads
+"""Stand-ins for the live view, the lag monitor and readiness (coordinator/ops/state_view.py,
+lag_monitor.py, readiness.py: the attributes those return), for tests of what reads
 them: the collectors and the HTTP listener without a node behind them."""
 
 from __future__ import annotations

@@ -14,6 +14,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from coordinator.ops.metrics import LATENCY_BUCKETS, register_metrics
 from protocol.apis import ApiKey
+from protocol.consumer_group_records import ConsumerGroupMetadataKey
+from protocol.consumer_offsets import GroupMetadataKey, OffsetCommitKey
 
 from .fakes import FakeLag, FakeView, make_ctx, partition_lag
 
@@ -152,7 +154,8 @@ def test_replica_metrics_in_cluster_mode() -> None:
 
 def test_request_and_fsync_histograms() -> None:
     ctx = make_ctx()
-    requests, fsyncs = register_metrics(ctx)
+    hooks = register_metrics(ctx)
+    requests, fsyncs = hooks.requests, hooks.fsyncs
     requests.observe(int(ApiKey.OFFSET_COMMIT), 0.0003)
     requests.observe(int(ApiKey.OFFSET_COMMIT), 0.02)
     requests.observe(int(ApiKey.HEARTBEAT), 50.0)
@@ -168,3 +171,24 @@ def test_request_and_fsync_histograms() -> None:
     assert _one(s, "groupcoord_requests_total", request="OffsetCommit") == 2
     assert _one(s, "groupcoord_log_fsync_duration_seconds_count") == 1
     assert _one(s, "groupcoord_log_fsync_duration_seconds_bucket", le="0.005") == 1
+
+
+def test_group_coordinator_counters_from_write_records() -> None:
+    ctx = make_ctx()
+    counters = register_metrics(ctx).counters
+    commit = (OffsetCommitKey("g", "t", 0), object())
+    tombstone = (OffsetCommitKey("g", "t", 1), None)
+    counters.on_write("commit-offset", [commit, commit])
+    counters.on_write("txn-commit-offset", [commit])
+    counters.on_write("cleanup-group-metadata", [tombstone, tombstone, tombstone])
+    counters.on_write("delete-offsets", [tombstone])
+    counters.on_write("classic-group-sync", [(GroupMetadataKey("g"), object())])
+    counters.on_write("classic-group-join", [(GroupMetadataKey("g"), object())])  # not a completed rebalance
+    counters.on_write("consumer-group-heartbeat", [(ConsumerGroupMetadataKey("c"), object())])
+    s = _samples(ctx)
+    prefix = "kafka_server_group_coordinator_metrics_"
+    assert _one(s, prefix + "offset_commit_count_total") == 3
+    assert _one(s, prefix + "offset_expiration_count_total") == 3
+    assert _one(s, prefix + "offset_deletion_count_total") == 1
+    assert _one(s, prefix + "group_completed_rebalance_count_total") == 1
+    assert _one(s, prefix + "consumer_group_rebalance_count_total") == 1
