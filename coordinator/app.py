@@ -347,6 +347,10 @@ class App:
             self._build_cluster(node)
         self.handlers = self._build_handlers(node)
         self.server.set_handlers(self.handlers)
+        if self.config["http.listen"]:
+            # Before this node registers or loads anything: a port in use stops start-up before the
+            # cluster sees the node, and /readyz answers 503 while the coordinator partitions load.
+            await self._start_ops(node)
         if self.zookeeper is not None:
             # Registered before serving: a node whose broker.id another live node holds never
             # answers a client (ClusterError, exit 1).
@@ -358,9 +362,6 @@ class App:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._on_signal, sig)
         gc_policy.freeze_long_lived()  # the code: modules, classes, schemas (see gc_policy)
-        if self.config["http.listen"]:
-            # Before the coordinator partitions load, so /readyz says 503 while they do.
-            await self._start_ops(node)
         if self.zookeeper is None:
             self.groups.load_all()
             self.transactions.load_all()

@@ -24,7 +24,7 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_late
 
 from .context import OpsContext
 
-__all__ = ["HttpListener", "start_http", "build_app", "METRICS_CONTENT_TYPE"]
+__all__ = ["HttpListener", "HttpListenError", "start_http", "build_app", "METRICS_CONTENT_TYPE"]
 
 log = logging.getLogger("groupcoord.http")
 
@@ -33,6 +33,14 @@ log = logging.getLogger("groupcoord.http")
 METRICS_CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 
 CTX_KEY: web.AppKey[OpsContext] = web.AppKey("ops_context", OpsContext)
+
+
+class HttpListenError(OSError):
+    """``http.listen`` could not be bound; ``listen_address`` names it for the CLI's message."""
+
+    def __init__(self, errno: int | None, strerror: str | None, listen_address: str) -> None:
+        super().__init__(errno, strerror)
+        self.listen_address = listen_address
 
 
 class HttpListener:
@@ -112,6 +120,9 @@ async def start_http(ctx: OpsContext, host: str, port: int) -> HttpListener:
     site = web.TCPSite(runner, host or None, port, reuse_address=True)
     try:
         await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise HttpListenError(exc.errno, exc.strerror or str(exc), f"{host}:{port} (http.listen)") from exc
     except BaseException:
         await runner.cleanup()
         raise

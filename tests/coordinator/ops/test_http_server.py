@@ -6,9 +6,12 @@ request and fsync histograms; health, readiness, and bad HTTP requests that leav
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,7 +19,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import ServerProcess, free_port
+from tests.conftest import REPO, ServerProcess, free_port
 
 Samples = dict[str, list[tuple[dict[str, str], float]]]
 
@@ -175,3 +178,16 @@ def test_health_and_bad_requests_leave_kafka_serving(node: tuple[ServerProcess, 
         simple.close()
     assert _get(port, "/healthz")[0] == 200
 
+
+
+def test_http_port_in_use_stops_start_up_naming_http_listen(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "coordinator", "serve", "--data-dir", str(tmp_path / "data"),
+             "--listen", f"127.0.0.1:{free_port()}", "--set", f"http.listen=127.0.0.1:{port}"],
+            cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port} (http.listen)" in result.stderr
