@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from protocol.apis import ApiKey
 
     from .lag_monitor import LagMonitor
+    from .metrics import MetricsExposition
     from .readiness import Readiness
     from .state_view import StateView
 
@@ -46,6 +47,8 @@ class OpsContext:
     node_id: int = -1
     #: The current time in ms (injected so tests drive it).
     clock_ms: Callable[[], int] | None = None
+    #: What /metrics serves (``metrics.register_metrics`` sets it; None: the registry alone).
+    metrics: MetricsExposition | None = None
 
     @property
     def cluster_name(self) -> str:

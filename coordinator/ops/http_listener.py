@@ -57,7 +57,7 @@ class HttpListener:
 
 async def _metrics(request: web.Request) -> web.Response:
     ctx = request.app[CTX_KEY]
-    body = generate_latest(ctx.registry)
+    body = await ctx.metrics.render() if ctx.metrics is not None else generate_latest(ctx.registry)
     # aiohttp's ``content_type`` takes no parameters; the header is set whole.
     return web.Response(body=body, headers={"Content-Type": METRICS_CONTENT_TYPE})
 

@@ -3,8 +3,9 @@
 Two kinds. Timings on the hot path — one observation per Kafka request (``RequestMetrics``) and
 per fsynced group-commit round (``FsyncMetrics``) — are a bucket increment and an addition on
 plain lists, no lock, no label lookup: the server calls a bound method and nothing else. Everything
-else (lag, Burrow status, groups, partitions) is computed when Prometheus scrapes, by custom
-collectors reading the node's live view (``metrics_lag.py``, ``metrics_coordinator.py``).
+else (groups, partitions) is computed when Prometheus scrapes, by custom collectors reading the
+node's live view (``metrics_coordinator.py``); the lag families (``metrics_lag.py``) once per lag
+sample.
 
 The registry is the context's own, never prometheus-client's global one: two nodes in one process
 (the tests) expose each their own numbers.
@@ -18,15 +19,16 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
+from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
 from protocol.apis import ApiKey
 
 from .context import OpsContext
 from .metrics_coordinator import CoordinatorCollector, GroupCoordinatorCounters
-from .metrics_lag import LagCollector
+from .metrics_lag import LagExposition
 
-__all__ = ["RequestMetrics", "FsyncMetrics", "Hooks", "LATENCY_BUCKETS", "register_metrics"]
+__all__ = ["RequestMetrics", "FsyncMetrics", "Hooks", "MetricsExposition", "LATENCY_BUCKETS", "register_metrics"]
 
 #: Upper bounds (seconds) of the latency buckets: 100 µs to 10 s, roughly ×2.5 apart — a commit
 #: answered from the page cache lands in the first ones, a fsync on a slow disk in the last.
@@ -125,9 +127,24 @@ class Hooks:
     counters: GroupCoordinatorCounters
 
 
+class MetricsExposition:
+    """What /metrics answers: the registry's collectors (small: per API, per state, per node) in
+    prometheus-client's format, then the lag families rendered per sample (``metrics_lag.py``)."""
+
+    def __init__(self, ctx: OpsContext) -> None:
+        self._ctx = ctx
+        self._lag = LagExposition(ctx)
+
+    async def render(self) -> bytes:
+        lag_text = await self._lag.text()
+        return generate_latest(self._ctx.registry) + lag_text.encode()
+
+
 def register_metrics(ctx: OpsContext) -> Hooks:
-    """Register every collector in ``ctx.registry``; returns those fed from the hot paths."""
+    """Register every collector in ``ctx.registry`` and the exposition /metrics serves
+    (``ctx.metrics``); returns the collectors fed from the hot paths."""
     hooks = Hooks(RequestMetrics(), FsyncMetrics(), GroupCoordinatorCounters())
-    for collector in (hooks.requests, hooks.fsyncs, hooks.counters, LagCollector(ctx), CoordinatorCollector(ctx)):
+    for collector in (hooks.requests, hooks.fsyncs, hooks.counters, CoordinatorCollector(ctx)):
         ctx.registry.register(collector)
+    ctx.metrics = MetricsExposition(ctx)
     return hooks

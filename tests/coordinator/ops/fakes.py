@@ -31,6 +31,10 @@ class FakeView:
     def coordinator_partitions(self) -> list[Any]:
         return self.coordinator_list
 
+    def earliest(self, topic: str, partition: int) -> int | None:
+        info = self.partition_map.get((topic, partition))
+        return None if info is None else info.log_start
+
 
 @dataclass
 class FakeLag:

@@ -5,13 +5,14 @@ prometheus-client's own parser, as Prometheus would read it."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 from types import SimpleNamespace
 
 import pytest
-from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from coordinator.ops.context import OpsContext
 from coordinator.ops.metrics import LATENCY_BUCKETS, register_metrics
 from protocol.apis import ApiKey
 from protocol.consumer_group_records import ConsumerGroupMetadataKey
@@ -20,8 +21,9 @@ from protocol.consumer_offsets import GroupMetadataKey, OffsetCommitKey
 from .fakes import FakeLag, FakeView, make_ctx, partition_lag
 
 
-def _samples(ctx: object) -> dict[str, list[tuple[dict[str, str], float]]]:
-    text = generate_latest(ctx.registry).decode()  # type: ignore[attr-defined]
+def _samples(ctx: OpsContext) -> dict[str, list[tuple[dict[str, str], float]]]:
+    assert ctx.metrics is not None
+    text = asyncio.run(ctx.metrics.render()).decode()
     result: dict[str, list[tuple[dict[str, str], float]]] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
@@ -35,7 +37,7 @@ def _one(samples: dict[str, list[tuple[dict[str, str], float]]], name: str, **la
     return found[0]
 
 
-def _lag_ctx() -> object:
+def _lag_ctx() -> OpsContext:
     view = FakeView(partition_map={("orders", 0): SimpleNamespace(log_start=5, log_end=120),
                                    ("orders", 1): SimpleNamespace(log_start=0, log_end=40),
                                    ("audit", 0): SimpleNamespace(log_start=0, log_end=7)})
