@@ -197,3 +197,24 @@ def test_group_coordinator_counters_from_write_records() -> None:
     assert _one(s, prefix + "offset_deletion_count_total") == 1
     assert _one(s, prefix + "group_completed_rebalance_count_total") == 1
     assert _one(s, prefix + "consumer_group_rebalance_count_total") == 1
+
+
+def test_label_values_are_escaped() -> None:
+    odd = 'a "quoted"\\group\nwith a newline'
+    ctx = make_ctx(lag=FakeLag(lag_list=[partition_lag(odd, "t", 0, 1, 4)],
+                               statuses={odd: SimpleNamespace(status=1, totallag=3)}))
+    register_metrics(ctx)
+    s = _samples(ctx)
+    assert _one(s, "kafka_consumergroup_group_lag", group=odd) == 3
+    assert _one(s, "burrow_kafka_consumer_lag_total", consumer_group=odd) == 3
+
+
+def test_the_lag_text_is_rendered_once_per_sample() -> None:
+    lag = FakeLag(lag_list=[partition_lag("g", "t", 0, 1, 4)])
+    ctx = make_ctx(lag=lag)
+    register_metrics(ctx)
+    assert _one(_samples(ctx), "kafka_consumergroup_group_lag", group="g") == 3
+    lag.lag_list.append(partition_lag("h", "t", 0, 1, 4))  # the same sample: not rendered again
+    assert "h" not in {labels["group"] for labels, _v in _samples(ctx)["kafka_consumergroup_group_lag"]}
+    lag.lag_list = [partition_lag("g", "t", 0, 2, 4)]  # a new sample
+    assert _one(_samples(ctx), "kafka_consumergroup_group_lag", group="g") == 2
