@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import CollectorRegistry
 
@@ -17,11 +17,17 @@ if TYPE_CHECKING:
     from protocol.apis import ApiKey
 
     from .lag_monitor import LagMonitor
-    from .metrics import MetricsExposition
     from .readiness import Readiness
     from .state_view import StateView
 
-__all__ = ["OpsContext"]
+__all__ = ["OpsContext", "Exposition"]
+
+
+class Exposition(Protocol):
+    """What /metrics serves (``metrics.MetricsExposition``; a protocol here, so the context does
+    not import the metrics that import it)."""
+
+    async def render(self) -> bytes: ...
 
 
 @dataclass
@@ -48,7 +54,7 @@ class OpsContext:
     #: The current time in ms (injected so tests drive it).
     clock_ms: Callable[[], int] | None = None
     #: What /metrics serves (``metrics.register_metrics`` sets it; None: the registry alone).
-    metrics: MetricsExposition | None = None
+    metrics: Exposition | None = None
 
     @property
     def cluster_name(self) -> str:
