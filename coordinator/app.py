@@ -12,12 +12,15 @@ import asyncio
 import logging
 import os
 import signal
+import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey
 from protocol.errors import ErrorCode
+from storage.group_commit import set_fsync_observer
 
 from . import gc_policy
 from .admin.acl_apis import AclApis
@@ -44,7 +47,7 @@ from .cluster.warming import WarmingMarks
 from .cluster.zk_watcher import ZkWatcher
 from .cluster.znodes import BrokerRegistration
 from .cluster.zookeeper import ZooKeeper
-from .config import Config, ConfigError
+from .config import Config, ConfigError, parse_host_port
 from .context import NodeInfo, RequestContext
 from .data_dir import DataDir, new_cluster_id
 from .group.config import GroupConfig
@@ -58,6 +61,7 @@ from .security.authorizer import build_authorizer
 from .security.listeners import Listener, resolve_listeners
 from .security.node_client import node_client_security
 from .security.sasl.gate import gate_factory
+from .security.sasl.jaas import plain_users as plain_users_of
 from .security.scram_credentials import FileScramStore, ZkScramStore
 from .security.ssl_principal import PrincipalMapper
 from .security.tls import ServerTls, tls_settings
@@ -80,6 +84,10 @@ from .transactions.config import TransactionConfig
 from .transactions.coordinator_type import transaction_coordinator_type
 from .transactions.service import TransactionService, next_node_coordinator_epoch
 from .transactions.shard import TransactionHooks, TransactionShard
+
+if TYPE_CHECKING:
+    from .ops.context import OpsContext
+    from .ops.http_listener import HttpListener
 
 __all__ = ["App"]
 
@@ -250,6 +258,10 @@ class App:
         # Cluster mode: the coordinator follows the leadership of the offsets partitions
         # (``follow_offsets_leadership`` in ``_build_cluster``).
         self.server: KafkaServer | None = None
+        self.handlers: dict[ApiKey, Handler] = {}
+        #: ``http.listen`` set: the HTTP listener (/metrics, health, dashboard) and the lag monitor.
+        self.http: HttpListener | None = None
+        self.ops: OpsContext | None = None
         self._stop = asyncio.Event()
         self._signals = 0
 
@@ -333,7 +345,12 @@ class App:
         node = NodeInfo(self.data_dir.node_id, adv_host, adv_port, self.data_dir.cluster_id, tuple(endpoints))
         if self.zookeeper is not None:
             self._build_cluster(node)
-        self.server.set_handlers(self._build_handlers(node))
+        self.handlers = self._build_handlers(node)
+        self.server.set_handlers(self.handlers)
+        if self.config["http.listen"]:
+            # Before this node registers or loads anything: a port in use stops start-up before the
+            # cluster sees the node, and /readyz answers 503 while the coordinator partitions load.
+            await self._start_ops(node)
         if self.zookeeper is not None:
             # Registered before serving: a node whose broker.id another live node holds never
             # answers a client (ClusterError, exit 1).
@@ -375,11 +392,59 @@ class App:
         self.transactions.shutdown()
         await self._stop_cluster()
         await self.server.shutdown()
+        await self._stop_ops()
         await self.logs.close_all()
         self.close()
         self._keep_second_signal_fatal(loop)
         log.info("stopped")
         return 0
+
+    async def _start_ops(self, node: NodeInfo) -> None:
+        """The ops wing (docs/metrics.md): the node's live view, the lag monitor sampling it,
+        readiness, the metrics (two timing hooks, on requests and on fsyncs) and the HTTP listener
+        on ``http.listen``. Imported here: a node without ``http.listen`` loads none of it."""
+        from .ops.context import OpsContext
+        from .ops.http_listener import start_http
+        from .ops.lag_monitor import LagMonitor
+        from .ops.metrics import register_metrics
+        from .ops.readiness import Readiness
+        from .ops.state_view import StateView
+
+        assert self.server is not None
+        config = self.config
+        view = StateView(runtime=self.runtime, txn_runtime=self.txn_runtime, logs=self.logs, cluster=self.view,
+                         node_id=node.node_id, endpoint=(node.host, node.port), rack=config["broker.rack"] or None)
+        lag = LagMonitor(view, _now_ms, interval_ms=config["lag.sample.interval.ms"],
+                         table_size=config["lag.lookup.table.size"], intervals=config["lag.burrow.intervals"],
+                         min_distance_ms=config["lag.burrow.min.distance.ms"],
+                         allowed_lag=config["lag.burrow.allowed.lag"])
+        plain_users: dict[str, str] = {}
+        for listener in self.listeners.bound:
+            if listener.sasl:
+                jaas = str(config.for_listener(listener.name, "sasl.jaas.config", "PLAIN"))
+                plain_users.update(plain_users_of(jaas) if jaas else {})
+        ctx = self.ops = OpsContext(
+            config=config, view=view, lag=lag, readiness=Readiness(view, zookeeper=self.zookeeper),
+            handlers=self.handlers, authorizer=self.authorizer, scram_store=self.scram_store,
+            plain_users=plain_users, admin_enabled=config["http.admin.enabled"], cluster_id=node.cluster_id,
+            node_id=node.node_id, clock_ms=_now_ms)
+        hooks = register_metrics(ctx)
+        self.server.request_observer = hooks.requests.observe
+        set_fsync_observer(hooks.fsyncs.observe)
+        self.runtime.set_write_observer(hooks.counters.on_write)
+        host, port = parse_host_port(config["http.listen"])
+        self.http = await start_http(ctx, host, port)
+        lag.start()
+
+    async def _stop_ops(self) -> None:
+        if self.ops is not None:
+            await self.ops.lag.stop()
+        if self.http is not None:
+            await self.http.stop()
+            self.http = None
+        if self.ops is not None:
+            set_fsync_observer(None)
+            self.ops = None
 
     def _build_cluster(self, node: NodeInfo) -> None:
         """Cluster mode's parts (docs/architecture.md): the view of ZooKeeper, the topic store,
@@ -505,6 +570,10 @@ class App:
             self.zookeeper.close()
             self.zookeeper = None
         self.data_dir.close()
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def _listener_tls(config: Config, listener: Listener) -> tuple[ServerTls | None, TlsPrincipal | None]:

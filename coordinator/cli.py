@@ -179,6 +179,8 @@ def _serve(args: argparse.Namespace) -> int:
         return 1
     except OSError as exc:
         host, port = config.listen
-        print(f"groupcoord: cannot listen on {host}:{port}: {exc.strerror or exc}", file=sys.stderr)
+        # The HTTP listener's error names its own address (ops/http_listener.py).
+        where = getattr(exc, "listen_address", None) or f"{host}:{port}"
+        print(f"groupcoord: cannot listen on {where}: {exc.strerror or exc}", file=sys.stderr)
         app.close()
         return 1

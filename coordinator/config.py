@@ -49,11 +49,13 @@ IntSetting = Literal[
     "transactional.id.expiration.ms", "transaction.abort.timed.out.transaction.cleanup.interval.ms",
     "transaction.remove.expired.transaction.cleanup.interval.ms",
     "sasl.server.max.receive.size", "connections.max.reauth.ms", "connection.failed.authentication.delay.ms",
+    "http.request.max.bytes", "lag.sample.interval.ms", "lag.lookup.table.size", "lag.burrow.intervals",
+    "lag.burrow.min.distance.ms", "lag.burrow.allowed.lag",
 ]
 FlagSetting = Literal[
     "auto.create.topics.enable", "unclean.leader.election.enable", "auto.leader.rebalance.enable",
     "controlled.shutdown.enable", "delete.topic.enable", "transaction.partition.verification.enable",
-    "allow.everyone.if.no.acl.found",
+    "allow.everyone.if.no.acl.found", "http.admin.enabled",
 ]
 TextSetting = Literal[
     "broker.rack", "zookeeper.connect", "listeners", "advertised.listeners", "log.dirs", "logging.level",
@@ -63,6 +65,7 @@ TextSetting = Literal[
     "ssl.keystore.key", "ssl.truststore.location", "ssl.truststore.type", "ssl.truststore.certificates",
     "ssl.client.auth", "ssl.principal.mapping.rules", "ssl.enabled.protocols", "sasl.enabled.mechanisms",
     "sasl.mechanism.inter.broker.protocol", "sasl.jaas.config", "authorizer.class.name", "super.users",
+    "http.listen", "lag.cluster.name",
 ]
 
 
@@ -237,6 +240,16 @@ def _assignors(text: str) -> str:
     if not names or "" in names or len(set(names)) != len(names):
         raise ValueError
     return ",".join(names)
+
+
+def _optional_http_listen(text: str) -> str:
+    """``http.listen``: empty (no HTTP listener) or one ``HOST:PORT`` / ``[V6]:PORT``."""
+    value = text.strip()
+    if value:
+        if "://" in value or "," in value:
+            raise ValueError(f"{value!r}: expected one HOST:PORT, without a listener name")
+        _host_port(value)
+    return value
 
 
 def _listener(text: str) -> str:
@@ -508,6 +521,29 @@ _SETTINGS = [
     # KIP-1263 (Kafka 4.3): the broker's bounds for it are 0 and 15 s.
     Setting("group.consumer.assignment.interval.ms", _int(0, 15000), 1000, "milliseconds 0..15000",
             "Least time between two target assignment computations of a group (0: on every change)."),
+    # --- operations: HTTP listener, Prometheus metrics, lag monitoring (docs/metrics.md) -------
+    # groupcoord's own keys (Kafka has no HTTP endpoint); the lag defaults are kafka-lag-exporter's
+    # (lookup-table.memory.size 60) and Burrow's (storage intervals 10, min-distance 0,
+    # evaluator allowed-lag 0), so their dashboards and alerts read the same numbers.
+    Setting("http.listen", _optional_http_listen, "", "empty or HOST:PORT",
+            "Where the HTTP listener (/metrics, /healthz, /readyz, the dashboard) listens; empty: none."),
+    Setting("http.admin.enabled", _bool, False, "true or false",
+            "Whether the dashboard offers mutating actions (offset resets); read-only when false."),
+    Setting("http.request.max.bytes", _int(1024, INT32_MAX), 65536, "an integer >= 1024",
+            "Largest HTTP request body the listener accepts; a larger one gets 413."),
+    Setting("lag.sample.interval.ms", _int(100, INT32_MAX), 10000, "milliseconds >= 100",
+            "How often the lag monitor samples log end offsets and committed offsets."),
+    Setting("lag.lookup.table.size", _int(2, 100000), 60, "an integer 2..100000",
+            "Points per partition of the offset-to-time table that estimates lag in seconds "
+            "(kafka-lag-exporter's lookup-table.memory.size)."),
+    Setting("lag.burrow.intervals", _int(1, 10000), 10, "an integer 1..10000",
+            "Commits per partition in the window Burrow's rules evaluate (Burrow's storage intervals)."),
+    Setting("lag.burrow.min.distance.ms", _int(0, INT32_MAX), 0, "milliseconds >= 0",
+            "A commit closer than this to the previous one replaces it in the window (Burrow's min-distance)."),
+    Setting("lag.burrow.allowed.lag", _int(0, INT64_MAX), 0, "an integer >= 0",
+            "Lag at or below which a partition is OK without further rules (Burrow's allowed-lag)."),
+    Setting("lag.cluster.name", _text, "", "a name or empty",
+            "The cluster_name label of the lag metrics; empty: the cluster id."),
 ]
 
 SETTINGS: dict[str, Setting] = {s.name: s for s in _SETTINGS}

@@ -51,8 +51,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import NamedTuple
 
@@ -68,11 +69,23 @@ from .log_parts import WriterLog
 from .segment import MAX_SEGMENT_POSITION, LogSegment
 from .txn_index import AbortedTxn
 
-__all__ = ["AppendResult", "BatchesInput", "GroupCommitWriter", "validate_batches"]
+__all__ = ["AppendResult", "BatchesInput", "GroupCommitWriter", "set_fsync_observer", "validate_batches"]
 
 logger = logging.getLogger("groupcoord.storage")
 
 _memoryview = memoryview
+#: Called on the I/O thread with the seconds a group-commit round's fsyncs took (one call per
+#: fsynced round), or None. The process's metrics set it (``set_fsync_observer``); storage imports
+#: nothing above it.
+fsync_observer: Callable[[float], None] | None = None
+
+
+def set_fsync_observer(observer: Callable[[float], None] | None) -> None:
+    """Time every fsynced group-commit round with ``observer`` (None: stop timing)."""
+    global fsync_observer
+    fsync_observer = observer
+
+
 #: Group-commit rounds allowed in the executor at once. Two is what overlaps one round's fsync
 #: with the next round's Python work; more would only queue fsyncs behind each other.
 _MAX_ROUNDS_IN_FLIGHT = 2
@@ -394,9 +407,13 @@ class GroupCommitWriter:
         """Second step: fsync what the round wrote if the flush policy says so, and the
         directory if a segment file was created — both before anything is acknowledged."""
         if rnd.sync:
+            observer = fsync_observer
+            started = time.perf_counter() if observer is not None else 0.0
             for w in rnd.writes:
                 if w.parts:
                     w.segment.flush()  # its .txnindex too
+            if observer is not None:
+                observer(time.perf_counter() - started)
         if rnd.new_segments:
             fsync_dir(self.log.directory)
 

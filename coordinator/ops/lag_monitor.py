@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -97,6 +98,9 @@ class LagMonitor:
         self._statuses: dict[str, GroupStatus] = {}
         #: When the last sample was taken (None: none yet).
         self.sampled_at_ms: int | None = None
+        #: How long the last sample took, ms, chunks and yields included (kafka-lag-exporter's
+        #: ``kafka_consumergroup_poll_time_ms``); None: none yet.
+        self.poll_time_ms: float | None = None
         self._task: asyncio.Task[None] | None = None
 
     # --- results ------------------------------------------------------------------------------
@@ -130,16 +134,20 @@ class LagMonitor:
     async def _run(self) -> None:
         while True:
             try:
+                started = time.monotonic()
                 for _ in self._steps(self.clock()):
                     await asyncio.sleep(0)
+                self.poll_time_ms = (time.monotonic() - started) * 1000.0
             except Exception:
                 log.exception("lag sample failed")
             await asyncio.sleep(self.interval_ms / 1000)
 
     def sample(self, now_ms: int) -> None:
         """Take one sample at ``now_ms`` (all at once; the task yields between chunks)."""
+        started = time.monotonic()
         for _ in self._steps(now_ms):
             pass
+        self.poll_time_ms = (time.monotonic() - started) * 1000.0
 
     def _steps(self, now_ms: int) -> Iterator[None]:
         view = self.view

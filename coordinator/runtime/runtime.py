@@ -88,7 +88,7 @@ from typing import Generic
 from protocol.errors import ErrorCode
 
 from ..topics.log_manager import LogManager, PartitionLog
-from .contract import Clock, CoordinatorResult, ResponseHandle, non_atomic
+from .contract import Clock, CoordinatorResult, Record, ResponseHandle, non_atomic
 from .coordinator_types import CoordinatorType
 from .errors import (
     CommitTimedOut,
@@ -187,6 +187,16 @@ class CoordinatorRuntime(Generic[ShardT]):
         out += [(p, CoordinatorState.LOADING, None) for p in self._queued if p not in self._partitions]
         return out
 
+    def standby_lag(self) -> dict[int, int]:
+        """Cluster mode: records each hot standby here has still to replay (up to the high
+        watermark: it replays committed records only, ``standby.py``). Read-only, for the metrics."""
+        out: dict[int, int] = {}
+        for p, part in self._partitions.items():
+            if part.state is CoordinatorState.STANDBY:
+                plog = part.plog
+                out[p] = max(0, min(plog.high_watermark, plog.log_end_offset) - part.standby.replayed_to)
+        return out
+
     # --- operations (writes.py) ---------------------------------------------------------------
 
     # ``write(partition, name, op)`` runs the write operation ``name`` (Kafka's operation names:
@@ -202,6 +212,11 @@ class CoordinatorRuntime(Generic[ShardT]):
         delivered once that operation's records are durable.
         """
         return self._writes.response_future(partition)
+
+    def set_write_observer(self, observer: Callable[[str, list[Record]], None] | None) -> None:
+        """Tell ``observer`` the name and records of every write operation from now on (the
+        ops wing's counters of commits, expirations, rebalances; docs/metrics.md)."""
+        self._writes.write_observer = observer
 
     def flush_pending(self) -> None:
         """Flush every partition's open batch now (shutdown, before the logs close)."""

@@ -88,6 +88,9 @@ class WritePath(Generic[ShardT]):
         self._snapshots = snapshots
         #: ``offsets.commit.timeout.ms``: how long an answer waits for the ISR (cluster mode).
         self.commit_timeout_ms = commit_timeout_ms
+        #: Called with each write operation's name and records once they are in the batch (the
+        #: ops wing counts commits, expirations, rebalances from them; app.py sets it). None: nothing.
+        self.write_observer: Callable[[str, list[Record]], None] | None = None
 
     def active(self, partition: int) -> Partition[ShardT]:
         part = self._table.by_id.get(partition)
@@ -121,6 +124,8 @@ class WritePath(Generic[ShardT]):
                     self._append(part, name, result.records, result.atomic)
                 else:
                     self._append_transactional(part, name, result)
+                if self.write_observer is not None:
+                    self.write_observer(name, result.records)
         except RecordTooLarge as exc:
             # The responses the operation parked assumed its records: they fail with it.
             refused, state.completions = state.completions[parked:], state.completions[:parked]

@@ -39,7 +39,7 @@ import ssl
 import struct
 import time
 from collections import deque
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import cast
 
 from protocol.apis import ApiKey
@@ -106,13 +106,15 @@ async def _send_range(loop: asyncio.AbstractEventLoop, transport: asyncio.Transp
 
 
 class _Slot:
-    __slots__ = ("frame", "done", "api_key")
+    __slots__ = ("frame", "done", "api_key", "started")
 
     def __init__(self, api_key: int = -1) -> None:
         self.frame: bytes | list[bytes | RecordsRef] | None = None
         self.done = False
         #: What was asked (for the shutdown's account of what it still waits for).
         self.api_key = api_key
+        #: ``perf_counter()`` when the request was dispatched, while a request observer is set.
+        self.started = 0.0
 
 
 class _Listener:
@@ -302,6 +304,8 @@ class _Connection(asyncio.Protocol):
 
     def _dispatch(self, event: RequestReceived) -> None:
         slot = _Slot(event.api_key)
+        if self.server.request_observer is not None:
+            slot.started = time.perf_counter()
         self.pending.append(slot)
         handler = self.server.handlers.get(event.api_key)
         ctx = RequestContext(event.api_key, event.api_version, event.correlation_id, event.client_id, self.peer,
@@ -361,6 +365,9 @@ class _Connection(asyncio.Protocol):
         self._flush()
 
     def _fill(self, ctx: RequestContext, slot: _Slot, response: object) -> None:
+        observer = self.server.request_observer
+        if observer is not None:
+            observer(ctx.api_key, time.perf_counter() - slot.started)
         if isinstance(response, EncodedResponse):
             if all(isinstance(p, bytes) or isinstance(p.source, bytes) for p in response.parts):
                 # Every source is bytes (checked just above); mypy cannot narrow through ``all``, and
@@ -484,6 +491,10 @@ class KafkaServer:
         self.tls_handshake_timeout_s = tls_handshake_timeout_s
         self._servers: list[asyncio.base_events.Server] = []
         self._reaper: asyncio.Task[None] | None = None
+        #: Called once per answered request with its api key and the seconds from dispatch to
+        #: the response being ready (the ops wing's histogram; app.py sets it, the server imports
+        #: nothing of it). None: no timing at all.
+        self.request_observer: Callable[[int, float], None] | None = None
 
     async def bind(self, host: str, port: int, *, listener: str = "PLAINTEXT", ssl: ssl.SSLContext | None = None,
                    tls_principal: TlsPrincipal | None = None, gate_factory: GateFactory | None = None,
