@@ -1,16 +1,19 @@
 """The README's examples run as written, tried as a new user would: in a scratch copy of the
 repository, after the serving install alone (`make serve`, pyproject's `dependencies` and nothing
-from the test extras), against the server `make serve` started, from the copy's directory.
+from the test extras), against the server `make serve` started, from the copy's directory — then
+the walkthrough the README links to, docs/security.md's "Try it", in the same way. That server is
+the README's `make serve` with its HTTP listener (``HTTP_SERVE``), which its dashboard examples use.
 
-Every ```sh and ```python block of the README is an example and carries a marker on the line
-before it: ``<!-- example -->`` (run it to the end, in README order, against the running
+Every ```sh and ```python block of the README and of docs/security.md is an example and carries a
+marker on the line before it: ``<!-- example -->`` (run it to the end, in README order, against the running
 server), ``<!-- example: long-running -->`` (a command that serves until Ctrl-C: wait for what it
 prints, then Ctrl-C it), ``<!-- example: background -->`` (a second node that serves until
 Ctrl-C: started in README order among the examples, once its ports listen the later examples run,
 then Ctrl-C stops it and it must exit 0) or ``<!-- example: quick-start -->`` (the two commands;
 `make serve` is what the test itself runs). The only change to an example's text is the port: the
-server listens on localhost as by default, on a free port instead of 9092, the background node on
-free ports instead of 9093 and 9094, and the cluster on free ports instead of 19092..
+server listens on localhost as by default, on a free port instead of 9092 (its HTTP listener on one
+instead of 8080), the background node on free ports instead of 9093 and 9094, and the cluster on free
+ports instead of 19092..
 
 Also checked without a server: the API table against ``SUPPORTED_VERSIONS``, the command-line
 synopsis against the CLI's subcommands, the relative links, and the README's length.
@@ -35,6 +38,10 @@ import pytest
 from tests.conftest import REPO, free_port, free_ports, serving_copy
 
 README = REPO / "README.md"
+#: The walkthrough moved out of the README; its examples run after the README's.
+SECURITY = REPO / "docs" / "security.md"
+#: How the README starts the server its dashboard examples talk to.
+HTTP_SERVE = 'make serve ARGS="--set http.listen=127.0.0.1:8080"'
 FENCE = re.compile(r"(?:<!-- example(?P<kind>: [a-z-]+)? -->\n)?```(?P<lang>[a-z]*)\n(?P<body>.*?)```\n", re.S)
 
 
@@ -44,19 +51,25 @@ class Block:
     kind: str | None  # None: no marker; "run", "long-running", "quick-start"
     body: str
     line: int
+    source: str = "README.md"
 
     def __str__(self) -> str:
-        return f"README.md line {self.line} ({self.lang}, {self.kind})"
+        return f"{self.source} line {self.line} ({self.lang}, {self.kind})"
 
 
-def blocks(text: str | None = None) -> list[Block]:
+def blocks(text: str | None = None, source: str = "README.md") -> list[Block]:
     text = README.read_text() if text is None else text
     found = []
     for m in FENCE.finditer(text):
         marker = m.group(0).startswith("<!--")
         kind = (m.group("kind") or ": run")[2:] if marker else None
-        found.append(Block(m.group("lang"), kind, m.group("body"), text.count("\n", 0, m.start("body"))))
+        found.append(Block(m.group("lang"), kind, m.group("body"), text.count("\n", 0, m.start("body")), source))
     return found
+
+
+def walkthrough() -> list[Block]:
+    """The README's blocks, then docs/security.md's, in the order a reader runs them."""
+    return [*blocks(), *blocks(SECURITY.read_text(), "docs/security.md")]
 
 
 def examples(kind: str) -> list[Block]:
@@ -67,11 +80,12 @@ def examples(kind: str) -> list[Block]:
 
 
 def test_every_sh_and_python_block_is_a_marked_example() -> None:
-    found = blocks()
+    found = walkthrough()
     unmarked = [str(b) for b in found if b.lang in ("sh", "python") and b.kind is None]
     assert not unmarked, f"blocks a reader would run but the test would not: {unmarked}"
     assert {b.kind for b in found if b.kind} == {"run", "long-running", "quick-start", "background"}
     assert [b.lang for b in examples("run")].count("python") >= 1
+    assert HTTP_SERVE in README.read_text()
 
 
 def test_the_parser_sees_markers_and_unmarked_blocks() -> None:
@@ -169,11 +183,14 @@ def _stop(proc: subprocess.Popen[str], sig: int, timeout: float) -> int:
 
 
 @pytest.fixture(scope="module")
-def serving(clone: Path) -> Iterator[int]:
-    """`make serve` in the copy, on a free port instead of 9092 (still on localhost, as by default)."""
-    port = free_port()
+def serving(clone: Path) -> Iterator[Serving]:
+    """`make serve` in the copy, on a free port instead of 9092 (still on localhost, as by default),
+    with the README's HTTP listener (``HTTP_SERVE``) on a free port instead of 8080."""
+    port, http_port = free_port(), free_port()
+    http_listen = HTTP_SERVE.split('"')[1].replace("127.0.0.1:8080", f"127.0.0.1:{http_port}")
     log = open(clone.parent / "make-serve.log", "w")
-    proc = subprocess.Popen(["make", "--no-print-directory", "serve", f"ARGS=--listen localhost:{port}"], cwd=clone,
+    proc = subprocess.Popen(["make", "--no-print-directory", "serve", f"ARGS=--listen localhost:{port} {http_listen}"],
+                            cwd=clone,
                             env=_env(), stdout=log, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     log.close()
     try:
@@ -182,7 +199,7 @@ def serving(clone: Path) -> Iterator[int]:
             assert proc.poll() is None, (clone.parent / "make-serve.log").read_text()
             assert time.monotonic() < deadline, "make serve did not listen within 30 s"
             time.sleep(0.1)
-        yield port
+        yield Serving(port, http_port)
     finally:
         _stop(proc, signal.SIGTERM, 30)
 
@@ -191,8 +208,15 @@ def serving(clone: Path) -> Iterator[int]:
 BACKGROUND_PORTS = re.compile(r"(?<![0-9])(9093|9094)(?![0-9])")
 
 
-def _ports(body: str, port: int, background: dict[str, int]) -> str:
-    body = body.replace("localhost:9092", f"localhost:{port}")
+@dataclass(frozen=True)
+class Serving:
+    port: int  # README: localhost:9092
+    http_port: int  # README: 127.0.0.1:8080
+
+
+def _ports(body: str, serving: Serving, background: dict[str, int]) -> str:
+    body = body.replace("localhost:9092", f"localhost:{serving.port}")
+    body = body.replace("127.0.0.1:8080", f"127.0.0.1:{serving.http_port}")
     return BACKGROUND_PORTS.sub(lambda m: str(background[m.group(1)]), body)
 
 
@@ -209,8 +233,8 @@ def _start_background(block: Block, clone: Path, body: str, ports: list[int]) ->
     return proc
 
 
-def _run(block: Block, clone: Path, port: int, background: dict[str, int]) -> subprocess.CompletedProcess[str]:
-    body = _ports(block.body, port, background)
+def _run(block: Block, clone: Path, serving: Serving, background: dict[str, int]) -> subprocess.CompletedProcess[str]:
+    body = _ports(block.body, serving, background)
     if block.lang == "python":
         # As the README says: saved as example.py and run with .venv/bin/python.
         (clone / "example.py").write_text(body)
@@ -226,13 +250,13 @@ def _run(block: Block, clone: Path, port: int, background: dict[str, int]) -> su
 @pytest.mark.slow
 @pytest.mark.clients
 @pytest.mark.timeout(600)
-def test_single_node_examples_run_as_written_after_make_serve(clone: Path, serving: int) -> None:
+def test_single_node_examples_run_as_written_after_make_serve(clone: Path, serving: Serving) -> None:
     base = free_ports(2)
     background = {"9093": base, "9094": base + 1}
     ran: list[tuple[Block, subprocess.CompletedProcess[str]]] = []
     nodes: list[tuple[Block, subprocess.Popen[str]]] = []
     try:
-        for block in blocks():
+        for block in walkthrough():
             if block.kind == "background":
                 body = _ports(block.body, serving, background)
                 nodes.append((block, _start_background(block, clone, body, list(background.values()))))
@@ -253,6 +277,13 @@ def test_single_node_examples_run_as_written_after_make_serve(clone: Path, servi
     assert sum(int(offset) for _, offset in committed) == 10, python
     dump = next(text for head, text in out.items() if "dump-log" in head)
     assert "billing" in dump, dump
+    # Operating it: the groups tool over the wire, then the HTTP listener of the same server.
+    groups = next(text for head, text in out.items() if "groups --bootstrap-server" in head)
+    assert re.search(r"^billing +payments +2 +\d+ +\d+ +0 ", groups, re.M), groups  # --describe's offsets view
+    assert '"state": "Empty"' in groups and "NEW-OFFSET" in groups and "total lag 0" in groups, groups
+    http = next(text for head, text in out.items() if "/readyz" in head)
+    assert http.startswith("ready") and 'group_count{protocol="classic"}' in http, http
+    assert '"group_id": "billing"' in http, http
     # Security: alice, over SASL_SSL with SCRAM, reads what the administrator wrote on the PLAINTEXT listener.
     secure = next(res.stdout for block, res in ran if "sasl_mechanism" in block.body)
     assert "b'alice logged in'" in secure, secure
