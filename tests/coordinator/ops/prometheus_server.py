@@ -12,7 +12,9 @@ The Grafana half is the Prometheus data source's rules as Grafana's source state
 * a ``query_result(EXPR)`` template variable runs EXPR as an instant query and turns each series
   into the text ``name{k="v",...} value timestamp_ms`` (``metric_find_query.ts``); the variable's
   ``regex`` keeps the texts it matches, its first group becoming the option; options are
-  de-duplicated and, with ``sort: 1``, sorted alphabetically;
+  de-duplicated and, with ``sort: 1``, sorted alphabetically; when none is left, the one option is
+  "None", whose value is the empty string (``updateVariableOptions`` in
+  ``public/app/features/variables/query/reducer.ts``);
 * a variable's value is written into the query as it is when the variable is neither multi-value
   nor has "All" (only backslashes and single quotes escaped, ``prometheusRegularEscape``), else
   regex-escaped (``prometheusSpecialRegexEscape``), several values as ``(a|b)``; "All" with a
@@ -56,16 +58,18 @@ class PrometheusError(AssertionError):
 
 
 class PrometheusServer:
-    """A ``prometheus`` process scraping ``targets`` (``host:port`` → extra target labels) every second."""
+    """A ``prometheus`` process scraping ``targets`` every second: (``host:port``, labels added to
+    its series) pairs; one address may come twice with different labels, as two targets."""
 
-    def __init__(self, work_dir: Path, targets: Mapping[str, Mapping[str, str]], job: str = "groupcoord") -> None:
+    def __init__(self, work_dir: Path, targets: Sequence[tuple[str, Mapping[str, str]]],
+                 job: str = "groupcoord") -> None:
         self.work_dir = work_dir
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.job = job
         self.log_path = work_dir / "prometheus.log"
         self.proc: subprocess.Popen[bytes] | None = None
-        static = [{"targets": [address], "labels": dict(labels)} for address, labels in targets.items()]
+        static = [{"targets": [address], "labels": dict(labels)} for address, labels in targets]
         # YAML is a superset of JSON: the configuration is written as JSON.
         self.targets = len(static)
         self.config: dict[str, Any] = {
@@ -176,7 +180,8 @@ def grafana_regex_escape(value: str) -> str:
     return _REGEX_META.sub(lambda m: "\\\\" + m.group(0), value.replace("\\", "\\\\\\\\"))
 
 
-def interpolate(expr: str, values: Mapping[str, str | Sequence[str]], variables: Mapping[str, Mapping[str, Any]]) -> str:
+def interpolate(expr: str, values: Mapping[str, str | Sequence[str]],
+                variables: Mapping[str, Mapping[str, Any]]) -> str:
     """``expr`` with each ``$name`` replaced as Grafana's Prometheus data source replaces it.
     A value of ``"$__all"`` stands for the "All" option."""
     def one(match: re.Match[str]) -> str:
@@ -212,7 +217,8 @@ def query_result_texts(result: Iterable[Mapping[str, Any]]) -> list[str]:
 def variable_options(prometheus: PrometheusServer, variable: Mapping[str, Any],
                      values: Mapping[str, str | Sequence[str]], variables: Mapping[str, Mapping[str, Any]],
                      at: float) -> list[str]:
-    """The options Grafana offers for a ``query_result(...)`` variable with a ``/regex/``."""
+    """The values Grafana offers for a ``query_result(...)`` variable with a ``/regex/``; when
+    nothing matches, its one "None" option, whose value is the empty string."""
     match = re.fullmatch(r"query_result\((.+)\)\s*", variable["query"])
     assert match, variable["query"]
     texts = query_result_texts(prometheus.query(interpolate(match.group(1), values, variables), at))
@@ -227,4 +233,4 @@ def variable_options(prometheus: PrometheusServer, variable: Mapping[str, Any],
             options.append(value)
     if variable.get("sort") == 1:  # alphabetical, ascending
         options.sort()
-    return options
+    return options or [""]

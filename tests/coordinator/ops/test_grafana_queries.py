@@ -9,10 +9,12 @@ https://github.com/seglo/kafka-lag-exporter, last changed by commit
 3fcb3c79f5a62745a167e9bc4cd92f0228cf9ad5). The expressions below are written here; they use the
 same metric names, label matchers, functions and aggregations as its variables and panels, which
 are noted by the dashboard's panel ids. Its variables: ``namespace`` (the Kubernetes namespace
-label Prometheus attaches to the scraped series; the scrape configuration here adds it, as
-docs/metrics.md tells operators to), ``cluster_name``, and ``consumer_group`` (multi-value, with
-"All" = ``.*``), each a ``query_result()`` of ``kafka_consumergroup_group_lag`` with a regex
-picking the label out. Its last row (JVM memory and GC of the exporter's own pod) is about the
+label Prometheus attaches to the scraped series), ``cluster_name``, and ``consumer_group``
+(multi-value, with "All" = ``.*``), each a ``query_result()`` of ``kafka_consumergroup_group_lag``
+with a regex picking the label out. Prometheus scrapes the node twice, as two targets: with a
+``namespace`` label set in the scrape configuration (docs/metrics.md), and without one, where
+Grafana's Namespace variable is "None", the empty string, and ``namespace=""`` selects the series
+without the label. Its last row (JVM memory and GC of the exporter's own pod) is about the
 exporter's JVM, not about Kafka: those panels have no data here, as they have none for an exporter
 outside Kubernetes.
 """
@@ -34,6 +36,8 @@ from tests.conftest import ServerProcess, free_port
 from tests.coordinator.ops.prometheus_server import PrometheusServer, interpolate, variable_options
 
 NAMESPACE = "groupcoord-test"
+#: The Namespace variable's value for each target: its label, and Grafana's "None" without one.
+NAMESPACES = (NAMESPACE, "")
 CLUSTER = "test-cluster"
 
 #: Records produced per (topic, partition): the log end offsets.
@@ -79,9 +83,10 @@ PANELS = {
         " + on (namespace, cluster_name, topic, partition) group_left ()"
         ' kafka_partition_latest_offset{namespace="$namespace",cluster_name="$cluster_name"})'),
     # Row "Kafka Lag Exporter JVM Metrics": the exporter's own pod.
-    "99 jvm memory": 'sum by (kubernetes_pod_name) (rate(jvm_memory_bytes_used{app_kubernetes_io_instance="kafka-lag-exporter"}[5m]))',
-    "95 jvm gc time": 'sum by (kubernetes_pod_name) (rate(jvm_gc_collection_seconds_sum{app_kubernetes_io_instance="kafka-lag-exporter"}[5m]))',
-    "97 jvm gc rate": 'sum by (kubernetes_pod_name) (rate(jvm_gc_collection_seconds_count{app_kubernetes_io_instance="kafka-lag-exporter"}[5m]))',
+    **{name: f'sum by (kubernetes_pod_name) (rate({metric}{{app_kubernetes_io_instance="kafka-lag-exporter"}}[5m]))'
+       for name, metric in (("99 jvm memory", "jvm_memory_bytes_used"),
+                            ("95 jvm gc time", "jvm_gc_collection_seconds_sum"),
+                            ("97 jvm gc rate", "jvm_gc_collection_seconds_count"))},
 }
 
 
@@ -93,10 +98,10 @@ class Stack:
     #: Before the first record was produced.
     produced_after: float
 
-    def panel(self, name: str, **values: Any) -> list[dict[str, Any]]:
+    def panel(self, name: str, namespace: str = NAMESPACE, **values: Any) -> list[dict[str, Any]]:
         """The panel's query with the variables set, at ``at``; checked against the range query a
         graph panel sends, whose last point must be the same."""
-        expr = interpolate(PANELS[name], {"namespace": NAMESPACE, "cluster_name": CLUSTER, **values}, VARIABLES)
+        expr = interpolate(PANELS[name], {"namespace": namespace, "cluster_name": CLUSTER, **values}, VARIABLES)
         instant = self.prometheus.query(expr, self.at)
         ranged = self.prometheus.query_range(expr, self.at - 10, self.at, 1)
         last = {_key(s["metric"]): s["values"][-1] for s in ranged if s["values"][-1][0] == self.at}
@@ -132,9 +137,14 @@ def _produce(bootstrap: str) -> None:
         producer.close()
 
 
-def _lag_in_prometheus(prometheus: PrometheusServer, at: float) -> dict[tuple[str, str, int], float]:
-    result = prometheus.query(f'kafka_consumergroup_group_lag{{namespace="{NAMESPACE}"}}', at)
-    return {(s["metric"]["group"], s["metric"]["topic"], int(s["metric"]["partition"])): _value(s) for s in result}
+def _lag_in_prometheus(prometheus: PrometheusServer, at: float) -> list[dict[tuple[str, str, int], float]]:
+    """The lag each of the two targets (with and without a namespace label) shows at ``at``."""
+    out = []
+    for namespace in NAMESPACES:
+        result = prometheus.query(f'kafka_consumergroup_group_lag{{namespace="{namespace}"}}', at)
+        out.append({(s["metric"]["group"], s["metric"]["topic"], int(s["metric"]["partition"])): _value(s)
+                    for s in result})
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -144,7 +154,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     server = ServerProcess(work / "data", {"http.listen": f"127.0.0.1:{http_port}", "lag.sample.interval.ms": "100",
                                            "num.partitions": "2", "group.initial.rebalance.delay.ms": "0",
                                            "lag.cluster.name": CLUSTER})
-    prometheus = PrometheusServer(work, {f"127.0.0.1:{http_port}": {"namespace": NAMESPACE}})
+    prometheus = PrometheusServer(work, [(f"127.0.0.1:{http_port}", {"namespace": NAMESPACE}),
+                                         (f"127.0.0.1:{http_port}", {})])
     consumers: list[Any] = []
     server.start()
     try:
@@ -163,7 +174,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         for group in ("audit", "ledger"):
             standalone = KafkaConsumer(bootstrap_servers=server.bootstrap, group_id=group, enable_auto_commit=False)
             consumers.append(standalone)
-            standalone.commit({TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in COMMITTED[group].items()})
+            standalone.commit({TopicPartition(t, p): OffsetAndMetadata(o, "", -1)
+                               for (t, p), o in COMMITTED[group].items()})
         prometheus.wait_for_target_up()
         # A time at which Prometheus holds the expected state, and after which it has stored a
         # later scrape: a scrape still in flight when ``at`` was chosen (its timestamp is when it
@@ -171,9 +183,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         deadline = time.monotonic() + 30
         while True:
             at = round(time.time(), 3)
-            if _lag_in_prometheus(prometheus, at) == EXPECTED_LAG:
+            if _lag_in_prometheus(prometheus, at) == [EXPECTED_LAG] * 2:
                 prometheus.wait_for_scrape_after(at)
-                if _lag_in_prometheus(prometheus, at) == EXPECTED_LAG:
+                if _lag_in_prometheus(prometheus, at) == [EXPECTED_LAG] * 2:
                     break
             assert time.monotonic() < deadline, (f"Prometheus never scraped the expected lag: "
                                                  f"{_lag_in_prometheus(prometheus, at)}\n{prometheus.log_text()}")
@@ -186,24 +198,29 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         assert server.stop() == 0, server.log_text()
 
 
-def test_template_variables_offer_our_namespace_cluster_and_groups(stack: Stack) -> None:
-    values = {"namespace": NAMESPACE, "cluster_name": CLUSTER}
+@pytest.mark.parametrize("namespace", NAMESPACES, ids=["namespace-label", "no-namespace-label"])
+def test_template_variables_offer_our_namespace_cluster_and_groups(stack: Stack, namespace: str) -> None:
+    values = {"namespace": namespace, "cluster_name": CLUSTER}
     options = {name: variable_options(stack.prometheus, variable, values, VARIABLES, stack.at)
                for name, variable in VARIABLES.items()}
+    # The target without the label offers no namespace of its own: on a Prometheus scraping only
+    # such targets the list is Grafana's "None" (the empty string), chosen here by hand.
     assert options == {"namespace": [NAMESPACE], "cluster_name": [CLUSTER],
                        "consumer_group": sorted(COMMITTED)}
 
 
-def test_top_row_lag_in_offsets_and_time(stack: Stack) -> None:
+@pytest.mark.parametrize("namespace", NAMESPACES, ids=["namespace-label", "no-namespace-label"])
+def test_top_row_lag_in_offsets_and_time(stack: Stack, namespace: str) -> None:
     everything = {"consumer_group": "$__all"}
-    partition_lag = stack.panel("82 partition lag", **everything)
+    partition_lag = stack.panel("82 partition lag", namespace=namespace, **everything)
     assert {(g, t, int(p)): v for (g, t, p), v in _by(partition_lag, "group", "topic", "partition").items()} \
         == EXPECTED_LAG
-    max_lag = _by(stack.panel("98 max lag", **everything), "group")
+    max_lag = _by(stack.panel("98 max lag", namespace=namespace, **everything), "group")
     assert max_lag == {g: max(v for (gg, _t, _p), v in EXPECTED_LAG.items() if gg == g) for g in COMMITTED}
 
-    seconds = {(g, t, int(p)): v for (g, t, p), v in
-               _by(stack.panel("103 partition lag seconds", **everything), "group", "topic", "partition").items()}
+    by_partition = _by(stack.panel("103 partition lag seconds", namespace=namespace, **everything),
+                       "group", "topic", "partition")
+    seconds = {(g, t, int(p)): v for (g, t, p), v in by_partition.items()}
     assert set(seconds) == set(EXPECTED_LAG)
     # Caught up: 0. Behind: the age of the first record not consumed — at least 0, at most the
     # time since the first record was produced.
@@ -214,34 +231,37 @@ def test_top_row_lag_in_offsets_and_time(stack: Stack) -> None:
             assert seconds[key] == 0, key
         else:
             assert 0 <= seconds[key] <= bound, (key, seconds[key], bound)
-    max_seconds = _by(stack.panel("102 max lag seconds", **everything), "group")
+    max_seconds = _by(stack.panel("102 max lag seconds", namespace=namespace, **everything), "group")
     assert max_seconds == {g: max(v for (gg, _t, _p), v in seconds.items() if gg == g) for g in COMMITTED}
     assert max_seconds["ledger"] == 0 and max_seconds["audit"] > 0
 
 
-def test_one_panel_per_group_escaped_as_grafana_escapes_it(stack: Stack) -> None:
+@pytest.mark.parametrize("namespace", NAMESPACES, ids=["namespace-label", "no-namespace-label"])
+def test_one_panel_per_group_escaped_as_grafana_escapes_it(stack: Stack, namespace: str) -> None:
     for group in COMMITTED:
-        offsets = stack.panel("147B group max lag", consumer_group=group)
+        offsets = stack.panel("147B group max lag", namespace=namespace, consumer_group=group)
         assert [s["metric"]["group"] for s in offsets] == [group]
         assert _value(offsets[0]) == max(v for (g, _t, _p), v in EXPECTED_LAG.items() if g == group)
-        seconds = stack.panel("147A group max lag seconds", consumer_group=group)
+        seconds = stack.panel("147A group max lag seconds", namespace=namespace, consumer_group=group)
         assert [s["metric"]["group"] for s in seconds] == [group] and _value(seconds[0]) >= 0
     # Several groups chosen: Grafana writes (a|b), each escaped.
-    chosen = stack.panel("98 max lag", consumer_group=["audit", "billing.v1"])
+    chosen = stack.panel("98 max lag", namespace=namespace, consumer_group=["audit", "billing.v1"])
     assert set(_by(chosen, "group")) == {"audit", "billing.v1"}
 
 
-def test_summed_offsets_row(stack: Stack) -> None:
+@pytest.mark.parametrize("namespace", NAMESPACES, ids=["namespace-label", "no-namespace-label"])
+def test_summed_offsets_row(stack: Stack, namespace: str) -> None:
     for group, offsets in COMMITTED.items():
-        by_group = _by(stack.panel("107A max partition lag seconds", consumer_group=group), "group")
-        max_seconds = _by(stack.panel("147A group max lag seconds", consumer_group=group), "group")
+        by_group = _by(stack.panel("107A max partition lag seconds", namespace=namespace, consumer_group=group),
+                       "group")
+        max_seconds = _by(stack.panel("147A group max lag seconds", namespace=namespace, consumer_group=group), "group")
         assert by_group == max_seconds
-        committed = stack.panel("107B sum of group offsets", consumer_group=group)
+        committed = stack.panel("107B sum of group offsets", namespace=namespace, consumer_group=group)
         assert [_value(s) for s in committed] == [sum(offsets.values())]
-        latest = stack.panel("107C sum of latest offsets", consumer_group=group)
+        latest = stack.panel("107C sum of latest offsets", namespace=namespace, consumer_group=group)
         assert [_value(s) for s in latest] == [sum(PRODUCED[tp] for tp in offsets)]
     # All groups: the join matches each group's partition to its one latest offset.
-    latest = stack.panel("107C sum of latest offsets", consumer_group="$__all")
+    latest = stack.panel("107C sum of latest offsets", namespace=namespace, consumer_group="$__all")
     assert [_value(s) for s in latest] == [sum(PRODUCED[tp] for offsets in COMMITTED.values() for tp in offsets)]
 
 
