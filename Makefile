@@ -50,6 +50,7 @@ test: $(TEST_STAMP)
 	bash tests/clients/setup_clients.sh
 	bash tests/coordinator/cluster/setup_zookeeper.sh
 	bash tests/browser/setup_browser.sh
+	bash tests/coordinator/ops/setup_prometheus.sh
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 clean:

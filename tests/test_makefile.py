@@ -46,6 +46,10 @@ def clone(tmp_path: Path) -> Path:
     (work / "tests" / "clients" / "setup_clients.sh").write_text('echo "setup_clients" >> "$FAKE_LOG"\n')
     (work / "tests" / "coordinator" / "cluster").mkdir(parents=True)
     (work / "tests" / "coordinator" / "cluster" / "setup_zookeeper.sh").write_text('echo "setup_zookeeper" >> "$FAKE_LOG"\n')
+    (work / "tests" / "browser").mkdir(parents=True, exist_ok=True)
+    (work / "tests" / "browser" / "setup_browser.sh").write_text('echo "setup_browser" >> "$FAKE_LOG"\n')
+    (work / "tests" / "coordinator" / "ops").mkdir(parents=True, exist_ok=True)
+    (work / "tests" / "coordinator" / "ops" / "setup_prometheus.sh").write_text('echo "setup_prometheus" >> "$FAKE_LOG"\n')
     fake = tmp_path / "python3"
     fake.write_text(FAKE_PYTHON)
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
@@ -81,7 +85,7 @@ def test_serve_on_a_fresh_clone_installs_only_the_server(clone: Path) -> None:
 def test_test_on_a_fresh_clone_installs_the_test_extras(clone: Path) -> None:
     lines = _make(clone, "test", "PYTEST_ARGS=-x -q")
     assert _installs(lines) == [".[test]"], lines
-    assert lines[-3:] == ["setup_clients", "setup_zookeeper", "python -m pytest -n 3 --dist loadfile -x -q"], lines
+    assert lines[-5:] == ["setup_clients", "setup_zookeeper", "setup_browser", "setup_prometheus", "python -m pytest -n 3 --dist loadfile -x -q"], lines
 
 
 def test_test_after_serve_installs_the_extras_and_serve_after_test_installs_nothing(clone: Path) -> None:
