@@ -29,6 +29,7 @@ from protocol.apis import ApiKey, request_class
 from protocol.consumer_group_messages import ConsumerGroupDescribeRequest
 from protocol.consumer_protocol import MalformedConsumerProtocol, decode_assignment
 from protocol.errors import ErrorCode
+from protocol.records import CorruptBatchError, decode_records, iter_batch_positions
 
 from ..admin_client import AdminConnection, ClientConfigError, ClientError
 from .kafka_errors import exception_text
@@ -44,13 +45,20 @@ TopicPartition = tuple[str, int]
 _OURS: dict[ApiKey, int] = {
     ApiKey.METADATA: 12, ApiKey.FIND_COORDINATOR: 4, ApiKey.LIST_GROUPS: 5, ApiKey.DESCRIBE_GROUPS: 5,
     ApiKey.CONSUMER_GROUP_DESCRIBE: 1, ApiKey.OFFSET_FETCH: 8, ApiKey.LIST_OFFSETS: 7, ApiKey.OFFSET_COMMIT: 8,
-    ApiKey.DELETE_GROUPS: 2, ApiKey.OFFSET_DELETE: 0,
+    ApiKey.DELETE_GROUPS: 2, ApiKey.OFFSET_DELETE: 0, ApiKey.FETCH: 12,
 }
 
 #: Coordinator errors after which the coordinator is looked up again and the request retried
 #: (Kafka's Admin treats them as retriable until the call's timeout).
 _RETRY_COORDINATOR = {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
                       ErrorCode.NOT_COORDINATOR}
+
+#: Bytes asked per partition by ``first_unconsumed_timestamps``: room for a producer's usual batch
+#: (``batch.size`` 16384) and then some; a bigger batch is asked for again on its own.
+_PEEK_PARTITION_BYTES = 64 * 1024
+_PEEK_MAX_BYTES = 16 * 1024 * 1024
+#: Transaction markers skipped before giving up on finding a data record.
+_MARKER_SKIP = 16
 
 # ListOffsets' special timestamps (Kafka's ListOffsetsRequest.LATEST_TIMESTAMP / EARLIEST_TIMESTAMP).
 _LATEST, _EARLIEST = -1, -2
@@ -396,6 +404,77 @@ class GroupAdmin:
                         result[(t.name, p.partition_index)] = p.offset
         return result
 
+    def first_unconsumed_timestamps(self, tps_offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | None]:
+        """The timestamp of the first record at or after each committed offset: what a consumer of the
+        group reads next, for lag in time. One small Fetch (isolation read_uncommitted, no wait) per
+        partition leader for all its partitions; transaction markers are skipped, and a committed offset
+        below the log start reads from the log start (retention deleted the records in between).
+
+        None where there is no such record (the group is caught up: the caller says lag 0), the leader
+        is unknown or answers an error. A batch larger than the per-partition budget comes back cut (or
+        empty) and is asked for again in a later Fetch, where the first partition always gets one whole
+        batch (KIP-74, https://cwiki.apache.org/confluence/display/KAFKA/KIP-74%3A+Add+Fetch+Response+Size+Limit+in+Bytes)."""
+        result: dict[TopicPartition, int | None] = {tp: None for tp in tps_offsets}
+        pending = {tp: max(o, 0) for tp, o in tps_offsets.items()}
+        if not pending:
+            return result
+        leaders = self._leaders(t for t, _ in pending)
+        nodes = self.nodes()
+        skips: dict[TopicPartition, int] = defaultdict(int)
+        deadline = self._deadline()
+        F = request_class(ApiKey.FETCH)
+        while pending:
+            by_leader: dict[Node, list[TopicPartition]] = defaultdict(list)
+            for tp in pending:
+                node = nodes.get(leaders.get(tp, -1))
+                if node is not None:
+                    by_leader[node].append(tp)
+            unplaced = [tp for tp in pending if nodes.get(leaders.get(tp, -1)) is None]
+            for tp in unplaced:
+                del pending[tp]
+            again: dict[TopicPartition, int] = {}
+            out_of_range: list[TopicPartition] = []
+            for node, tps in by_leader.items():
+                by_topic: dict[str, list[int]] = defaultdict(list)
+                for t, p in tps:
+                    by_topic[t].append(p)
+                response, _ = self._request(node, ApiKey.FETCH, lambda v, by_topic=by_topic, at=pending: F(
+                    version=v, replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=_PEEK_MAX_BYTES,
+                    isolation_level=0, session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
+                    topics=[F.FetchTopic(topic=t, partitions=[F.FetchTopic.FetchPartition(
+                        partition=p, current_leader_epoch=-1, fetch_offset=at[(t, p)], last_fetched_epoch=-1,
+                        log_start_offset=-1, partition_max_bytes=_PEEK_PARTITION_BYTES) for p in ps])
+                        for t, ps in by_topic.items()]))
+                for topic in response.responses:
+                    for part in topic.partitions:
+                        tp = (topic.topic, part.partition_index)
+                        if tp not in pending:
+                            continue
+                        offset = pending[tp]
+                        if part.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                            out_of_range.append(tp)
+                        elif part.error_code == 0 and offset < part.high_watermark:
+                            found = _first_record(bytes(part.records or b""), offset)
+                            if isinstance(found, tuple):  # only markers so far: read on after them
+                                skips[tp] += 1
+                                if skips[tp] <= _MARKER_SKIP:
+                                    again[tp] = found[1]
+                            elif found is not None:
+                                result[tp] = found
+                            else:  # no whole batch came back: too big for its share, ask again
+                                again[tp] = offset
+            if out_of_range:
+                starts = self.offsets(out_of_range, "earliest")
+                for tp in out_of_range:
+                    start = starts.get(tp)
+                    if start is not None and start > pending[tp]:
+                        again[tp] = start
+            if again and time.monotonic() >= deadline:
+                break
+            # The partitions asked again go first in the next Fetch, the first of them with a whole batch.
+            pending = again
+        return result
+
     def alter_offsets(self, group: str, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         """OffsetCommit with no member id and generation -1, as Admin's alterConsumerGroupOffsets: the
         coordinator accepts it only for a group without active members."""
@@ -453,7 +532,8 @@ _CALLS = {ApiKey.LIST_GROUPS: "listConsumerGroups", ApiKey.DESCRIBE_GROUPS: "des
           ApiKey.CONSUMER_GROUP_DESCRIBE: "describeConsumerGroups", ApiKey.OFFSET_FETCH: "listConsumerGroupOffsets",
           ApiKey.LIST_OFFSETS: "listOffsets", ApiKey.METADATA: "describeTopics",
           ApiKey.FIND_COORDINATOR: "findCoordinator", ApiKey.OFFSET_COMMIT: "alterConsumerGroupOffsets",
-          ApiKey.DELETE_GROUPS: "deleteConsumerGroups", ApiKey.OFFSET_DELETE: "deleteConsumerGroupOffsets"}
+          ApiKey.DELETE_GROUPS: "deleteConsumerGroups", ApiKey.OFFSET_DELETE: "deleteConsumerGroupOffsets",
+          ApiKey.FETCH: "fetch"}
 
 
 def _split(address: str) -> tuple[str, int]:
@@ -467,6 +547,24 @@ def _wait_or_fail(deadline: float, call: str) -> None:
     if time.monotonic() >= deadline:
         raise GroupAdminError(f"Timed out waiting for a node assignment. Call: {call}")
     time.sleep(0.05)
+
+
+def _first_record(data: bytes, offset: int) -> int | tuple[str, int] | None:
+    """In fetched bytes, the timestamp of the first data record at or after ``offset``; ``("after",
+    next_offset)`` when the whole batches there hold only transaction markers (or records before
+    ``offset``); None when no whole batch came back."""
+    last_end: int | None = None
+    try:
+        for pos, header in iter_batch_positions(data):
+            last_end = header.last_offset + 1
+            if header.is_control or header.last_offset < offset:
+                continue
+            for record in decode_records(data, pos, header):
+                if header.base_offset + record.offset_delta >= offset:
+                    return record.timestamp(header)
+    except CorruptBatchError:
+        return None
+    return None if last_end is None else ("after", max(last_end, offset))
 
 
 def _tps(assignment: Any) -> list[TopicPartition]:
