@@ -20,8 +20,9 @@ is described with DescribeGroups instead, as Kafka's Admin does
 from __future__ import annotations
 
 import time
+from bisect import bisect_left
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -406,39 +407,51 @@ class GroupAdmin:
 
     def first_unconsumed_timestamps(self, tps_offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | None]:
         """The timestamp of the first record at or after each committed offset: what a consumer of the
-        group reads next, for lag in time. One small Fetch (isolation read_uncommitted, no wait) per
-        partition leader for all its partitions; transaction markers are skipped, and a committed offset
-        below the log start reads from the log start (retention deleted the records in between).
+        group reads next, for lag in time (``record_timestamps`` for one offset per partition)."""
+        found = self.record_timestamps({tp: (offset,) for tp, offset in tps_offsets.items()})
+        return {tp: found[(tp, offset)] for tp, offset in tps_offsets.items()}
 
-        None where there is no such record (the group is caught up: the caller says lag 0), the leader
-        is unknown or answers an error. A batch larger than the per-partition budget comes back cut (or
-        empty) and is asked for again in a later Fetch, where the first partition always gets one whole
-        batch (KIP-74, https://cwiki.apache.org/confluence/display/KAFKA/KIP-74%3A+Add+Fetch+Response+Size+Limit+in+Bytes)."""
-        result: dict[TopicPartition, int | None] = {tp: None for tp in tps_offsets}
-        pending = {tp: max(o, 0) for tp, o in tps_offsets.items()}
+    def record_timestamps(self, wanted: Mapping[TopicPartition, Collection[int]]
+                          ) -> dict[tuple[TopicPartition, int], int | None]:
+        """For each partition and each offset asked, the timestamp of the first data record at or after
+        it. Small Fetches (isolation read_uncommitted, no wait), one per partition leader for all its
+        partitions, each partition read from the lowest offset not answered yet, so that offsets close
+        together (many groups on one topic) are answered by one read; transaction markers are skipped,
+        and an offset below the log start reads from the log start (retention deleted the records in
+        between).
+
+        None where there is no such record (the offset is at the high watermark: the caller says lag
+        0), the leader is unknown or answers an error, or the call's timeout ran out. A batch larger
+        than its share of the response comes back cut (or empty) and is asked for again in a later
+        Fetch, where the first partition always gets one whole batch (KIP-74,
+        https://cwiki.apache.org/confluence/display/KAFKA/KIP-74%3A+Add+Fetch+Response+Size+Limit+in+Bytes)."""
+        result: dict[tuple[TopicPartition, int], int | None] = {
+            (tp, o): None for tp, offsets in wanted.items() for o in offsets}
+        # Per partition: the offsets not answered yet, and where to read next.
+        pending = {tp: sorted(set(offsets)) for tp, offsets in wanted.items() if offsets}
+        position = {tp: max(offsets[0], 0) for tp, offsets in pending.items()}
         if not pending:
             return result
         leaders = self._leaders(t for t, _ in pending)
         nodes = self.nodes()
-        skips: dict[TopicPartition, int] = defaultdict(int)
+        idle: dict[TopicPartition, int] = defaultdict(int)
         deadline = self._deadline()
         F = request_class(ApiKey.FETCH)
         while pending:
             by_leader: dict[Node, list[TopicPartition]] = defaultdict(list)
-            for tp in pending:
+            for tp in list(pending):
                 node = nodes.get(leaders.get(tp, -1))
-                if node is not None:
+                if node is None:
+                    del pending[tp]
+                else:
                     by_leader[node].append(tp)
-            unplaced = [tp for tp in pending if nodes.get(leaders.get(tp, -1)) is None]
-            for tp in unplaced:
-                del pending[tp]
-            again: dict[TopicPartition, int] = {}
             out_of_range: list[TopicPartition] = []
+            done: list[TopicPartition] = []
             for node, tps in by_leader.items():
                 by_topic: dict[str, list[int]] = defaultdict(list)
                 for t, p in tps:
                     by_topic[t].append(p)
-                response, _ = self._request(node, ApiKey.FETCH, lambda v, by_topic=by_topic, at=pending: F(
+                response, _ = self._request(node, ApiKey.FETCH, lambda v, by_topic=by_topic, at=dict(position): F(
                     version=v, replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=_PEEK_MAX_BYTES,
                     isolation_level=0, session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
                     topics=[F.FetchTopic(topic=t, partitions=[F.FetchTopic.FetchPartition(
@@ -450,29 +463,44 @@ class GroupAdmin:
                         tp = (topic.topic, part.partition_index)
                         if tp not in pending:
                             continue
-                        offset = pending[tp]
                         if part.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
                             out_of_range.append(tp)
-                        elif part.error_code == 0 and offset < part.high_watermark:
-                            found = _first_record(bytes(part.records or b""), offset)
-                            if isinstance(found, tuple):  # only markers so far: read on after them
-                                skips[tp] += 1
-                                if skips[tp] <= _MARKER_SKIP:
-                                    again[tp] = found[1]
-                            elif found is not None:
-                                result[tp] = found
-                            else:  # no whole batch came back: too big for its share, ask again
-                                again[tp] = offset
+                            continue
+                        if part.error_code or position[tp] >= part.high_watermark:
+                            done.append(tp)
+                            continue
+                        try:
+                            records, end = _data_records(bytes(part.records or b""))
+                        except CorruptBatchError:
+                            done.append(tp)
+                            continue
+                        if end is None:
+                            continue  # no whole batch: too big for its share, asked again
+                        at, left = position[tp], []
+                        for o in pending[tp]:
+                            first = _first_at_or_after(records, max(o, at))
+                            if first is None:
+                                left.append(o)
+                            else:
+                                result[(tp, o)] = first
+                        if len(left) == len(pending[tp]):
+                            idle[tp] += 1  # only markers (or records before the offsets) read
+                        pending[tp] = left
+                        position[tp] = max([end] + left[:1])
+                        if not left or idle[tp] > _MARKER_SKIP:
+                            done.append(tp)
+            for tp in done:
+                pending.pop(tp, None)
             if out_of_range:
                 starts = self.offsets(out_of_range, "earliest")
                 for tp in out_of_range:
                     start = starts.get(tp)
-                    if start is not None and start > pending[tp]:
-                        again[tp] = start
-            if again and time.monotonic() >= deadline:
+                    if start is not None and start > position[tp]:
+                        position[tp] = start
+                    else:
+                        pending.pop(tp, None)
+            if pending and time.monotonic() >= deadline:
                 break
-            # The partitions asked again go first in the next Fetch, the first of them with a whole batch.
-            pending = again
         return result
 
     def alter_offsets(self, group: str, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
@@ -549,22 +577,27 @@ def _wait_or_fail(deadline: float, call: str) -> None:
     time.sleep(0.05)
 
 
-def _first_record(data: bytes, offset: int) -> int | tuple[str, int] | None:
-    """In fetched bytes, the timestamp of the first data record at or after ``offset``; ``("after",
-    next_offset)`` when the whole batches there hold only transaction markers (or records before
-    ``offset``); None when no whole batch came back."""
-    last_end: int | None = None
+def _data_records(data: bytes) -> tuple[list[tuple[int, int]], int | None]:
+    """The (offset, timestamp) of the data records in the whole batches of fetched bytes, in offset
+    order, and the offset after the last whole batch (None when there is none)."""
+    records: list[tuple[int, int]] = []
+    end: int | None = None
     try:
         for pos, header in iter_batch_positions(data):
-            last_end = header.last_offset + 1
-            if header.is_control or header.last_offset < offset:
-                continue
-            for record in decode_records(data, pos, header):
-                if header.base_offset + record.offset_delta >= offset:
-                    return record.timestamp(header)
+            end = header.last_offset + 1
+            if not header.is_control:
+                records += [(header.base_offset + r.offset_delta, r.timestamp(header))
+                            for r in decode_records(data, pos, header)]
     except CorruptBatchError:
-        return None
-    return None if last_end is None else ("after", max(last_end, offset))
+        if end is None:
+            raise
+        # What came before the damaged batch still counts; the next read starts at the damaged one.
+    return records, end
+
+
+def _first_at_or_after(records: list[tuple[int, int]], offset: int) -> int | None:
+    i = bisect_left(records, (offset, -(2**63)))
+    return records[i][1] if i < len(records) else None
 
 
 def _tps(assignment: Any) -> list[TopicPartition]:

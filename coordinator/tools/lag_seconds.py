@@ -1,6 +1,6 @@
 """Lag in time for ``--describe --output json`` and ``--watch``: the age of the first record each group
 has not consumed yet, read over the wire (``GroupAdmin.first_unconsumed_timestamps``, a small Fetch at
-the committed offset from the partition leader) and turned into seconds by the rule the server's lag
+the committed offset from the partition leader, ``GroupAdmin.record_timestamps``) and turned into seconds by the rule the server's lag
 monitor uses (``coordinator/lag/time_lag.py``, ``lag_seconds_from_record``): 0 when the group is caught
 up, None when unknown (no commit, no log end, or no record readable at the committed offset)."""
 
@@ -21,8 +21,9 @@ RowKey = tuple[str, str, int]
 
 def lag_seconds(admin: GroupAdmin, groups: Sequence[GroupOffsets],
                 now_ms: int | None = None) -> dict[RowKey, float | None]:
-    """Each row's lag in seconds, evaluated at ``now_ms`` (default: after the records were read).
-    Groups committed at different offsets of one partition need one Fetch round per distinct offset."""
+    """Each row's lag in seconds, evaluated at ``now_ms`` (default: after the records were read). The
+    offsets of every group are read together (``GroupAdmin.record_timestamps``): groups committed
+    close together on one partition cost one read of it."""
     result: dict[RowKey, float | None] = {}
     wanted: dict[tuple[str, int], set[int]] = {}
     for g in groups:
@@ -34,17 +35,11 @@ def lag_seconds(admin: GroupAdmin, groups: Sequence[GroupOffsets],
                 result[key] = 0.0
             else:
                 wanted.setdefault((r.topic, r.partition), set()).add(r.current_offset)
-    timestamps: dict[tuple[str, int, int], int | None] = {}
-    layers = [sorted(offsets) for offsets in wanted.values()]
-    tps = list(wanted)
-    for i in range(max((len(offsets) for offsets in layers), default=0)):
-        ask = {tp: offsets[i] for tp, offsets in zip(tps, layers, strict=True) if i < len(offsets)}
-        for tp, ts in admin.first_unconsumed_timestamps(ask).items():
-            timestamps[(tp[0], tp[1], ask[tp])] = ts
+    timestamps = admin.record_timestamps(wanted) if wanted else {}
     now = int(time.time() * 1000) if now_ms is None else now_ms
     for g in groups:
         for r in g.rows:
             key = (g.group, r.topic, r.partition)
             if key not in result and r.current_offset is not None:
-                result[key] = lag_seconds_from_record(timestamps.get((r.topic, r.partition, r.current_offset)), now)
+                result[key] = lag_seconds_from_record(timestamps.get(((r.topic, r.partition), r.current_offset)), now)
     return result

@@ -15,7 +15,15 @@ from coordinator.groups_cli import run
 from coordinator.tools.group_admin import GroupAdmin
 from protocol.apis import ApiKey
 from tests.conftest import ServerProcess
-from tests.coordinator.tools.time_lag_records import TIMESTAMPS, TOPIC, stamped_server
+from tests.coordinator.tools.time_lag_records import (
+    AFTER_TXN_MS,
+    TIMESTAMPS,
+    TOPIC,
+    TRIMMED,
+    TXN,
+    TXN_MS,
+    stamped_server,
+)
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -50,6 +58,37 @@ def test_first_unconsumed_timestamps_reads_the_record_at_each_offset(server: Ser
         for offset, ts in enumerate(TIMESTAMPS[0]):
             assert admin.first_unconsumed_timestamps({(TOPIC, 0): offset}) == {(TOPIC, 0): ts}
         assert admin.first_unconsumed_timestamps({}) == {}
+
+
+def test_record_timestamps_skips_markers_and_reads_from_the_log_start(server: ServerProcess) -> None:
+    with GroupAdmin(server.bootstrap) as admin:
+        found = admin.record_timestamps({(TXN, 0): [0, 1, 2, 3, 4], (TRIMMED, 0): [0, 2, 3]})
+        assert found == {
+            ((TXN, 0), 0): TXN_MS, ((TXN, 0), 1): TXN_MS,
+            ((TXN, 0), 2): AFTER_TXN_MS,  # the COMMIT marker is skipped
+            ((TXN, 0), 3): AFTER_TXN_MS,
+            ((TXN, 0), 4): None,  # the high watermark: nothing to read
+            ((TRIMMED, 0), 0): TIMESTAMPS[0][2],  # below the log start (2): the first record left
+            ((TRIMMED, 0), 2): TIMESTAMPS[0][2],
+            ((TRIMMED, 0), 3): None,
+        }
+
+
+def test_record_timestamps_answers_offsets_close_together_with_one_read(server: ServerProcess,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    with GroupAdmin(server.bootstrap) as admin:
+        fetches: list[object] = []
+        request = admin._request
+
+        def counting(node: object, key: ApiKey, build: object) -> object:
+            if key == ApiKey.FETCH:
+                fetches.append(node)
+            return request(node, key, build)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(admin, "_request", counting)
+        found = admin.record_timestamps({(TOPIC, 0): range(5)})
+        assert found == {((TOPIC, 0), o): TIMESTAMPS[0][o] for o in range(5)}
+        assert len(fetches) == 1
 
 
 def test_describe_json_reports_lag_seconds(server: ServerProcess) -> None:

@@ -8,6 +8,11 @@ Topic ``stamped``, 3 partitions, produced with kafka-python and explicit ``times
 * partition 2: 3 records of 70 KiB, each batch bigger than the tool's 64 KiB share per partition,
   stamped ``BASE_MS + 100_000 + i * 1000``.
 
+Topic ``txn`` (1 partition): a committed transaction of two records stamped ``TXN_MS`` (offsets 0, 1),
+its COMMIT marker (offset 2), then a plain record stamped ``AFTER_TXN_MS`` (offset 3).
+Topic ``trimmed`` (1 partition): 3 records stamped ``BASE_MS + i * 1000``, the first two deleted
+(DeleteRecords: the log starts at 2).
+
 Groups (admin commits, no members, so Empty): ``lag-a`` at p0=2, p1=2 (caught up), p2=1; ``lag-b`` at
 p0=4 (a second offset on the same partition)."""
 
@@ -30,16 +35,19 @@ TIMESTAMPS = {
     1: [BASE_MS + i * 1000 for i in range(2)],
     2: [BASE_MS + 100_000 + i * 1000 for i in range(3)],
 }
+TXN, TRIMMED = "txn", "trimmed"
+TXN_MS, AFTER_TXN_MS = BASE_MS + 200_000, BASE_MS + 300_000
 COMMITS = {"lag-a": {(TOPIC, 0): 2, (TOPIC, 1): 2, (TOPIC, 2): 1}, "lag-b": {(TOPIC, 0): 4}}
 
 
 def _produce(bs: str) -> None:
     from kafka import KafkaAdminClient, KafkaProducer
     from kafka.admin import NewTopic
+    from kafka.structs import TopicPartition
 
     admin = KafkaAdminClient(bootstrap_servers=bs)
     try:
-        admin.create_topics([NewTopic(TOPIC, 3, 1)])
+        admin.create_topics([NewTopic(TOPIC, 3, 1), NewTopic(TXN, 1, 1), NewTopic(TRIMMED, 1, 1)])
     finally:
         admin.close()
     producer = KafkaProducer(bootstrap_servers=bs, linger_ms=20, batch_size=1 << 20, max_request_size=1 << 20)
@@ -48,8 +56,25 @@ def _produce(bs: str) -> None:
             for i, ts in enumerate(stamps):
                 value = bytes(BIG) if p == 2 else b"v%d" % i
                 producer.send(TOPIC, value=value, partition=p, timestamp_ms=ts).get(timeout=20)
+        for i in range(3):
+            producer.send(TRIMMED, value=b"t%d" % i, partition=0, timestamp_ms=BASE_MS + i * 1000).get(timeout=20)
+        transactional = KafkaProducer(bootstrap_servers=bs, transactional_id="stamped-txn")
+        try:
+            transactional.init_transactions()
+            transactional.begin_transaction()
+            for i in range(2):
+                transactional.send(TXN, value=b"x%d" % i, partition=0, timestamp_ms=TXN_MS)
+            transactional.commit_transaction()
+        finally:
+            transactional.close()
+        producer.send(TXN, value=b"after", partition=0, timestamp_ms=AFTER_TXN_MS).get(timeout=20)
     finally:
         producer.close()
+    admin = KafkaAdminClient(bootstrap_servers=bs)
+    try:
+        admin.delete_records({TopicPartition(TRIMMED, 0): 2})
+    finally:
+        admin.close()
 
 
 @contextmanager
