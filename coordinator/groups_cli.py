@@ -18,6 +18,7 @@ from typing import TextIO
 
 from .admin_client import ClientConfigError, read_properties
 from .tools.describe_views import (
+    GroupOffsets,
     collect_members,
     collect_offsets,
     collect_states,
@@ -137,7 +138,13 @@ def _describe(a: argparse.Namespace, admin: GroupAdmin, as_json: bool, out: Text
         interval = float(a.watch or 2.0)
         # Not a terminal (a pipe, a test): wide enough that ids and offsets are not cut.
         console = Console() if out is sys.stdout and out.isatty() else Console(file=out, width=240)
-        watch(lambda: collect_offsets(admin, ids), interval, console, refreshes=watch_refreshes)
+        from .tools.lag_seconds import lag_seconds
+
+        def collect() -> tuple[list[GroupOffsets], dict[tuple[str, str, int], float | None]]:
+            offsets = collect_offsets(admin, ids)
+            return offsets, lag_seconds(admin, offsets)
+
+        watch(collect, interval, console, refreshes=watch_refreshes)
         return 0
     if a.members:
         members = collect_members(admin, ids)
@@ -159,8 +166,9 @@ def _describe(a: argparse.Namespace, admin: GroupAdmin, as_json: bool, out: Text
         offsets = collect_offsets(admin, ids)
         if as_json:
             from .tools.json_output import dump, offsets_json
+            from .tools.lag_seconds import lag_seconds
 
-            dump(offsets_json(offsets), out)
+            dump(offsets_json(offsets, lag_seconds(admin, offsets)), out)
         else:
             print_offsets(offsets, verbose, out, err)
     return 0

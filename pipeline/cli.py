@@ -129,7 +129,7 @@ def run_job(spark: SparkSession, data_dir: str, out: str, *, end_offsets_file: s
     write_table(spark, T.pending_offsets(raw), out, "pending_offsets")
     with_lag = write_table(spark, T.lag_at_commits(T.commit_history(raw), end_history), out, "commit_history")
     rate = write_table(spark, T.commit_rate(raw, rate_window), out, "commit_rate")
-    lag = write_table(spark, T.consumer_lag(latest, end_df), out, "consumer_lag")
+    lag = write_table(spark, T.consumer_lag(latest, end_df, end_history, now_ms), out, "consumer_lag")
     partition_status = write_table(spark, T.burrow_status(with_lag, lag, now_ms, lag_window), out, "partition_status")
     group_status = write_table(spark, T.group_status(partition_status), out, "group_status")
     generations = write_table(spark, T.group_generations(raw), out, "generations")

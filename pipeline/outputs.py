@@ -25,7 +25,7 @@ TABLES: dict[str, str] = {
                        "marker yet: invisible to OffsetFetch",
     "commit_history": "every offset commit record with its commit time, the end offset then and the lag then",
     "commit_rate": "commits per group per one-minute window",
-    "consumer_lag": "per committed partition: log end offset, committed offset, lag",
+    "consumer_lag": "per committed partition: log end offset, committed offset, lag, lag in seconds",
     "partition_status": "Burrow-style status per committed partition over its last commits",
     "group_status": "each group's worst partition status, partitions, total and max lag",
     "generations": "one row per group generation: protocol, leader, members",

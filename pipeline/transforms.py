@@ -26,9 +26,10 @@ from typing import TypedDict
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, IntegerType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import ArrayType, DoubleType, IntegerType, LongType, StringType, StructField, StructType
 
 from coordinator.lag.burrow import OffsetEntry, Status, evaluate_partition
+from coordinator.lag.time_lag import LookupTable
 from protocol.consumer_group_records import (
     CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
     CONSUMER_GROUP_MEMBER_METADATA,
@@ -40,7 +41,8 @@ from protocol.consumer_protocol import CONSUMER_PROTOCOL_TYPE, parse_subscribed_
 from .source.schema import CONSUMER_GROUP, CONTROL, GROUP_METADATA, OFFSET_COMMIT
 
 __all__ = [
-    "offset_commits", "transactional_commits", "pending_offsets", "latest_offsets", "commit_history", "commit_rate", "consumer_lag", "lag_at_commits",
+    "offset_commits", "transactional_commits", "pending_offsets", "latest_offsets", "commit_history", "commit_rate", "consumer_lag",
+    "lag_seconds_from_history", "lag_at_commits",
     "burrow_status", "group_status", "group_generations", "membership_changes", "expired_offsets",
     "consumer_group_epochs", "consumer_member_epochs", "walk_consumer_group", "MEMBER_STATES",
     "BURROW_ORDER", "evaluate_window",
@@ -119,12 +121,53 @@ def commit_rate(raw: DataFrame, window: str = "1 minute") -> DataFrame:
                     "commits", "partitions"))
 
 
-def consumer_lag(latest: DataFrame, end_offsets: DataFrame) -> DataFrame:
+def consumer_lag(latest: DataFrame, end_offsets: DataFrame, end_history: DataFrame | None = None,
+                 now_ms: int | None = None) -> DataFrame:
     """Lag per group and partition now: log end offset minus committed offset (null when the
-    partition's end is unknown)."""
-    return (latest.join(end_offsets, ["topic", "partition"], "left")
-            .select(*KEY, "committed_offset", "log_end_offset",
-                    (F.col("log_end_offset") - F.col("committed_offset")).alias("lag")))
+    partition's end is unknown), and ``lag_seconds``: how long ago, at ``now_ms``, the log end was
+    at the committed offset, by kafka-lag-exporter's interpolation over the partition's end-offset
+    history (``lag_seconds_from_history``). 0 when the group is caught up; null when the lag is
+    unknown or the history cannot tell (no ``end_history``: end offsets from a file)."""
+    lag = (latest.join(end_offsets, ["topic", "partition"], "left")
+           .select(*KEY, "committed_offset", "log_end_offset",
+                   (F.col("log_end_offset") - F.col("committed_offset")).alias("lag")))
+    caught_up = F.when(F.col("lag") <= 0, F.lit(0.0))
+    if end_history is None or now_ms is None:
+        return lag.withColumn("lag_seconds", caught_up.cast("double"))
+    points = (end_history.groupBy("topic", "partition")
+              .agg(F.sort_array(F.collect_list(F.struct(F.col("end_offset").alias("offset"),
+                                                        F.col("batch_max_timestamp_ms").alias("ts")))).alias("points")))
+    # One lookup table per topic partition for all the offsets groups committed on it, not one per
+    # group partition: the table is built from the whole history of the partition.
+    wanted = (lag.where(F.col("lag") > 0).groupBy("topic", "partition")
+              .agg(F.collect_set("committed_offset").alias("offsets")))
+
+    def seconds(points, offsets):  # untyped on purpose: hints would make Spark guess a pandas UDF
+        history = [(p["offset"], p["ts"]) for p in points or []]
+        return [(o, s) for o, s in lag_seconds_from_history(history, offsets, now_ms).items()]
+
+    seconds = F.udf(seconds, ArrayType(StructType([StructField("committed_offset", LongType()),
+                                                   StructField("lag_seconds", DoubleType())])))
+    per_offset = (wanted.join(points, ["topic", "partition"], "left")
+                  .select("topic", "partition", F.explode(seconds("points", "offsets")).alias("s"))
+                  .select("topic", "partition", "s.committed_offset", "s.lag_seconds"))
+    return (lag.join(per_offset, ["topic", "partition", "committed_offset"], "left")
+            .select(*KEY, "committed_offset", "log_end_offset", "lag",
+                    caught_up.otherwise(F.col("lag_seconds")).alias("lag_seconds")))
+
+
+def lag_seconds_from_history(history: Sequence[tuple[int, int]], committed: Sequence[int],
+                             now_ms: int) -> dict[int, float | None]:
+    """Lag in seconds of each committed offset of one partition, at ``now_ms``: kafka-lag-exporter's
+    lookup table (``coordinator/lag/time_lag.py``, the rule the server falls back on when the record
+    at the committed offset cannot be read) fed the partition's (end offset after a batch, the
+    batch's max timestamp) points in log order. The server's table holds the end offsets it sampled
+    lately; here every batch is a point, so the table holds them all and nothing falls out of it.
+    Points stamped no later than the one before are dropped (the exporter's OutOfOrder)."""
+    table = LookupTable(max(len(history), 1))
+    for offset, ts in history:
+        table.add(offset, ts)
+    return {o: table.lag_seconds(o, now_ms) for o in committed}
 
 
 def lag_at_commits(history: DataFrame, end_history: DataFrame) -> DataFrame:

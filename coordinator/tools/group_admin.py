@@ -20,8 +20,9 @@ is described with DescribeGroups instead, as Kafka's Admin does
 from __future__ import annotations
 
 import time
+from bisect import bisect_left
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,7 @@ from protocol.apis import ApiKey, request_class
 from protocol.consumer_group_messages import ConsumerGroupDescribeRequest
 from protocol.consumer_protocol import MalformedConsumerProtocol, decode_assignment
 from protocol.errors import ErrorCode
+from protocol.records import CorruptBatchError, decode_records, iter_batch_positions
 
 from ..admin_client import AdminConnection, ClientConfigError, ClientError
 from .kafka_errors import exception_text
@@ -44,13 +46,20 @@ TopicPartition = tuple[str, int]
 _OURS: dict[ApiKey, int] = {
     ApiKey.METADATA: 12, ApiKey.FIND_COORDINATOR: 4, ApiKey.LIST_GROUPS: 5, ApiKey.DESCRIBE_GROUPS: 5,
     ApiKey.CONSUMER_GROUP_DESCRIBE: 1, ApiKey.OFFSET_FETCH: 8, ApiKey.LIST_OFFSETS: 7, ApiKey.OFFSET_COMMIT: 8,
-    ApiKey.DELETE_GROUPS: 2, ApiKey.OFFSET_DELETE: 0,
+    ApiKey.DELETE_GROUPS: 2, ApiKey.OFFSET_DELETE: 0, ApiKey.FETCH: 12,
 }
 
 #: Coordinator errors after which the coordinator is looked up again and the request retried
 #: (Kafka's Admin treats them as retriable until the call's timeout).
 _RETRY_COORDINATOR = {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
                       ErrorCode.NOT_COORDINATOR}
+
+#: Bytes asked per partition by ``first_unconsumed_timestamps``: room for a producer's usual batch
+#: (``batch.size`` 16384) and then some; a bigger batch is asked for again on its own.
+_PEEK_PARTITION_BYTES = 64 * 1024
+_PEEK_MAX_BYTES = 16 * 1024 * 1024
+#: Transaction markers skipped before giving up on finding a data record.
+_MARKER_SKIP = 16
 
 # ListOffsets' special timestamps (Kafka's ListOffsetsRequest.LATEST_TIMESTAMP / EARLIEST_TIMESTAMP).
 _LATEST, _EARLIEST = -1, -2
@@ -396,6 +405,104 @@ class GroupAdmin:
                         result[(t.name, p.partition_index)] = p.offset
         return result
 
+    def first_unconsumed_timestamps(self, tps_offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | None]:
+        """The timestamp of the first record at or after each committed offset: what a consumer of the
+        group reads next, for lag in time (``record_timestamps`` for one offset per partition)."""
+        found = self.record_timestamps({tp: (offset,) for tp, offset in tps_offsets.items()})
+        return {tp: found[(tp, offset)] for tp, offset in tps_offsets.items()}
+
+    def record_timestamps(self, wanted: Mapping[TopicPartition, Collection[int]]
+                          ) -> dict[tuple[TopicPartition, int], int | None]:
+        """For each partition and each offset asked, the timestamp of the first data record at or after
+        it. Small Fetches (isolation read_uncommitted, no wait), one per partition leader for all its
+        partitions, each partition read from the lowest offset not answered yet, so that offsets close
+        together (many groups on one topic) are answered by one read; transaction markers are skipped,
+        and an offset below the log start reads from the log start (retention deleted the records in
+        between).
+
+        None where there is no such record (the offset is at the high watermark: the caller says lag
+        0), the leader is unknown or answers an error, or the call's timeout ran out. A batch larger
+        than its share of the response comes back cut (or empty) and is asked for again in a later
+        Fetch, where the first partition always gets one whole batch (KIP-74,
+        https://cwiki.apache.org/confluence/display/KAFKA/KIP-74%3A+Add+Fetch+Response+Size+Limit+in+Bytes)."""
+        result: dict[tuple[TopicPartition, int], int | None] = {
+            (tp, o): None for tp, offsets in wanted.items() for o in offsets}
+        # Per partition: the offsets not answered yet, and where to read next.
+        pending = {tp: sorted(set(offsets)) for tp, offsets in wanted.items() if offsets}
+        position = {tp: max(offsets[0], 0) for tp, offsets in pending.items()}
+        if not pending:
+            return result
+        leaders = self._leaders(t for t, _ in pending)
+        nodes = self.nodes()
+        idle: dict[TopicPartition, int] = defaultdict(int)
+        deadline = self._deadline()
+        F = request_class(ApiKey.FETCH)
+        while pending:
+            by_leader: dict[Node, list[TopicPartition]] = defaultdict(list)
+            for tp in list(pending):
+                node = nodes.get(leaders.get(tp, -1))
+                if node is None:
+                    del pending[tp]
+                else:
+                    by_leader[node].append(tp)
+            out_of_range: list[TopicPartition] = []
+            done: list[TopicPartition] = []
+            for node, tps in by_leader.items():
+                by_topic: dict[str, list[int]] = defaultdict(list)
+                for t, p in tps:
+                    by_topic[t].append(p)
+                response, _ = self._request(node, ApiKey.FETCH, lambda v, by_topic=by_topic, at=dict(position): F(
+                    version=v, replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=_PEEK_MAX_BYTES,
+                    isolation_level=0, session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
+                    topics=[F.FetchTopic(topic=t, partitions=[F.FetchTopic.FetchPartition(
+                        partition=p, current_leader_epoch=-1, fetch_offset=at[(t, p)], last_fetched_epoch=-1,
+                        log_start_offset=-1, partition_max_bytes=_PEEK_PARTITION_BYTES) for p in ps])
+                        for t, ps in by_topic.items()]))
+                for topic in response.responses:
+                    for part in topic.partitions:
+                        tp = (topic.topic, part.partition_index)
+                        if tp not in pending:
+                            continue
+                        if part.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                            out_of_range.append(tp)
+                            continue
+                        if part.error_code or position[tp] >= part.high_watermark:
+                            done.append(tp)
+                            continue
+                        try:
+                            records, end = _data_records(bytes(part.records or b""))
+                        except CorruptBatchError:
+                            done.append(tp)
+                            continue
+                        if end is None:
+                            continue  # no whole batch: too big for its share, asked again
+                        at, left = position[tp], []
+                        for o in pending[tp]:
+                            first = _first_at_or_after(records, max(o, at))
+                            if first is None:
+                                left.append(o)
+                            else:
+                                result[(tp, o)] = first
+                        if len(left) == len(pending[tp]):
+                            idle[tp] += 1  # only markers (or records before the offsets) read
+                        pending[tp] = left
+                        position[tp] = max([end] + left[:1])
+                        if not left or idle[tp] > _MARKER_SKIP:
+                            done.append(tp)
+            for tp in done:
+                pending.pop(tp, None)
+            if out_of_range:
+                starts = self.offsets(out_of_range, "earliest")
+                for tp in out_of_range:
+                    start = starts.get(tp)
+                    if start is not None and start > position[tp]:
+                        position[tp] = start
+                    else:
+                        pending.pop(tp, None)
+            if pending and time.monotonic() >= deadline:
+                break
+        return result
+
     def alter_offsets(self, group: str, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         """OffsetCommit with no member id and generation -1, as Admin's alterConsumerGroupOffsets: the
         coordinator accepts it only for a group without active members."""
@@ -453,7 +560,8 @@ _CALLS = {ApiKey.LIST_GROUPS: "listConsumerGroups", ApiKey.DESCRIBE_GROUPS: "des
           ApiKey.CONSUMER_GROUP_DESCRIBE: "describeConsumerGroups", ApiKey.OFFSET_FETCH: "listConsumerGroupOffsets",
           ApiKey.LIST_OFFSETS: "listOffsets", ApiKey.METADATA: "describeTopics",
           ApiKey.FIND_COORDINATOR: "findCoordinator", ApiKey.OFFSET_COMMIT: "alterConsumerGroupOffsets",
-          ApiKey.DELETE_GROUPS: "deleteConsumerGroups", ApiKey.OFFSET_DELETE: "deleteConsumerGroupOffsets"}
+          ApiKey.DELETE_GROUPS: "deleteConsumerGroups", ApiKey.OFFSET_DELETE: "deleteConsumerGroupOffsets",
+          ApiKey.FETCH: "fetch"}
 
 
 def _split(address: str) -> tuple[str, int]:
@@ -467,6 +575,29 @@ def _wait_or_fail(deadline: float, call: str) -> None:
     if time.monotonic() >= deadline:
         raise GroupAdminError(f"Timed out waiting for a node assignment. Call: {call}")
     time.sleep(0.05)
+
+
+def _data_records(data: bytes) -> tuple[list[tuple[int, int]], int | None]:
+    """The (offset, timestamp) of the data records in the whole batches of fetched bytes, in offset
+    order, and the offset after the last whole batch (None when there is none)."""
+    records: list[tuple[int, int]] = []
+    end: int | None = None
+    try:
+        for pos, header in iter_batch_positions(data):
+            end = header.last_offset + 1
+            if not header.is_control:
+                records += [(header.base_offset + r.offset_delta, r.timestamp(header))
+                            for r in decode_records(data, pos, header)]
+    except CorruptBatchError:
+        if end is None:
+            raise
+        # What came before the damaged batch still counts; the next read starts at the damaged one.
+    return records, end
+
+
+def _first_at_or_after(records: list[tuple[int, int]], offset: int) -> int | None:
+    i = bisect_left(records, (offset, -(2**63)))
+    return records[i][1] if i < len(records) else None
 
 
 def _tps(assignment: Any) -> list[TopicPartition]:

@@ -4,7 +4,7 @@ on stdout, missing values as ``null`` (this tool's addition; Kafka's tool prints
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 from .describe_views import GroupOffsets, MemberRow
@@ -33,13 +33,18 @@ def listing_json(groups: Sequence[GroupListing]) -> list[dict[str, Any]]:
              "protocol_type": g.protocol_type} for g in groups]
 
 
-def offsets_json(groups: Sequence[GroupOffsets]) -> list[dict[str, Any]]:
+def offsets_json(groups: Sequence[GroupOffsets],
+                 lag_seconds: Mapping[tuple[str, str, int], float | None] | None = None) -> list[dict[str, Any]]:
+    """``lag_seconds`` by (group, topic, partition) (``coordinator/tools/lag_seconds.py``): each partition's
+    lag in time, ``null`` when unknown; without it the key is left out."""
     result = []
     for g in groups:
         result.append(_missing(g.group, g.state) or {
             "group": g.group, "state": g.state, "coordinator": _node(g.coordinator),
             "partitions": [{"topic": r.topic, "partition": r.partition, "leader_epoch": r.leader_epoch,
                             "current_offset": r.current_offset, "log_end_offset": r.log_end_offset, "lag": r.lag,
+                            **({} if lag_seconds is None else
+                               {"lag_seconds": lag_seconds.get((g.group, r.topic, r.partition))}),
                             "consumer_id": None if r.consumer_id == "-" else r.consumer_id,
                             "host": None if r.host == "-" else r.host,
                             "client_id": None if r.client_id == "-" else r.client_id} for r in g.rows]})

@@ -78,8 +78,12 @@ def test_pipeline_matches_what_the_server_and_clients_saw(server_factory: Any, s
     _OPEN.append(admin)
     admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])
     producer = KafkaProducer(bootstrap_servers=server.bootstrap)
+    # One batch per record (each send awaited), the k-th record of a partition stamped base + k s: the
+    # end offset history that lag in seconds interpolates over has a point per record.
+    base_ms = (int(time.time()) - 100) * 1000
     for i in range(MESSAGES):
-        producer.send(TOPIC, key=str(i).encode(), value=b"v", partition=i % PARTITIONS)
+        producer.send(TOPIC, key=str(i).encode(), value=b"v", partition=i % PARTITIONS,
+                      timestamp_ms=base_ms + (i // PARTITIONS) * 1000).get(timeout=20)
     producer.flush()
     producer.close()
     seen: dict[str, dict[int, set[str]]] = {"g1": {}, "g3": {}}
@@ -158,6 +162,11 @@ def test_pipeline_matches_what_the_server_and_clients_saw(server_factory: Any, s
     # Lag: end offsets minus commits.
     lag = {(r["group_id"], r["partition"]): (r["log_end_offset"], r["lag"]) for r in table("consumer_lag")}
     assert lag == {(g, p): (25, 25 - off) for g, offs in fetched.items() for (_t, p), (off, _m) in offs.items()}
+    # In seconds: the end offset reached c with the record stamped base + (c - 1) s (for c = 0, the line
+    # through the first and last points gives base - 1 s); 0 when caught up (g1 on partition 3).
+    seconds = {(r["group_id"], r["partition"]): r["lag_seconds"] for r in table("consumer_lag")}
+    assert seconds == {(g, p): 0.0 if off == 25 else pytest.approx((now_ms - base_ms - (off - 1) * 1000) / 1000)
+                       for g, offs in fetched.items() for (_t, p), (off, _m) in offs.items()}
     # ... and at each commit (every message was produced before the first commit).
     history = sorted((r["group_id"], r["partition"], r["committed_offset"], r["end_offset_then"], r["lag_then"])
                      for r in table("commit_history"))

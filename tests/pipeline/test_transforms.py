@@ -206,3 +206,43 @@ def test_expiry_due_follows_the_coordinators_kip_211_rules(spark: Any) -> None:
                  .where("kind = 'expiry due'").collect())
     assert got == [("empty", "t", 19_000), ("empty-v1", "t", 10_100), ("explicit", "t", 3_000),
                    ("simple-old", "t", 11_000), ("stable", "u", 10_100)]
+
+
+def test_consumer_lag_in_seconds_from_the_end_offset_history(spark: Any) -> None:
+    latest = spark.createDataFrame(
+        [("g1", "t", 0, 9), ("g2", "t", 0, 7), ("g3", "t", 0, 20), ("g4", "t", 0, 12), ("g1", "t", 1, 1),
+         ("g1", "u", 0, 5)], "group_id STRING, topic STRING, partition INT, committed_offset LONG")
+    ends = spark.createDataFrame([("t", 0, 20), ("t", 1, 3)], "topic STRING, partition INT, log_end_offset LONG")
+    # (15, 400) is stamped before the batch ahead of it: dropped, as the exporter drops OutOfOrder points.
+    end_history = spark.createDataFrame([("t", 0, 5, 100), ("t", 0, 10, 500), ("t", 0, 15, 400), ("t", 0, 20, 2_500)],
+                                        "topic STRING, partition INT, end_offset LONG, batch_max_timestamp_ms LONG")
+    rows = T.consumer_lag(latest, ends, end_history, now_ms=5_000).collect()
+    assert rows[0].asDict().keys() == {"group_id", "topic", "partition", "committed_offset", "log_end_offset", "lag",
+                                       "lag_seconds"}
+    got = {(r["group_id"], r["topic"], r["partition"]): (r["lag"], r["lag_seconds"]) for r in rows}
+    assert got == {
+        ("g1", "t", 0): (11, pytest.approx(4.58)),  # between (5, 100) and (10, 500): the end was at 9 at 420 ms
+        ("g2", "t", 0): (13, pytest.approx(4.74)),  # 7 at 260 ms
+        ("g3", "t", 0): (0, 0.0),  # caught up
+        ("g4", "t", 0): (8, pytest.approx(4.1)),  # between (10, 500) and (20, 2500): 12 at 900 ms
+        ("g1", "t", 1): (2, None),  # no history for t/1
+        ("g1", "u", 0): (None, None),  # end offset unknown
+    }
+    # Without a history (end offsets from a file) only a caught-up partition has a lag in seconds.
+    plain = {(r["group_id"], r["partition"]): r["lag_seconds"] for r in T.consumer_lag(latest, ends).collect()
+             if r["topic"] == "t"}
+    assert plain == {("g1", 0): None, ("g2", 0): None, ("g3", 0): 0.0, ("g4", 0): None, ("g1", 1): None}
+
+
+def test_lag_seconds_from_history_is_the_lookup_table_rule() -> None:
+    from coordinator.lag.time_lag import LookupTable
+
+    history = [(5, 100), (10, 500), (15, 400), (20, 2_500)]
+    table = LookupTable(60)
+    for offset, ts in history:
+        table.add(offset, ts)
+    got = T.lag_seconds_from_history(history, [0, 7, 12, 20], 5_000)
+    assert got == {o: table.lag_seconds(o, 5_000) for o in (0, 7, 12, 20)}
+    # Below the oldest point: along the line through the oldest and newest, (5, 100) and (20, 2500), 0 at -700 ms.
+    assert got[20] == 0.0 and got[0] == pytest.approx(5.7)
+    assert T.lag_seconds_from_history([], [3], 5_000) == {3: None}  # too few points
