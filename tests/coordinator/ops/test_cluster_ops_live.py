@@ -8,6 +8,9 @@ lists the nodes, the controller and the coordinator partitions with their hot st
 coordinator's node is SIGKILLed: the group moves, and the new coordinator's /metrics and
 /api/groups/{id} show its committed offsets and lag, and ``groupcoord groups --describe --state``
 against the surviving nodes names the new coordinator.
+
+The cluster's one listener is SASL_PLAINTEXT (PLAIN), between the nodes too: the leaders are
+asked over the authenticated inter-broker connection.
 """
 
 from __future__ import annotations
@@ -41,6 +44,12 @@ OFFSETS_PARTITIONS = 3
 #: Partition p's only replica is on node p + 1.
 PLACEMENT = {0: [1], 1: [2], 2: [3]}
 COMMITTED = 4
+USER, PASSWORD = "broker", "broker-secret"
+#: kafka-python's settings for the SASL listener.
+SASL = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN", "sasl_plain_username": USER,
+        "sasl_plain_password": PASSWORD}
+JAAS = (f'org.apache.kafka.common.security.plain.PlainLoginModule required username="{USER}" '
+        f'password="{PASSWORD}" user_{USER}="{PASSWORD}";')
 
 
 def _get(port: int, path: str) -> tuple[int, str]:
@@ -66,7 +75,7 @@ def _http_port(log: Path) -> int | None:
 
 
 def _produce(cluster: LocalCluster, count: int) -> None:
-    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all")
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all", **SASL)
     for p in PLACEMENT:
         for i in range(count):
             producer.send(TOPIC, value=b"%d" % i, partition=p)
@@ -75,9 +84,13 @@ def _produce(cluster: LocalCluster, count: int) -> None:
 
 
 class Ops:
-    def __init__(self, cluster: LocalCluster, ports: dict[int, int]) -> None:
+    def __init__(self, cluster: LocalCluster, ports: dict[int, int], directory: Path) -> None:
         self.cluster = cluster
         self.ports = ports
+        self.client_config = directory / "client.properties"
+        self.client_config.write_text(f"security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                                      f"sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule "
+                                      f'required username="{USER}" password="{PASSWORD}";\n')
 
     def coordinator(self) -> int:
         return _leader(self.cluster, "__consumer_offsets", partition_for(GROUP, OFFSETS_PARTITIONS))
@@ -88,21 +101,26 @@ def ops(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ops]:
     directory = tmp_path_factory.mktemp("ops-cluster")
     with running_cluster(directory / "cluster", f"offsets.topic.num.partitions={OFFSETS_PARTITIONS}",
                          "offsets.topic.replication.factor=3", "http.listen=127.0.0.1:0",
-                         "lag.sample.interval.ms=200") as cluster:
+                         "lag.sample.interval.ms=200",
+                         # {port}: each node's own (local_cluster.py); clients and nodes on one listener.
+                         "listeners=SASL_PLAINTEXT://127.0.0.1:{port}", "inter.broker.listener.name=SASL_PLAINTEXT",
+                         "sasl.enabled.mechanisms=PLAIN", "sasl.mechanism.inter.broker.protocol=PLAIN",
+                         f"listener.name.sasl_plaintext.plain.sasl.jaas.config={JAAS}") as cluster:
         ports = {b: wait_for(lambda b=b: _http_port(cluster.log_path(b)), 20, f"node {b}'s HTTP listener")
                  for b in (1, 2, 3)}
-        admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=15000)
+        admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=15000, **SASL)
         try:
             admin.create_topics([NewTopic(TOPIC, -1, -1, replica_assignments=PLACEMENT)])
         finally:
             admin.close()
         _produce(cluster, 10)
-        consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, group_id=GROUP, enable_auto_commit=False)
+        consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, group_id=GROUP, enable_auto_commit=False,
+                                 **SASL)
         try:
             consumer.commit({TopicPartition(TOPIC, p): OffsetAndMetadata(COMMITTED, "", -1) for p in PLACEMENT})
         finally:
             consumer.close()
-        yield Ops(cluster, ports)
+        yield Ops(cluster, ports, directory)
 
 
 def test_coordinator_measures_lag_of_partitions_led_elsewhere(ops: Ops) -> None:
@@ -180,7 +198,7 @@ def test_group_moves_with_its_offsets_and_lag_when_its_coordinator_crashes(ops: 
     bootstrap = ",".join(f"127.0.0.1:{ops.cluster.ports[b - 1]}" for b in survivors)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, "-m", "coordinator", "groups", "--bootstrap-server", bootstrap,
-                           "--describe", "--group", GROUP, "--state"],
+                           "--command-config", str(ops.client_config), "--describe", "--group", GROUP, "--state"],
                           capture_output=True, text=True, timeout=60, env=env, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     line = next(line for line in done.stdout.splitlines() if line.startswith(GROUP))
