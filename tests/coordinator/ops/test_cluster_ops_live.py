@@ -15,6 +15,8 @@ asked over the authenticated inter-broker connection.
 
 from __future__ import annotations
 
+import base64
+import datetime
 import json
 import os
 import re
@@ -74,19 +76,21 @@ def _http_port(log: Path) -> int | None:
     return int(found.group(1)) if found else None
 
 
-def _produce(cluster: LocalCluster, count: int) -> None:
+def _produce(cluster: LocalCluster, count: int) -> list[tuple[int, int, int]]:
+    """``count`` records on each partition; their (partition, offset, timestamp)."""
     producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all", **SASL)
-    for p in PLACEMENT:
-        for i in range(count):
-            producer.send(TOPIC, value=b"%d" % i, partition=p)
+    sent = [producer.send(TOPIC, value=b"%d" % i, partition=p) for p in PLACEMENT for i in range(count)]
     producer.flush(20)
     producer.close()
+    return [(m.partition, m.offset, m.timestamp) for m in (f.get(10) for f in sent)]
 
 
 class Ops:
     def __init__(self, cluster: LocalCluster, ports: dict[int, int], directory: Path) -> None:
         self.cluster = cluster
         self.ports = ports
+        #: (partition, offset, timestamp) of every record produced.
+        self.records: list[tuple[int, int, int]] = []
         self.client_config = directory / "client.properties"
         self.client_config.write_text(f"security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
                                       f"sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule "
@@ -101,7 +105,7 @@ def ops(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ops]:
     directory = tmp_path_factory.mktemp("ops-cluster")
     with running_cluster(directory / "cluster", f"offsets.topic.num.partitions={OFFSETS_PARTITIONS}",
                          "offsets.topic.replication.factor=3", "http.listen=127.0.0.1:0",
-                         "lag.sample.interval.ms=200",
+                         "lag.sample.interval.ms=200", "http.admin.enabled=true",
                          # {port}: each node's own (local_cluster.py); clients and nodes on one listener.
                          "listeners=SASL_PLAINTEXT://127.0.0.1:{port}", "inter.broker.listener.name=SASL_PLAINTEXT",
                          "sasl.enabled.mechanisms=PLAIN", "sasl.mechanism.inter.broker.protocol=PLAIN",
@@ -113,14 +117,16 @@ def ops(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ops]:
             admin.create_topics([NewTopic(TOPIC, -1, -1, replica_assignments=PLACEMENT)])
         finally:
             admin.close()
-        _produce(cluster, 10)
+        records = _produce(cluster, 10)
         consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, group_id=GROUP, enable_auto_commit=False,
                                  **SASL)
         try:
             consumer.commit({TopicPartition(TOPIC, p): OffsetAndMetadata(COMMITTED, "", -1) for p in PLACEMENT})
         finally:
             consumer.close()
-        yield Ops(cluster, ports, directory)
+        ops = Ops(cluster, ports, directory)
+        ops.records += records
+        yield ops
 
 
 def test_coordinator_measures_lag_of_partitions_led_elsewhere(ops: Ops) -> None:
@@ -132,7 +138,7 @@ def test_coordinator_measures_lag_of_partitions_led_elsewhere(ops: Ops) -> None:
              f"node {coordinator} (coordinator) measures lag 10 - 4 on all three partitions")
     for other in set(ops.ports) - {coordinator}:
         assert _group_lags(ops.ports[other]) == {}  # only the coordinator exposes the group
-    _produce(ops.cluster, 5)
+    ops.records += _produce(ops.cluster, 5)
     wait_for(lambda: _group_lags(port) == {0: 11.0, 1: 11.0, 2: 11.0}, 30, "lag after 5 more records each")
     # The partitions' offsets as the leaders gave them, on the dashboard too.
     status, body = _get(port, f"/api/groups/{GROUP}")
@@ -165,6 +171,37 @@ def test_coordinator_measures_lag_of_partitions_led_elsewhere(ops: Ops) -> None:
     assert {p: placed[(TOPIC, p)] for p in PLACEMENT} == {p: (n[0], n[0] == coordinator) for p, n in PLACEMENT.items()}
     status, page = _get(port, "/cluster")
     assert status == 200 and "standby" in page
+
+
+def _reset_preview(ops: Ops, port: int, scenario: str, value: str = "") -> dict[int, int]:
+    """The dashboard's JSON reset, a dry run over all the group's topics: partition -> new offset."""
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
+    with opener.open(f"http://127.0.0.1:{port}/api/csrf", timeout=10) as reply:
+        token = json.loads(reply.read())["token"]
+    body = json.dumps({"scope": "all-topics", "scenario": scenario, "value": value}).encode()
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/api/groups/{GROUP}/reset", data=body, headers={
+        "Content-Type": "application/json", "X-CSRF-Token": token,
+        "Authorization": "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()})
+    with opener.open(request, timeout=30) as reply:
+        plan = json.loads(reply.read())
+    assert plan["executed"] is False
+    return {r["partition"]: r["new_offset"] for r in plan["rows"] if r["topic"] == TOPIC}
+
+
+def test_dashboard_reset_plans_with_the_leaders_offsets(ops: Ops) -> None:
+    # Earliest, latest and by timestamp, for partitions led here and elsewhere alike: the
+    # partitions led elsewhere are asked of their leaders when the plan is made.
+    port = ops.ports[ops.coordinator()]
+    ends = {p: max(o for q, o, _t in ops.records if q == p) + 1 for p in PLACEMENT}
+    assert _reset_preview(ops, port, "to-latest") == ends
+    assert _reset_preview(ops, port, "to-earliest") == {p: 0 for p in PLACEMENT}
+    # A timestamp among the records: per partition, the first record at or after it.
+    at = sorted(t for _p, _o, t in ops.records)[len(ops.records) // 2]
+    expected = {p: min(o for q, o, t in ops.records if q == p and t >= at) for p in PLACEMENT}
+    text = datetime.datetime.fromtimestamp(at / 1000, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{at % 1000:03d}"
+    assert _reset_preview(ops, port, "to-datetime", text) == expected
+    # Nothing planned was committed.
+    assert _group_lags(port) == {0: 11.0, 1: 11.0, 2: 11.0}
 
 
 def test_group_moves_with_its_offsets_and_lag_when_its_coordinator_crashes(ops: Ops) -> None:
