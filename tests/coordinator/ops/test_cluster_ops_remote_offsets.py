@@ -125,3 +125,25 @@ async def test_state_view_answers_remote_partitions_from_it(tmp_path: Any) -> No
     assert await state.offset_for_timestamp("t", 1, 1) == 7
     assert state.latest("t", 2) is None  # never asked
     await remote.stop()
+
+
+@pytest.mark.asyncio
+async def test_a_follower_answers_with_its_leaders_offsets() -> None:
+    # Node 1 follows t-1 (led by 2): its own high watermark (40) trails the leader's (50).
+    from coordinator.ops.state_view import StateView
+
+    view = _view()
+    leader = Leader(2, {("t", 1): (5, 50, 7)}, [])
+    follower = SimpleNamespace(topic="t", partition=1, log_start_offset=0, high_watermark=40, last_stable_offset=40,
+                               is_leader=False, replication=SimpleNamespace(leader_id=2, isr=[2, 1], replicas=[2, 1]))
+    logs = SimpleNamespace(partitions=lambda: [follower], get=lambda t, p: follower if (t, p) == ("t", 1) else None)
+    state = StateView(runtime=SimpleNamespace(hosted=lambda: []), logs=logs, cluster=view, node_id=1)  # type: ignore[arg-type]
+    remote = RemoteOffsets(view, 1, lambda: [("t", 1)], state.is_led_here, connect=lambda b: leader)
+    state.remote = remote
+    # Until the leader answered: the follower's own.
+    assert (state.earliest("t", 1), state.latest("t", 1), state.partitions()[("t", 1)].log_end) == (0, 40, 40)
+    await remote.poll()
+    part = state.partitions()[("t", 1)]
+    assert (part.log_start, part.log_end, part.local, part.leader) == (5, 50, True, 2)
+    assert (state.earliest("t", 1), state.latest("t", 1)) == (5, 50)
+    await remote.stop()
