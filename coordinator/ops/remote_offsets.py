@@ -93,8 +93,6 @@ class RemoteOffsets:
         self._ends: dict[TopicPartition, RemoteEnds] = {}
         self._queues: NodeQueues[_Ask] | None = None
         self._task: asyncio.Task[None] | None = None
-        #: When the last poll finished (time.monotonic()); None: none yet.
-        self.polled_at: float | None = None
 
     # --- reading (the StateView) -------------------------------------------------------------
 
@@ -144,7 +142,6 @@ class RemoteOffsets:
     async def poll(self) -> None:
         """Ask the leaders for the latest and earliest offsets of ``wanted()`` not led here."""
         await self.refresh(self.wanted())
-        self.polled_at = self.clock()
 
     async def refresh(self, partitions: Iterable[TopicPartition]) -> None:
         """Fetch the latest and earliest offsets of ``partitions`` (those not led here) now."""

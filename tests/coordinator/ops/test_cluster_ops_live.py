@@ -26,6 +26,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
@@ -231,6 +232,14 @@ def test_group_moves_with_its_offsets_and_lag_when_its_coordinator_crashes(ops: 
     assert {p: r["committed"] for p, r in rows.items()} == {p: COMMITTED for p in PLACEMENT}
     assert {p: rows[p]["lag"] for p in alive} == {p: 11 for p in alive}
     assert rows[dead]["lag"] is None
+
+    # The new coordinator's cluster page: the crashed node gone, a live controller.
+    def cluster() -> dict[str, Any] | None:
+        info = json.loads(_get(new_port, "/api/cluster")[1])
+        settled = sorted(n["node_id"] for n in info["nodes"]) == survivors and info["controller_id"] in survivors
+        return info if settled else None
+
+    wait_for(cluster, 30, "the crashed node leaves the cluster page, a survivor is the controller")
 
     bootstrap = ",".join(f"127.0.0.1:{ops.cluster.ports[b - 1]}" for b in survivors)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
