@@ -3,8 +3,9 @@ the dashboard.
 
 Everything here is read on the event loop from the objects the server runs (the coordinator
 runtime's shards, the partition logs, the cluster view), so it is as current as the server and
-needs no request to itself. Nothing here writes: a shard is only read between its operations
-(asyncio runs one callback at a time), never changed.
+needs no request to itself. In cluster mode the offsets of partitions led by other nodes are
+their leaders' latest answers, kept by ``remote_offsets.py``. Nothing here writes: a shard is
+only read between its operations (asyncio runs one callback at a time), never changed.
 
 It must stay cheap, a scrape of 10,000 groups of 10 partitions each well under 200 ms: the
 committed values are decoded once per value (a commit replaces the bytes object, so identity says
@@ -278,7 +279,7 @@ class StateView:
 
     def partitions(self) -> dict[TopicPartition, PartitionView]:
         """The partitions hosted here, and in cluster mode every other partition the view knows
-        (``local`` False, no offsets)."""
+        (``local`` False; offsets as their leader last gave them, None until it did)."""
         out: dict[TopicPartition, PartitionView] = {}
         me: tuple[int, ...] = (self.node_id,)
         remote = self.remote
