@@ -414,6 +414,12 @@ class App:
         config = self.config
         view = StateView(runtime=self.runtime, txn_runtime=self.txn_runtime, logs=self.logs, cluster=self.view,
                          node_id=node.node_id, endpoint=(node.host, node.port), rack=config["broker.rack"] or None)
+        if self.view is not None:
+            # Offsets of partitions led by other nodes, asked of their leaders on the lag interval.
+            from .ops.remote_offsets import RemoteOffsets
+
+            view.remote = RemoteOffsets(self.view, node.node_id, view.committed_partitions, view.is_led_here,
+                                        interval_ms=config["lag.sample.interval.ms"])
         lag = LagMonitor(view, _now_ms, interval_ms=config["lag.sample.interval.ms"],
                          table_size=config["lag.lookup.table.size"], intervals=config["lag.burrow.intervals"],
                          min_distance_ms=config["lag.burrow.min.distance.ms"],
@@ -434,11 +440,15 @@ class App:
         self.runtime.set_write_observer(hooks.counters.on_write)
         host, port = parse_host_port(config["http.listen"])
         self.http = await start_http(ctx, host, port)
+        if view.remote is not None:
+            view.remote.start()
         lag.start()
 
     async def _stop_ops(self) -> None:
         if self.ops is not None:
             await self.ops.lag.stop()
+            if self.ops.view.remote is not None:
+                await self.ops.view.remote.stop()
         if self.http is not None:
             await self.http.stop()
             self.http = None

@@ -155,7 +155,8 @@ class LagMonitor:
         ends: dict[tuple[str, int], int] = {}
         tables = self._tables
         for tp, part in partitions.items():
-            if part.local and part.log_end is not None:
+            # Partitions led elsewhere have a log end too once their leader answered (remote_offsets.py).
+            if part.log_end is not None:
                 ends[tp] = part.log_end
                 table = tables.get(tp)
                 if table is None:

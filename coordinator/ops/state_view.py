@@ -3,8 +3,9 @@ the dashboard.
 
 Everything here is read on the event loop from the objects the server runs (the coordinator
 runtime's shards, the partition logs, the cluster view), so it is as current as the server and
-needs no request to itself. Nothing here writes: a shard is only read between its operations
-(asyncio runs one callback at a time), never changed.
+needs no request to itself. In cluster mode the offsets of partitions led by other nodes are
+their leaders' latest answers, kept by ``remote_offsets.py``. Nothing here writes: a shard is
+only read between its operations (asyncio runs one callback at a time), never changed.
 
 It must stay cheap, a scrape of 10,000 groups of 10 partitions each well under 200 ms: the
 committed values are decoded once per value (a commit replaces the bytes object, so identity says
@@ -36,6 +37,7 @@ from ..group.shard import GroupCoordinatorShard
 from ..runtime.errors import CoordinatorState
 from ..runtime.runtime import CoordinatorRuntime
 from ..topics.log_manager import LogManager, PartitionLog
+from .remote_offsets import RemoteOffsets
 
 __all__ = ["StateView", "GroupView", "MemberView", "CommittedView", "PartitionView", "CoordinatorPartitionView",
            "NodeView"]
@@ -126,7 +128,9 @@ class StateView:
     ``runtime``: the group coordinator's runtime; ``logs``: the partition logs; ``cluster``: the
     cluster view (cluster mode; None on one node); ``txn_runtime``: the transaction coordinator's
     runtime, listed among the coordinator partitions; ``node_id`` and ``endpoint`` (host, port):
-    this node, as one node lists itself."""
+    this node, as one node lists itself. ``remote`` (cluster mode, set by app.py once both exist):
+    the offsets of partitions this node does not lead, as their leaders gave them
+    (``remote_offsets.py``)."""
 
     def __init__(self, *, runtime: CoordinatorRuntime[GroupCoordinatorShard], logs: LogManager,
                  cluster: ClusterView | None = None, txn_runtime: CoordinatorRuntime[Any] | None = None,
@@ -138,6 +142,7 @@ class StateView:
         self.node_id = node_id
         self.endpoint = endpoint
         self.rack = rack
+        self.remote: RemoteOffsets | None = None
         #: OffsetCommitValue bytes -> its view (``_offsets``); topic -> partition -> key tuple.
         self._views: dict[bytes, CommittedView] = {}
         self._keys: dict[str, dict[int, TopicPartition]] = {}
@@ -257,21 +262,42 @@ class StateView:
             return view.fields
         return offset_commit_fields(value)
 
+    def committed_partitions(self) -> set[TopicPartition]:
+        """The partitions any group coordinated here has an offset committed on (what
+        ``remote_offsets.py`` keeps polled)."""
+        by_topic: dict[str, set[int]] = {}
+        for _partition, shard in self._shards():
+            for offsets in shard.offset_manager.offsets.values():
+                for topic, committed in offsets.items():
+                    found = by_topic.get(topic)
+                    if found is None:
+                        found = by_topic[topic] = set()
+                    found.update(committed)
+        return {(topic, p) for topic, partitions in by_topic.items() for p in partitions}
+
     # --- partitions ---------------------------------------------------------------------------
 
     def partitions(self) -> dict[TopicPartition, PartitionView]:
         """The partitions hosted here, and in cluster mode every other partition the view knows
-        (``local`` False, no offsets)."""
+        (``local`` False; offsets as their leader last gave them, None until it did)."""
         out: dict[TopicPartition, PartitionView] = {}
         me: tuple[int, ...] = (self.node_id,)
+        remote = self.remote
         for plog in self.logs.partitions():
             repl = plog.replication
+            start, end = plog.log_start_offset, plog.high_watermark
             if repl is None:
                 leader, isr, replicas = self.node_id, me, me
             else:
                 leader, isr, replicas = repl.leader_id, tuple(repl.isr), tuple(repl.replicas)
+                if remote is not None and not plog.is_leader:
+                    # A follower: the leader's offsets once asked (remote_offsets.py says why).
+                    ends = remote.ends(plog.topic, plog.partition)
+                    if ends is not None:
+                        start = ends.log_start if ends.log_start is not None else start
+                        end = ends.log_end if ends.log_end is not None else end
             out[(plog.topic, plog.partition)] = PartitionView(
-                plog.log_start_offset, plog.high_watermark, plog.last_stable_offset, leader, isr, replicas, True)
+                start, end, plog.last_stable_offset, leader, isr, replicas, True)
         cluster = self.cluster
         if cluster is not None:
             for name, assignment in cluster.topics.items():
@@ -279,27 +305,54 @@ class StateView:
                     if (name, p) in out:
                         continue
                     state = cluster.states.get((name, p))
-                    out[(name, p)] = PartitionView(None, None, None, -1 if state is None else state.leader,
+                    ends = remote.ends(name, p) if remote is not None else None
+                    out[(name, p)] = PartitionView(None if ends is None else ends.log_start,
+                                                   None if ends is None else ends.log_end, None,
+                                                   -1 if state is None else state.leader,
                                                    () if state is None else tuple(state.isr), tuple(replicas), False)
         return out
 
     def _log(self, topic: str, partition: int) -> PartitionLog | None:
         return self.logs.get(topic, partition)
 
-    def earliest(self, topic: str, partition: int) -> int | None:
-        """The log start offset (ListOffsets EARLIEST); None: not hosted here."""
+    def is_led_here(self, topic: str, partition: int) -> bool:
+        """Whether this node answers for the partition itself: it leads it with its log open
+        (always so on one node)."""
         plog = self._log(topic, partition)
+        return plog is not None and (plog.replication is None or plog.is_leader)
+
+    def earliest(self, topic: str, partition: int) -> int | None:
+        """The log start offset (ListOffsets EARLIEST): the local log's when led here, else the
+        leader's last answer (a follower's own while none came); None: not known here."""
+        plog = self._log(topic, partition)
+        if self.remote is not None and not self.is_led_here(topic, partition):
+            found = self.remote.earliest(topic, partition)
+            if found is not None:
+                return found
         return None if plog is None else plog.log_start_offset
 
     def latest(self, topic: str, partition: int) -> int | None:
-        """The high watermark (ListOffsets LATEST, read_uncommitted); None: not hosted here."""
+        """The high watermark (ListOffsets LATEST, read_uncommitted): the local log's when led
+        here, else the leader's last answer (a follower's own while none came); None: not known here."""
         plog = self._log(topic, partition)
+        if self.remote is not None and not self.is_led_here(topic, partition):
+            found = self.remote.latest(topic, partition)
+            if found is not None:
+                return found
         return None if plog is None else plog.high_watermark
 
-    def offset_for_timestamp(self, topic: str, partition: int, timestamp_ms: int) -> int | None:
+    async def refresh_offsets(self, partitions: list[TopicPartition]) -> None:
+        """Ask the leaders of ``partitions`` not led here for their latest and earliest offsets now
+        (the dashboard's reset plans against current values); nothing on one node."""
+        if self.remote is not None:
+            await self.remote.refresh(partitions)
+
+    async def offset_for_timestamp(self, topic: str, partition: int, timestamp_ms: int) -> int | None:
         """The first offset whose timestamp is at or after ``timestamp_ms`` (ListOffsets with a
         timestamp); the high watermark when none is (as the reset tool treats Kafka's -1);
-        None: not hosted here."""
+        None: not known here. A partition led by another node is asked of its leader."""
+        if self.remote is not None and not self.is_led_here(topic, partition):
+            return await self.remote.offset_for_timestamp(topic, partition, timestamp_ms)
         plog = self._log(topic, partition)
         if plog is None:
             return None

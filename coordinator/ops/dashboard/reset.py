@@ -16,6 +16,7 @@ decide, and its per-partition error codes are what the page shows.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -117,7 +118,7 @@ def _long(value: str, what: str) -> int:
         raise ResetError(f"Invalid {what}: '{value}' is not a number") from None
 
 
-def make_plan(view: Any, group_id: str, form: ResetForm, now_ms: int) -> Plan:
+async def make_plan(view: Any, group_id: str, form: ResetForm, now_ms: int) -> Plan:
     """The new offsets (and the tool's warnings) for ``form``; ResetError for bad input."""
     group = view.group(group_id)
     state = group.state if group is not None else "Dead"
@@ -144,6 +145,9 @@ def make_plan(view: Any, group_id: str, form: ResetForm, now_ms: int) -> Plan:
     if scenario in ("to-offset", "shift-by"):
         value = _long(form.value, "offset" if scenario == "to-offset" else "shift")
     needs = lookups_for(scenario)
+    refresh = getattr(view, "refresh_offsets", None)
+    if refresh is not None and needs & {"earliest", "latest", "timestamp"}:
+        await refresh(targets)  # partitions led by other nodes: their leaders' offsets now
     earliest = {tp: view.earliest(*tp) for tp in targets} if "earliest" in needs else {}
     latest = {tp: view.latest(*tp) for tp in targets} if "latest" in needs else {}
     for_timestamp: dict[tuple[str, int], int | None] = {}
@@ -153,8 +157,10 @@ def make_plan(view: Any, group_id: str, form: ResetForm, now_ms: int) -> Plan:
                   else timestamp_for_duration(now_ms, form.value))
         except ValueError as exc:
             raise ResetError(str(exc)) from None
-        for tp in targets:
-            found = view.offset_for_timestamp(tp[0], tp[1], ts)
+        asked = [view.offset_for_timestamp(tp[0], tp[1], ts) for tp in targets]
+        # Awaited together: lookups for partitions led by the same node go in one request.
+        answers = await asyncio.gather(*(_answer(a) for a in asked))
+        for tp, found in zip(targets, answers, strict=True):
             # The view answers the high watermark when no record is at or after ts; ListOffsets
             # answers -1 there, which is what the plan's "is empty" notice is about.
             for_timestamp[tp] = -1 if found is not None and found == latest.get(tp) else found
@@ -165,6 +171,10 @@ def make_plan(view: Any, group_id: str, form: ResetForm, now_ms: int) -> Plan:
         raise ResetError(str(exc)) from None
     rows = [PlanRow(t, p, committed.get((t, p)), offset) for (t, p), offset in sorted(planned.offsets.items())]
     return Plan(group_id, rows, [n.strip() for n in planned.notices] + planned.warnings)
+
+
+async def _answer(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
 
 
 def _request(plan: Plan, version: int) -> Any:

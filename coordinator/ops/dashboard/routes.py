@@ -186,7 +186,7 @@ class Dashboard:
                    ) -> tuple[Any, Any, str | None]:
         try:
             form = parse_form(raw)
-            plan = make_plan(self.ctx.view, group_id, form, self.clock())
+            plan = await make_plan(self.ctx.view, group_id, form, self.clock())
         except ResetError as exc:
             return None, None, str(exc)
         if execute:

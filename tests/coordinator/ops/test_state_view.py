@@ -185,8 +185,8 @@ async def test_groups_offsets_and_partitions_as_the_node_holds_them(node: tuple[
     assert view.first_unconsumed_timestamp("orders", 0, 10) is None
     assert view.first_unconsumed_timestamp("elsewhere", 0, 0) is None
     assert (view.earliest("orders", 0), view.latest("orders", 0)) == (0, 10)
-    assert view.offset_for_timestamp("orders", 0, T0 + 2500) == 3
-    assert view.offset_for_timestamp("orders", 0, T0 + 60_000) == 10
+    assert await view.offset_for_timestamp("orders", 0, T0 + 2500) == 3
+    assert await view.offset_for_timestamp("orders", 0, T0 + 60_000) == 10
     coordinators = view.coordinator_partitions()
     assert {(c.topic, c.partition, c.state) for c in coordinators if c.topic == "__consumer_offsets"} == {
         ("__consumer_offsets", 0, "active"), ("__consumer_offsets", 1, "active")}
