@@ -77,16 +77,20 @@ class PartitionLag:
 
 class _Tracked:
     """A group partition's Burrow window, the commit last fed to it (offset, timestamp), and the
-    last result with the inputs it came from: ``result`` is reused while ``inputs`` (the
-    committed view, the high watermark, the owner) are the same and ``stable`` (module docstring)."""
+    last result with the inputs it came from: ``result`` is reused while the committed view,
+    the high watermark and the owner are the same and ``stable`` (module docstring)."""
 
-    __slots__ = ("window", "offset", "timestamp_ms", "inputs", "stable", "status", "result")
+    __slots__ = ("window", "offset", "timestamp_ms", "committed", "log_end", "owner", "stable", "status", "result")
 
     def __init__(self, window: PartitionWindow) -> None:
         self.window = window
         self.offset = -1
         self.timestamp_ms = -1
-        self.inputs: tuple[object, ...] | None = None
+        # The inputs, in slots rather than a tuple: one object fewer per partition for the
+        # cyclic GC to walk.
+        self.committed: CommittedView | None = None
+        self.log_end: int | None = None
+        self.owner: tuple[str | None, str | None, str | None] = _NO_OWNER
         self.stable = False
         self.status: PartitionStatus | None = None
         self.result: PartitionLag | None = None
@@ -118,9 +122,9 @@ class LagMonitor:
         self._history: dict[str, deque[tuple[int, int]]] = {}
         self._lags: list[PartitionLag] = []
         self._statuses: dict[str, GroupStatus] = {}
-        #: Last sample's rows of assigned, uncommitted partitions; every group's rows; total lags.
+        #: Last sample's rows of assigned, uncommitted partitions; rows and total lag per group.
         self._unassigned: dict[str, dict[tuple[str, int], PartitionLag]] = {}
-        self._results: dict[str, list[PartitionLag]] = {}
+        self._counts: dict[str, int] = {}
         self._totals: dict[str, int] = {}
         #: When the last sample was taken (None: none yet).
         self.sampled_at_ms: int | None = None
@@ -193,14 +197,14 @@ class LagMonitor:
         groups = view.groups()
         old_windows = self._windows
         old_unassigned = self._unassigned
-        old_results = self._results
+        old_counts = self._counts
         old_statuses = self._statuses
         old_totals = self._totals
         allowed_lag = self.allowed_lag
         # Rebuilt each sample: a group or partition gone from the view leaves with it.
         windows: dict[str, dict[tuple[str, int], _Tracked]] = {}
         unassigned: dict[str, dict[tuple[str, int], PartitionLag]] = {}
-        results: dict[str, list[PartitionLag]] = {}
+        counts: dict[str, int] = {}
         lags: list[PartitionLag] = []
         statuses: dict[str, GroupStatus] = {}
         totals: dict[str, int] = {}
@@ -215,7 +219,9 @@ class LagMonitor:
             was = old_windows.get(group_id, _NONE_TRACKED)
             was_unassigned = old_unassigned.get(group_id, _NONE_UNASSIGNED)
             tracked_now = windows[group_id] = {}
-            mine: list[PartitionLag] = []
+            first = len(lags)
+            # Rows built afresh for the group (a kept row is last sample's object).
+            fresh = 0
             offsets = group.offsets
             tps = offsets.keys() if not owners else [*offsets, *(tp for tp in owners if tp not in offsets)]
             for tp in tps:
@@ -228,8 +234,9 @@ class LagMonitor:
                         member_id, client_id, host = owner
                         row = PartitionLag(group_id, tp[0], tp[1], None, log_end, None, None,
                                            Status.NOTFOUND, member_id, client_id, host, None, False)
+                        fresh += 1
                     unassigned.setdefault(group_id, {})[tp] = row
-                    mine.append(row)
+                    lags.append(row)
                     continue
                 tracked = was.get(tp)
                 if tracked is None:
@@ -238,16 +245,16 @@ class LagMonitor:
                 window = tracked.window
                 if log_end is not None:
                     window.add_broker_offset(log_end)
-                inputs = (committed_view, log_end, owner)
                 row = tracked.result
-                if tracked.stable and row is not None and self.reuse_results and tracked.inputs == inputs:
+                if tracked.stable and row is not None and self.reuse_results and tracked.log_end == log_end \
+                        and tracked.committed == committed_view and tracked.owner == owner:
                     expires = committed_view.expires_at_ms
                     if row.expiring_within_day or expires is None or expires - now_ms > EXPIRING_WITHIN_MS:
                         status = tracked.status
                         assert status is not None
                         parts[tp] = status
                         # Stable: a lag of 0 or less, nothing to add to the total.
-                        mine.append(row)
+                        lags.append(row)
                         continue
                 committed = committed_view.offset
                 commit_ts = committed_view.commit_timestamp_ms
@@ -270,24 +277,23 @@ class LagMonitor:
                 # Kept while the inputs stay: caught up, Burrow's first rule (OK) holds whatever
                 # the time, and the lag in seconds is 0 (module docstring).
                 tracked.stable = lag is not None and lag <= 0 and status.current_lag <= allowed_lag
-                tracked.inputs, tracked.status, tracked.result = inputs, status, row
-                mine.append(row)
-            lags.extend(mine)
-            before = old_results.get(group_id)
+                tracked.committed, tracked.log_end, tracked.owner = committed_view, log_end, owner
+                tracked.status, tracked.result = status, row
+                fresh += 1
+                lags.append(row)
+            count = counts[group_id] = len(lags) - first
             old_status = old_statuses.get(group_id)
-            if before is not None and old_status is not None and len(before) == len(mine) \
-                    and all(a is b for a, b in zip(before, mine, strict=True)):
-                # Nothing in the group changed: the same status object, so the exposition knows.
-                mine = before
+            if not fresh and old_status is not None and old_counts.get(group_id) == count:
+                # Every row kept, none gone (as many as last time): nothing in the group changed.
+                # The same status object tells the exposition so.
                 statuses[group_id] = old_status
                 totals[group_id] = old_totals[group_id]
             else:
                 statuses[group_id] = group_status(parts)
                 totals[group_id] = total
-            results[group_id] = mine
             if n % _CHUNK == 0:
                 yield
-        self._windows, self._unassigned, self._results, self._totals = windows, unassigned, results, totals
+        self._windows, self._unassigned, self._counts, self._totals = windows, unassigned, counts, totals
         history = self._history
         for group_id, total in totals.items():
             points = history.get(group_id)
