@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from ..lag.burrow import GroupStatus, PartitionStatus, PartitionWindow, Status, group_status
 from ..lag.offsets import tool_lag
 from ..lag.time_lag import LookupTable, lag_seconds_from_record
-from .state_view import StateView
+from .state_view import CommittedView, StateView
 
 __all__ = ["LagMonitor", "PartitionLag", "EXPIRING_WITHIN_MS", "HISTORY_POINTS"]
 
@@ -125,6 +125,8 @@ class LagMonitor:
         #: Last sample's rows of assigned, uncommitted partitions; rows and total lag per group.
         self._unassigned: dict[str, dict[tuple[str, int], PartitionLag]] = {}
         self._counts: dict[str, int] = {}
+        #: (status, current lag, completeness) -> the PartitionStatus kept partitions share.
+        self._kept: dict[tuple[Status, int, float], PartitionStatus] = {}
         self._totals: dict[str, int] = {}
         #: When the last sample was taken (None: none yet).
         self.sampled_at_ms: int | None = None
@@ -276,9 +278,13 @@ class LagMonitor:
                     expires is not None and expires - now_ms <= EXPIRING_WITHIN_MS)
                 # Kept while the inputs stay: caught up, Burrow's first rule (OK) holds whatever
                 # the time, and the lag in seconds is 0 (module docstring).
-                tracked.stable = lag is not None and lag <= 0 and status.current_lag <= allowed_lag
+                stable = tracked.stable = lag is not None and lag <= 0 and status.current_lag <= allowed_lag
                 tracked.committed, tracked.log_end, tracked.owner = committed_view, log_end, owner
-                tracked.status, tracked.result = status, row
+                # What a kept partition adds to its group's status is its status, current lag and
+                # completeness: one shared object per such triple rather than one per partition
+                # kept alive (each one more for the cyclic GC to walk at every full collection).
+                tracked.status = self._kept_status(status) if stable else None
+                tracked.result = row
                 fresh += 1
                 lags.append(row)
             count = counts[group_id] = len(lags) - first
@@ -303,6 +309,13 @@ class LagMonitor:
         for group_id in [g for g in history if g not in totals]:
             del history[group_id]
         self._lags, self._statuses, self.sampled_at_ms = lags, statuses, now_ms
+
+    def _kept_status(self, status: PartitionStatus) -> PartitionStatus:
+        key = (status.status, status.current_lag, status.complete)
+        found = self._kept.get(key)
+        if found is None:
+            found = self._kept[key] = PartitionStatus(status.status, status.current_lag, status.complete, None, None)
+        return found
 
     def _lag_seconds(self, topic: str, partition: int, committed: int, lag: int | None, now_ms: int) -> float | None:
         if lag is not None and lag <= 0:
