@@ -175,14 +175,13 @@ class _Rendered:
     """One group's lines, per family (each fragment whole lines, name included), and what they
     were rendered from: the rows (compared by identity) and the status object."""
 
-    __slots__ = ("rows", "status", "fragments", "ends")
+    __slots__ = ("rows", "status", "fragments")
 
-    def __init__(self, rows: Sequence[Any], status: object, fragments: list[str],
-                 ends: list[tuple[tuple[str, int], int]]) -> None:
+    def __init__(self, rows: Sequence[Any], status: object, fragments: tuple[str, ...]) -> None:
         self.rows = rows
         self.status = status
+        # A tuple of strings: the cyclic GC stops tracking it, one object fewer per group.
         self.fragments = fragments
-        self.ends = ends
 
 
 _NO_ROWS: tuple[Any, ...] = ()
@@ -250,8 +249,9 @@ class LagRenderer:
         for i, name in enumerate(_BURROW_GROUP, len(_PER_PARTITION) + len(_PER_GROUP)):
             fragments[name] = [r.fragments[i] for r in by_status]
         latest: dict[tuple[str, int], int] = {}
-        for r in by_lags:
-            latest.update(r.ends)
+        for p in lags:
+            if p.log_end is not None:
+                latest[(p.topic, p.partition)] = p.log_end
         lines = self._partitions
         fresh_lines: dict[tuple[str, int], tuple[int, int | None, str]] = {}
         partition_lines: list[str] = []
@@ -290,7 +290,6 @@ def _render_group(cluster: str, group: str, rows: Sequence[Any], status: Any) ->
     lag_s: list[str] = []
     partition_status: list[str] = []
     expiry: list[str] = []
-    ends: list[tuple[tuple[str, int], int]] = []
     g_max: int | None = None
     g_max_s: float | None = None
     g_sum = 0
@@ -316,8 +315,6 @@ def _render_group(cluster: str, group: str, rows: Sequence[Any], status: Any) ->
             g_max_s = seconds if g_max_s is None else max(g_max_s, seconds)
         if p.expiring_within_day:
             expiring += 1
-        if p.log_end is not None:
-            ends.append(((p.topic, n), p.log_end))
         if p.status is not None:
             partition_status.append(f'burrow_kafka_topic_partition_status{{cluster="{c}",consumer_group="{g}",'
                                     f'topic="{t}",partition="{n}"}} {int(p.status)}\n')
@@ -342,7 +339,7 @@ def _render_group(cluster: str, group: str, rows: Sequence[Any], status: Any) ->
                       f"burrow_kafka_consumer_lag_total{labels}{_num(status.totallag)}\n"]
     else:
         fragments += ["", ""]
-    return _Rendered(rows, status, fragments, ends)
+    return _Rendered(rows, status, tuple(fragments))
 
 
 class LagExposition:
