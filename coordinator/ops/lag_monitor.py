@@ -92,6 +92,7 @@ class _Tracked:
         self.log_end: int | None = None
         self.owner: tuple[str | None, str | None, str | None] = _NO_OWNER
         self.stable = False
+        #: Set when stable: the shared status standing for it in its group's (``_kept_status``).
         self.status: PartitionStatus | None = None
         self.result: PartitionLag | None = None
 
