@@ -13,6 +13,18 @@ offset (kafka-lag-exporter's method, https://github.com/seglo/kafka-lag-exporter
 
 A sample of many groups yields to the event loop between chunks of groups, so a 10,000-group
 node keeps answering while it samples; the results are swapped in whole at the end.
+
+A sample costs in proportion to what changed (issue 34: 10,000 groups of 10 partitions every
+10 s). A partition whose inputs — its committed value, its high watermark, its owner — are those
+of the last sample, and whose result cannot move with time alone, keeps last sample's
+``PartitionLag`` object; a group all of whose partitions kept theirs keeps its ``GroupStatus``
+object, so the exposition (``metrics_lag.py``) reuses the text it rendered for it. What can move
+with time alone is re-evaluated every sample: a partition with lag (its lag in seconds grows, and
+Burrow's STOP rule compares the age of the newest commit with the window's span) and the "expires
+within a day" flag (compared on every sample, a subtraction). A caught-up partition (lag 0, Burrow's
+current lag within ``allowed_lag``) is OK by Burrow's first rule whatever the time, and its lag in
+seconds is 0: that is the result kept. Burrow's broker-offset ring still takes the high watermark
+of every partition at every sample, as before.
 """
 
 from __future__ import annotations
@@ -27,7 +39,7 @@ from dataclasses import dataclass
 from ..lag.burrow import GroupStatus, PartitionStatus, PartitionWindow, Status, group_status
 from ..lag.offsets import tool_lag
 from ..lag.time_lag import LookupTable, lag_seconds_from_record
-from .state_view import StateView
+from .state_view import CommittedView, StateView
 
 __all__ = ["LagMonitor", "PartitionLag", "EXPIRING_WITHIN_MS", "HISTORY_POINTS"]
 
@@ -64,22 +76,37 @@ class PartitionLag:
 
 
 class _Tracked:
-    """A group partition's Burrow window, and the commit last fed to it (offset, timestamp)."""
+    """A group partition's Burrow window, the commit last fed to it (offset, timestamp), and the
+    last result with the inputs it came from: ``result`` is reused while the committed view,
+    the high watermark and the owner are the same and ``stable`` (module docstring)."""
 
-    __slots__ = ("window", "offset", "timestamp_ms")
+    __slots__ = ("window", "offset", "timestamp_ms", "committed", "log_end", "owner", "stable", "status", "result")
 
     def __init__(self, window: PartitionWindow) -> None:
         self.window = window
         self.offset = -1
         self.timestamp_ms = -1
+        # The inputs, in slots rather than a tuple: one object fewer per partition for the
+        # cyclic GC to walk.
+        self.committed: CommittedView | None = None
+        self.log_end: int | None = None
+        self.owner: tuple[str | None, str | None, str | None] = _NO_OWNER
+        self.stable = False
+        #: Set when stable: the shared status standing for it in its group's (``_kept_status``).
+        self.status: PartitionStatus | None = None
+        self.result: PartitionLag | None = None
 
 
 _NONE_TRACKED: dict[tuple[str, int], _Tracked] = {}
+_NONE_UNASSIGNED: dict[tuple[str, int], PartitionLag] = {}
 
 
 class LagMonitor:
     """``clock()``: now in ms (injected: tests step it). The other settings are the ``lag.*``
     keys of docs/configuration.md."""
+
+    #: False: every partition is evaluated afresh at every sample (tests compare the two).
+    reuse_results = True
 
     def __init__(self, view: StateView, clock: Callable[[], int], *, interval_ms: int = 10_000,
                  table_size: int = 60, intervals: int = 10, min_distance_ms: int = 0, allowed_lag: int = 0) -> None:
@@ -96,6 +123,12 @@ class LagMonitor:
         self._history: dict[str, deque[tuple[int, int]]] = {}
         self._lags: list[PartitionLag] = []
         self._statuses: dict[str, GroupStatus] = {}
+        #: Last sample's rows of assigned, uncommitted partitions; rows and total lag per group.
+        self._unassigned: dict[str, dict[tuple[str, int], PartitionLag]] = {}
+        self._counts: dict[str, int] = {}
+        #: (status, current lag, completeness) -> the PartitionStatus kept partitions share.
+        self._kept: dict[tuple[Status, int, float], PartitionStatus] = {}
+        self._totals: dict[str, int] = {}
         #: When the last sample was taken (None: none yet).
         self.sampled_at_ms: int | None = None
         #: How long the last sample took, ms, chunks and yields included (kafka-lag-exporter's
@@ -167,61 +200,108 @@ class LagMonitor:
         yield
         groups = view.groups()
         old_windows = self._windows
+        old_unassigned = self._unassigned
+        old_counts = self._counts
+        old_statuses = self._statuses
+        old_totals = self._totals
+        allowed_lag = self.allowed_lag
         # Rebuilt each sample: a group or partition gone from the view leaves with it.
         windows: dict[str, dict[tuple[str, int], _Tracked]] = {}
+        unassigned: dict[str, dict[tuple[str, int], PartitionLag]] = {}
+        counts: dict[str, int] = {}
         lags: list[PartitionLag] = []
         statuses: dict[str, GroupStatus] = {}
         totals: dict[str, int] = {}
         for n, group in enumerate(groups, 1):
+            group_id = group.group_id
             owners: dict[tuple[str, int], tuple[str | None, str | None, str | None]] = {}
             for member in group.members:
                 for tp in member.assignment:
                     owners[tp] = (member.member_id, member.client_id, member.host)
             parts: dict[tuple[str, int], PartitionStatus] = {}
             total = 0
-            was = old_windows.get(group.group_id, _NONE_TRACKED)
-            tracked_now = windows[group.group_id] = {}
+            was = old_windows.get(group_id, _NONE_TRACKED)
+            was_unassigned = old_unassigned.get(group_id, _NONE_UNASSIGNED)
+            tracked_now = windows[group_id] = {}
+            first = len(lags)
+            # Rows built afresh for the group (a kept row is last sample's object).
+            fresh = 0
             offsets = group.offsets
             tps = offsets.keys() if not owners else [*offsets, *(tp for tp in owners if tp not in offsets)]
             for tp in tps:
-                topic, partition = tp
                 committed_view = offsets.get(tp)
                 log_end = ends.get(tp)
                 owner = owners.get(tp, _NO_OWNER)
                 if committed_view is None:
-                    member_id, client_id, host = owner
-                    lags.append(PartitionLag(group.group_id, topic, partition, None, log_end, None, None,
-                                             Status.NOTFOUND, member_id, client_id, host, None, False))
+                    row = was_unassigned.get(tp)
+                    if row is None or row.log_end != log_end or (row.member_id, row.client_id, row.host) != owner:
+                        member_id, client_id, host = owner
+                        row = PartitionLag(group_id, tp[0], tp[1], None, log_end, None, None,
+                                           Status.NOTFOUND, member_id, client_id, host, None, False)
+                        fresh += 1
+                    unassigned.setdefault(group_id, {})[tp] = row
+                    lags.append(row)
                     continue
                 tracked = was.get(tp)
                 if tracked is None:
                     tracked = _Tracked(PartitionWindow(self.intervals, self.min_distance_ms))
                 tracked_now[tp] = tracked
                 window = tracked.window
-                committed = committed_view.offset
                 if log_end is not None:
                     window.add_broker_offset(log_end)
+                row = tracked.result
+                if tracked.stable and row is not None and self.reuse_results and tracked.log_end == log_end \
+                        and tracked.committed == committed_view and tracked.owner == owner:
+                    expires = committed_view.expires_at_ms
+                    if row.expiring_within_day or expires is None or expires - now_ms > EXPIRING_WITHIN_MS:
+                        status = tracked.status
+                        assert status is not None
+                        parts[tp] = status
+                        # Stable: a lag of 0 or less, nothing to add to the total.
+                        lags.append(row)
+                        continue
+                committed = committed_view.offset
                 commit_ts = committed_view.commit_timestamp_ms
                 if (tracked.offset != committed or tracked.timestamp_ms != commit_ts) \
                         and (log_end is not None or window.broker_offsets):
                     window.add_commit(committed, commit_ts, now_ms, log_end)
                     tracked.offset, tracked.timestamp_ms = committed, commit_ts
-                status = window.evaluate(now_ms, self.allowed_lag)
+                status = window.evaluate(now_ms, allowed_lag)
                 parts[tp] = status
                 lag = tool_lag(committed, log_end)
                 if lag is not None:
                     total += max(lag, 0)
+                topic, partition = tp
                 lag_s = self._lag_seconds(topic, partition, committed, lag, now_ms)
                 expires = committed_view.expires_at_ms
-                lags.append(PartitionLag(
-                    group.group_id, topic, partition, committed, log_end, lag, lag_s, status.status,
+                row = PartitionLag(
+                    group_id, topic, partition, committed, log_end, lag, lag_s, status.status,
                     owner[0], owner[1], owner[2], expires,
-                    expires is not None and expires - now_ms <= EXPIRING_WITHIN_MS))
-            statuses[group.group_id] = group_status(parts)
-            totals[group.group_id] = total
+                    expires is not None and expires - now_ms <= EXPIRING_WITHIN_MS)
+                # Kept while the inputs stay: caught up, Burrow's first rule (OK) holds whatever
+                # the time, and the lag in seconds is 0 (module docstring).
+                stable = tracked.stable = lag is not None and lag <= 0 and status.current_lag <= allowed_lag
+                tracked.committed, tracked.log_end, tracked.owner = committed_view, log_end, owner
+                # What a kept partition adds to its group's status is its status, current lag and
+                # completeness: one shared object per such triple rather than one per partition
+                # kept alive (each one more for the cyclic GC to walk at every full collection).
+                tracked.status = self._kept_status(status) if stable else None
+                tracked.result = row
+                fresh += 1
+                lags.append(row)
+            count = counts[group_id] = len(lags) - first
+            old_status = old_statuses.get(group_id)
+            if not fresh and old_status is not None and old_counts.get(group_id) == count:
+                # Every row kept, none gone (as many as last time): nothing in the group changed.
+                # The same status object tells the exposition so.
+                statuses[group_id] = old_status
+                totals[group_id] = old_totals[group_id]
+            else:
+                statuses[group_id] = group_status(parts)
+                totals[group_id] = total
             if n % _CHUNK == 0:
                 yield
-        self._windows = windows
+        self._windows, self._unassigned, self._counts, self._totals = windows, unassigned, counts, totals
         history = self._history
         for group_id, total in totals.items():
             points = history.get(group_id)
@@ -231,6 +311,13 @@ class LagMonitor:
         for group_id in [g for g in history if g not in totals]:
             del history[group_id]
         self._lags, self._statuses, self.sampled_at_ms = lags, statuses, now_ms
+
+    def _kept_status(self, status: PartitionStatus) -> PartitionStatus:
+        key = (status.status, status.current_lag, status.complete)
+        found = self._kept.get(key)
+        if found is None:
+            found = self._kept[key] = PartitionStatus(status.status, status.current_lag, status.complete, None, None)
+        return found
 
     def _lag_seconds(self, topic: str, partition: int, committed: int, lag: int | None, now_ms: int) -> float | None:
         if lag is not None and lag <= 0:

@@ -136,8 +136,8 @@ class MetricsExposition:
         self._lag = LagExposition(ctx)
 
     async def render(self) -> bytes:
-        lag_text = await self._lag.text()
-        return generate_latest(self._ctx.registry) + lag_text.encode()
+        lag_body = await self._lag.body()
+        return generate_latest(self._ctx.registry) + lag_body
 
 
 def register_metrics(ctx: OpsContext) -> Hooks:

@@ -109,13 +109,14 @@ class CoordinatorCollector(Collector):
         by_protocol = {"classic": 0, "consumer": 0}
         consumer_states = dict.fromkeys(CONSUMER_GROUP_STATES, 0)
         classic_states = dict.fromkeys(CLASSIC_GROUP_STATES, 0)
-        offsets = 0
-        for group in view.groups():
-            by_protocol[group.type] = by_protocol.get(group.type, 0) + 1
-            states = consumer_states if group.type == "consumer" else classic_states
-            if group.state in states:
-                states[group.state] += 1
-            offsets += len(group.offsets)
+        # Counted from the shards, not through view.groups() (~100 ms at 10,000 groups of 10
+        # partitions, every scrape).
+        counts, offsets = view.group_counts()
+        for (kind, state), count in counts.items():
+            by_protocol[kind] = by_protocol.get(kind, 0) + count
+            states = consumer_states if kind == "consumer" else classic_states
+            if state in states:
+                states[state] += count
         family = GaugeMetricFamily(_PREFIX + "group_count", "The number of groups, by protocol", labels=["protocol"])
         for protocol, count in sorted(by_protocol.items()):
             family.add_metric([protocol], float(count))

@@ -172,6 +172,30 @@ class StateView:
         self._views_limit = max(_VIEWS_MIN, 2 * sum(len(g.offsets) for g in out))
         return out
 
+    def group_counts(self) -> tuple[dict[tuple[str, str], int], int]:
+        """What ``groups()`` lists, counted without building it (the coordinator metrics read this
+        at every scrape): groups by (type, state), and their committed offsets."""
+        counts: dict[tuple[str, str], int] = {}
+        offsets = 0
+        for _partition, shard in self._shards():
+            classic = shard.group_manager.groups
+            consumer = shard.consumer_manager.groups
+            committed = shard.offset_manager.offsets
+            for group_id, cgroup in consumer.items():
+                key = ("consumer", cgroup.state.value)
+                counts[key] = counts.get(key, 0) + 1
+                by_topic = committed.get(group_id)
+                if by_topic:
+                    offsets += sum(map(len, by_topic.values()))
+            for group_id, group in classic.items():
+                if group.state is not GroupState.DEAD and group_id not in consumer:
+                    key = ("classic", group.state.value)
+                    counts[key] = counts.get(key, 0) + 1
+                    by_topic = committed.get(group_id)
+                    if by_topic:
+                        offsets += sum(map(len, by_topic.values()))
+        return counts, offsets
+
     def group(self, group_id: str) -> GroupView | None:
         for partition, shard in self._shards():
             if group_id in shard.consumer_manager.groups:

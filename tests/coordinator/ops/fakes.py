@@ -25,6 +25,12 @@ class FakeView:
     def groups(self) -> list[Any]:
         return self.group_list
 
+    def group_counts(self) -> tuple[dict[tuple[str, str], int], int]:
+        counts: dict[tuple[str, str], int] = {}
+        for g in self.group_list:
+            counts[(g.type, g.state)] = counts.get((g.type, g.state), 0) + 1
+        return counts, sum(len(g.offsets) for g in self.group_list)
+
     def partitions(self) -> dict[tuple[str, int], Any]:
         return self.partition_map
 
