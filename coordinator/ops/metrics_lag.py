@@ -87,9 +87,12 @@ def _num(value: float | int | None) -> str:
 
 
 def render_lag(cluster: str, lags: Sequence[Any], statuses: Mapping[str, Any], poll_time_ms: float | None,
-               earliest: Mapping[tuple[str, int], int]) -> str:
+               earliest: Mapping[tuple[str, int], int],
+               partitions: Mapping[tuple[str, int], tuple[int, int | None]] | None = None) -> str:
     """The lag families in Prometheus' text format 0.0.4, from one sample of the lag monitor.
-    Pure: runs in a thread."""
+    ``partitions`` (cluster mode): (log end, log start) of the partitions whose latest/earliest
+    offsets this node serves, instead of those of the partitions its groups consume (see
+    ``LagExposition``). Pure: runs in a thread."""
     out: dict[str, list[str]] = {name: [] for name, _help in _FAMILIES}
     offset, lag, lag_s = (out["kafka_consumergroup_group_offset"], out["kafka_consumergroup_group_lag"],
                           out["kafka_consumergroup_group_lag_seconds"])
@@ -141,6 +144,9 @@ def render_lag(cluster: str, lags: Sequence[Any], statuses: Mapping[str, Any], p
             out["kafka_consumergroup_group_topic_sum_lag"].append(
                 f'{{{labels},topic="{_esc(topic)}"}} {_num(topic_sum)}')
         out["groupcoord_consumergroup_offsets_expiring_within_day"].append(f"{{{labels}}} {expiring}")
+    if partitions is not None:
+        latest = {tp: end for tp, (end, _start) in partitions.items()}
+        earliest = {tp: start for tp, (_end, start) in partitions.items() if start is not None}
     for (topic, n), end in sorted(latest.items()):
         labels = f'cluster_name="{c}",topic="{_esc(topic)}",partition="{n}"'
         out["kafka_partition_latest_offset"].append(f"{{{labels}}} {end}")
@@ -201,7 +207,8 @@ class LagRenderer:
         self._cluster = ""
 
     def render(self, cluster: str, lags: Sequence[Any], statuses: Mapping[str, Any], poll_time_ms: float | None,
-               earliest: Mapping[tuple[str, int], int]) -> str:
+               earliest: Mapping[tuple[str, int], int],
+               partitions: Mapping[tuple[str, int], tuple[int, int | None]] | None = None) -> str:
         runs: dict[str, Sequence[Any]] = {}
         start = 0
         count = len(lags)
@@ -215,7 +222,7 @@ class LagRenderer:
                 # render from scratch, nothing cached.
                 self._groups.clear()
                 self._partitions.clear()
-                return render_lag(cluster, lags, statuses, poll_time_ms, earliest)
+                return render_lag(cluster, lags, statuses, poll_time_ms, earliest, partitions)
             runs[group] = lags[start:end]
             start = end
         if cluster != self._cluster:
@@ -249,9 +256,13 @@ class LagRenderer:
         for i, name in enumerate(_BURROW_GROUP, len(_PER_PARTITION) + len(_PER_GROUP)):
             fragments[name] = [r.fragments[i] for r in by_status]
         latest: dict[tuple[str, int], int] = {}
-        for p in lags:
-            if p.log_end is not None:
-                latest[(p.topic, p.partition)] = p.log_end
+        if partitions is not None:
+            latest = {tp: end for tp, (end, _start) in partitions.items()}
+            earliest = {tp: start for tp, (_end, start) in partitions.items() if start is not None}
+        else:
+            for p in lags:
+                if p.log_end is not None:
+                    latest[(p.topic, p.partition)] = p.log_end
         lines = self._partitions
         fresh_lines: dict[tuple[str, int], tuple[int, int | None, str]] = {}
         partition_lines: list[str] = []
@@ -382,14 +393,16 @@ class LagExposition:
             lags, statuses = ctx.lag.lags(), ctx.lag.group_statuses()
             if not self._current(lags, statuses, cluster):
                 earliest = self._earliest(lags)
+                led = ctx.view.led_partition_offsets()
                 self._body = await asyncio.to_thread(self._render, cluster, lags, statuses, ctx.lag.poll_time_ms,
-                                                     earliest)
+                                                     earliest, led)
                 self._rendered = (lags, statuses, cluster)
             return self._body
 
     def _render(self, cluster: str, lags: Sequence[Any], statuses: Mapping[str, Any], poll_time_ms: float | None,
-                earliest: Mapping[tuple[str, int], int]) -> bytes:
-        return self._renderer.render(cluster, lags, statuses, poll_time_ms, earliest).encode()
+                earliest: Mapping[tuple[str, int], int],
+                led: Mapping[tuple[str, int], tuple[int, int | None]] | None = None) -> bytes:
+        return self._renderer.render(cluster, lags, statuses, poll_time_ms, earliest, led).encode()
 
     async def text(self) -> str:
         return (await self.body()).decode()

@@ -345,6 +345,18 @@ class StateView:
         plog = self._log(topic, partition)
         return plog is not None and (plog.replication is None or plog.is_leader)
 
+    def led_partition_offsets(self) -> dict[TopicPartition, tuple[int, int]] | None:
+        """Cluster mode: (high watermark, log start) of every partition this node leads, whether
+        or not its groups consume it — the partitions whose ``kafka_partition_latest_offset`` this
+        node serves, so that a scrape of every node has each partition once (Grafana's
+        kafka-lag-exporter dashboard joins committed offsets with it on topic and partition, and
+        two nodes serving one partition make that join many-to-many). None on one node, which
+        serves the partitions its groups consume, as kafka-lag-exporter does."""
+        if self.cluster is None:
+            return None
+        return {(plog.topic, plog.partition): (plog.high_watermark, plog.log_start_offset)
+                for plog in self.logs.partitions() if plog.replication is None or plog.is_leader}
+
     def earliest(self, topic: str, partition: int) -> int | None:
         """The log start offset (ListOffsets EARLIEST): the local log's when led here, else the
         leader's last answer (a follower's own while none came); None: not known here."""

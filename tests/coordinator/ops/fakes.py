@@ -37,6 +37,9 @@ class FakeView:
     def coordinator_partitions(self) -> list[Any]:
         return self.coordinator_list
 
+    def led_partition_offsets(self) -> dict[tuple[str, int], tuple[int, int]] | None:
+        return None  # one node: the consumed partitions' offsets, from the lag rows
+
     def earliest(self, topic: str, partition: int) -> int | None:
         info = self.partition_map.get((topic, partition))
         return None if info is None else info.log_start

@@ -210,6 +210,24 @@ def test_the_renderer_follows_a_new_status_over_the_same_rows() -> None:
     assert renderer.render("d", [row], {"g": err}, None, {}) == render_lag("d", [row], {"g": err}, None, {})
 
 
+def test_in_a_cluster_the_latest_offsets_are_those_of_the_partitions_led_here() -> None:
+    # The group consumes plain/0 (led elsewhere: its log end came from the leader); this node leads
+    # plain/1 and other/0, which no group of its consumes: it serves those two, and not plain/0.
+    row = PartitionLag("g", "plain", 0, 5, 10, 5, 1.0, Status.WARN, None, None, None, None, False)
+    led = {("plain", 1): (40, 3), ("other", 0): (7, 0)}
+    status = {"g": GroupStatus(Status.WARN, 1.0, ("plain", 0), 5)}
+    text = LagRenderer().render("c", [row], status, None, {("plain", 0): 2}, led)
+    assert text == render_lag("c", [row], status, None, {("plain", 0): 2}, led)
+    latest = [line for line in text.splitlines() if line.startswith("kafka_partition_latest_offset{")]
+    assert latest == ['kafka_partition_latest_offset{cluster_name="c",topic="other",partition="0"} 7',
+                      'kafka_partition_latest_offset{cluster_name="c",topic="plain",partition="1"} 40']
+    assert 'kafka_partition_earliest_offset{cluster_name="c",topic="plain",partition="1"} 3' in text
+    assert 'kafka_consumergroup_group_lag{cluster_name="c",group="g",topic="plain",partition="0"' in text
+    # One node (None): the consumed partitions', from the lag rows.
+    one = LagRenderer().render("c", [row], status, None, {("plain", 0): 2}, None)
+    assert 'kafka_partition_latest_offset{cluster_name="c",topic="plain",partition="0"} 10' in one
+
+
 @pytest.mark.asyncio
 async def test_group_counts_count_what_groups_lists(node: tuple[App, int]) -> None:  # noqa: F811
     app, port = node
