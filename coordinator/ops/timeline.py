@@ -7,10 +7,16 @@ not the live state: the timeline shows what was written, and what compaction lef
 
 Bounded: only the last ``SCAN_RECORDS`` offsets of the partition are read, and the newest
 ``limit`` entries returned (newest last).
+
+Cooperative: the read runs on the node's event loop, which also serves every Kafka connection of
+the node, so it goes in steps — one read of at most ``_READ_BYTES``, and at most ``_STEP_BATCHES``
+batches looked at — and yields to the loop between steps. A large offsets log then makes the
+dashboard's group page slower, not the node's commits and heartbeats.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
 from dataclasses import dataclass
 
@@ -36,6 +42,8 @@ __all__ = ["group_timeline", "TimelineEntry", "SCAN_RECORDS"]
 SCAN_RECORDS = 200_000
 #: Bytes read per step.
 _READ_BYTES = 1 << 20
+#: Batches looked at per step (a step decodes at most these, whatever their size).
+_STEP_BATCHES = 256
 _GROUP_METADATA = 2
 _CONSUMER_GROUP_METADATA = 3
 _CONSUMER_GROUP_MEMBER_METADATA = 5
@@ -57,7 +65,7 @@ class TimelineEntry:
     members: int
 
 
-def group_timeline(view: StateView, group_id: str, limit: int = 200) -> list[TimelineEntry]:
+async def group_timeline(view: StateView, group_id: str, limit: int = 200) -> list[TimelineEntry]:
     info = view.logs.registry.get(CONSUMER_OFFSETS)
     if info is None:
         return []
@@ -69,7 +77,11 @@ def group_timeline(view: StateView, group_id: str, limit: int = 200) -> list[Tim
     needle = group_id.encode()
     out: deque[TimelineEntry] = deque(maxlen=limit)
     members: set[str] = set()
+    batches = 0
     while offset < end:
+        if batches:
+            await asyncio.sleep(0)  # a step done (see the module's docstring)
+            batches = 0
         try:
             data = plog.log.read(offset, _READ_BYTES)
         except (StorageError, OSError):  # retention or a truncation moved the log meanwhile
@@ -79,6 +91,10 @@ def group_timeline(view: StateView, group_id: str, limit: int = 200) -> list[Tim
         pos = 0
         moved = False
         while pos + 61 <= len(data):
+            if batches == _STEP_BATCHES:
+                await asyncio.sleep(0)
+                batches = 0
+            batches += 1
             try:
                 header = read_batch_header(data, pos)
             except CorruptBatchError:

@@ -45,10 +45,10 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _timeline(ctx: Any, group_id: str) -> list[Any]:
+async def _timeline(ctx: Any, group_id: str) -> list[Any]:
     from coordinator.ops.timeline import group_timeline
 
-    return list(group_timeline(ctx.view, group_id))
+    return list(await group_timeline(ctx.view, group_id))
 
 
 def _jsonable(value: Any) -> Any:

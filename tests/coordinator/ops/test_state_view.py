@@ -193,7 +193,7 @@ async def test_groups_offsets_and_partitions_as_the_node_holds_them(node: tuple[
     assert all(c.load_time_ms is not None for c in coordinators if c.state == "active")
     assert [n.node_id for n in view.nodes()] == [app.data_dir.node_id] and view.controller_id() == app.data_dir.node_id
 
-    timeline = group_timeline(view, "classic-g")
+    timeline = await group_timeline(view, "classic-g")
     assert [(e.kind, e.epoch, e.members) for e in timeline][-2:] == [("GroupMetadata", 1, 1), ("GroupMetadata", 2, 0)]
     assert timeline[-1].state_or_protocol == "Empty"
 
@@ -214,5 +214,5 @@ async def test_a_consumer_group_with_its_member_and_commit(node: tuple[App, int]
     # Not Empty: a consumer group's offsets do not expire.
     assert (group.offsets[("orders", 1)].offset, group.offsets[("orders", 1)].expires_at_ms) == (2, None)
     assert view.first_unconsumed_timestamp("orders", 1, 2) == T0
-    timeline = group_timeline(view, "next-g")
+    timeline = await group_timeline(view, "next-g")
     assert timeline and timeline[-1].kind == "ConsumerGroupMetadata" and timeline[-1].members == 1
