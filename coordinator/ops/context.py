@@ -4,7 +4,7 @@ into the node's parts by itself."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -27,7 +27,9 @@ class Exposition(Protocol):
     """What /metrics serves (``metrics.MetricsExposition``; a protocol here, so the context does
     not import the metrics that import it)."""
 
-    async def render(self) -> bytes: ...
+    async def render(self, names: Collection[str] | None = None) -> bytes:
+        """Every family, or only those with a sample named in ``names`` (``/metrics?name[]=``)."""
+        ...
 
 
 @dataclass

@@ -23,6 +23,7 @@ from aiohttp import web
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 
 from .context import OpsContext
+from .metrics import NamedFamilies
 
 __all__ = ["HttpListener", "HttpListenError", "start_http", "build_app", "METRICS_CONTENT_TYPE"]
 
@@ -57,7 +58,16 @@ class HttpListener:
 
 async def _metrics(request: web.Request) -> web.Response:
     ctx = request.app[CTX_KEY]
-    body = await ctx.metrics.render() if ctx.metrics is not None else generate_latest(ctx.registry)
+    # ``name[]`` (repeatable) keeps only the named families: the filter of prometheus-client's
+    # own exposition, and kafka-lag-exporter's README health check
+    # (``/metrics?name[]=kafka_consumergroup_poll_time_ms``, https://github.com/seglo/kafka-lag-exporter).
+    names = request.query.getall("name[]", None)
+    if ctx.metrics is not None:
+        body = await ctx.metrics.render(frozenset(names) if names is not None else None)
+    elif names is not None:
+        body = generate_latest(NamedFamilies(ctx.registry, frozenset(names)))
+    else:
+        body = generate_latest(ctx.registry)
     # aiohttp's ``content_type`` takes no parameters; the header is set whole.
     return web.Response(body=body, headers={"Content-Type": METRICS_CONTENT_TYPE})
 

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_left
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 
-from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
@@ -26,9 +26,9 @@ from protocol.apis import ApiKey
 
 from .context import OpsContext
 from .metrics_coordinator import CoordinatorCollector, GroupCoordinatorCounters
-from .metrics_lag import LagExposition
+from .metrics_lag import FAMILY_NAMES, LagExposition, select_families
 
-__all__ = ["RequestMetrics", "FsyncMetrics", "Hooks", "MetricsExposition", "LATENCY_BUCKETS", "register_metrics"]
+__all__ = ["RequestMetrics", "FsyncMetrics", "Hooks", "MetricsExposition", "NamedFamilies", "LATENCY_BUCKETS", "register_metrics"]
 
 #: Upper bounds (seconds) of the latency buckets: 100 µs to 10 s, roughly ×2.5 apart — a commit
 #: answered from the page cache lands in the first ones, a fsync on a slow disk in the last.
@@ -127,6 +127,24 @@ class Hooks:
     counters: GroupCoordinatorCounters
 
 
+class NamedFamilies(Collector):
+    """The families of ``registry`` with a sample named in ``names``, those samples alone — the
+    selection of prometheus-client's ``restricted_registry``, which leaves out every collector
+    without a ``describe`` (all of this node's) unless the registry was built for them."""
+
+    def __init__(self, registry: Collector, names: Collection[str]) -> None:
+        self._registry = registry
+        self._names = names
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self._registry.collect():
+            samples = [sample for sample in family.samples if sample.name in self._names]
+            if samples:
+                kept = Metric(family.name, family.documentation, family.type, family.unit)
+                kept.samples = samples
+                yield kept
+
+
 class MetricsExposition:
     """What /metrics answers: the registry's collectors (small: per API, per state, per node) in
     prometheus-client's format, then the lag families rendered per sample (``metrics_lag.py``)."""
@@ -135,9 +153,15 @@ class MetricsExposition:
         self._ctx = ctx
         self._lag = LagExposition(ctx)
 
-    async def render(self) -> bytes:
-        lag_body = await self._lag.body()
-        return generate_latest(self._ctx.registry) + lag_body
+    async def render(self, names: Collection[str] | None = None) -> bytes:
+        """Every family, or (``names``: ``/metrics?name[]=…``) only those with a sample of one of
+        these names, as prometheus-client's own ``name[]`` filter selects them."""
+        if names is None:
+            return generate_latest(self._ctx.registry) + await self._lag.body()
+        registry = generate_latest(NamedFamilies(self._ctx.registry, names))
+        if FAMILY_NAMES.isdisjoint(names):
+            return registry
+        return registry + select_families(await self._lag.body(), names)
 
 
 def register_metrics(ctx: OpsContext) -> Hooks:

@@ -8,9 +8,12 @@ time from the lag monitor's last sample (``ops/lag_monitor.py``):
   ``kafka_partition_latest_offset`` / ``_earliest_offset``; ``kafka_consumergroup_poll_time_ms``.
   A partition without a commit has NaN offset and lags; a group without members has
   ``member_host``, ``consumer_id`` and ``client_id`` ``unknown`` — both as kafka-lag-exporter.
-* Burrow's status gauges (``core/internal/httpserver/prometheus.go``,
-  https://github.com/linkedin/Burrow): ``burrow_kafka_consumer_status``,
-  ``burrow_kafka_consumer_lag_total``, ``burrow_kafka_topic_partition_status``.
+* Burrow's gauges (``core/internal/httpserver/prometheus.go``, https://github.com/linkedin/Burrow):
+  per group ``burrow_kafka_consumer_status``, ``burrow_kafka_consumer_lag_total``; per group
+  partition ``burrow_kafka_topic_partition_status``, ``burrow_kafka_consumer_partition_lag``,
+  ``burrow_kafka_consumer_current_offset`` (the last two only for a partition with a commit: Burrow
+  stores no other); per partition ``burrow_kafka_topic_partition_offset``, the partitions of
+  ``kafka_partition_latest_offset`` with the same value.
 * Offsets about to expire (KIP-211): ``groupcoord_consumergroup_offset_expiry_timestamp_seconds``
   per partition and ``groupcoord_consumergroup_offsets_expiring_within_day`` per group.
 
@@ -31,13 +34,13 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..lag.offsets import exporter_lag
 from .context import OpsContext
 
-__all__ = ["LagExposition", "LagRenderer", "render_lag", "UNKNOWN"]
+__all__ = ["LagExposition", "LagRenderer", "render_lag", "select_families", "UNKNOWN", "FAMILY_NAMES"]
 
 #: kafka-lag-exporter's member labels for a group with no members (``KafkaClient.getGroupPartitionsInfo``).
 UNKNOWN = "unknown"
@@ -60,11 +63,38 @@ _FAMILIES = (
     ("burrow_kafka_consumer_lag_total", "Burrow's total lag of a group"),
     ("burrow_kafka_topic_partition_status",
      "Burrow's status of a group's partition (0 NOTFOUND, 1 OK, 2 WARN, 3 ERR, 4 STOP, 5 STALL, 6 REWIND)"),
+    ("burrow_kafka_consumer_partition_lag",
+     "Burrow's current lag of a group's partition: log end less the last commit, 0 if negative or unknown"),
+    ("burrow_kafka_consumer_current_offset", "Burrow's last committed offset of a group's partition"),
+    ("burrow_kafka_topic_partition_offset", "Burrow's latest offset (log end) of a partition"),
     ("groupcoord_consumergroup_offset_expiry_timestamp_seconds",
      "When a committed offset expires (KIP-211), Unix seconds"),
     ("groupcoord_consumergroup_offsets_expiring_within_day",
      "Committed offsets of a group that expire within 24 hours"),
 )
+
+#: The names of the families written here (each family's one sample name too: all are gauges).
+FAMILY_NAMES = frozenset(name for name, _help in _FAMILIES)
+
+
+def select_families(body: bytes, names: Collection[str]) -> bytes:
+    """The families of a rendered ``body`` whose name is in ``names`` (``/metrics?name[]=``).
+    A family runs from its HELP line to the next family's: label values escape newlines, so a
+    line starting ``# HELP`` only ever starts a family."""
+    parts: list[bytes] = []
+    for name, _help in _FAMILIES:
+        if name not in names:
+            continue
+        head = f"# HELP {name} ".encode()
+        if body.startswith(head):
+            start = 0
+        else:
+            start = body.find(b"\n" + head) + 1
+            if start == 0:
+                continue
+        end = body.find(b"\n# HELP ", start)
+        parts.append(body[start:] if end < 0 else body[start:end + 1])
+    return b"".join(parts)
 
 
 def _esc(value: str) -> str:
@@ -86,6 +116,13 @@ def _num(value: float | int | None) -> str:
     return repr(value)
 
 
+def _burrow_lag(exporter: int | None) -> int:
+    """Burrow's current lag (its ``fetchConsumer``; ``PartitionWindow.current_lag`` in
+    coordinator/lag/burrow.py) from kafka-lag-exporter's: both are the log end less the commit,
+    floored at 0; Burrow has 0 where the log end is not known, never NaN."""
+    return 0 if exporter is None else exporter
+
+
 def render_lag(cluster: str, lags: Sequence[Any], statuses: Mapping[str, Any], poll_time_ms: float | None,
                earliest: Mapping[tuple[str, int], int],
                partitions: Mapping[tuple[str, int], tuple[int, int | None]] | None = None) -> str:
@@ -97,6 +134,7 @@ def render_lag(cluster: str, lags: Sequence[Any], statuses: Mapping[str, Any], p
     offset, lag, lag_s = (out["kafka_consumergroup_group_offset"], out["kafka_consumergroup_group_lag"],
                           out["kafka_consumergroup_group_lag_seconds"])
     partition_status = out["burrow_kafka_topic_partition_status"]
+    burrow_lag, burrow_offset = out["burrow_kafka_consumer_partition_lag"], out["burrow_kafka_consumer_current_offset"]
     expiry = out["groupcoord_consumergroup_offset_expiry_timestamp_seconds"]
     c = _esc(cluster)
     # Per group: [max lag, max lag seconds, sum lag, {topic: sum}, expiring count]; NaN lags are
@@ -132,6 +170,9 @@ def render_lag(cluster: str, lags: Sequence[Any], statuses: Mapping[str, Any], p
         short = f'cluster="{c}",consumer_group="{g}",topic="{t}",partition="{n}"'
         if p.status is not None:
             partition_status.append(f"{{{short}}} {int(p.status)}")
+        if p.committed is not None:
+            burrow_lag.append(f"{{{short}}} {_burrow_lag(value)}")
+            burrow_offset.append(f"{{{short}}} {p.committed}")
         if p.expires_at_ms is not None:
             expiry.append(f'{{cluster_name="{c}",group="{g}",topic="{t}",partition="{n}"}} '
                           f"{_num(p.expires_at_ms / 1000.0)}")
@@ -153,6 +194,8 @@ def render_lag(cluster: str, lags: Sequence[Any], statuses: Mapping[str, Any], p
         start = earliest.get((topic, n))
         if start is not None:
             out["kafka_partition_earliest_offset"].append(f"{{{labels}}} {start}")
+        out["burrow_kafka_topic_partition_offset"].append(
+            f'{{cluster="{c}",topic="{_esc(topic)}",partition="{n}"}} {end}')
     out["kafka_consumergroup_poll_time_ms"].append(f'{{cluster_name="{c}"}} {_num(poll_time_ms)}')
     for group, status in sorted(statuses.items()):
         labels = f'cluster="{c}",consumer_group="{_esc(group)}"'
@@ -170,6 +213,7 @@ def render_lag(cluster: str, lags: Sequence[Any], statuses: Mapping[str, Any], p
 #: Indexes into a group's rendered fragments (``LagRenderer._group``).
 _PER_PARTITION = ("kafka_consumergroup_group_offset", "kafka_consumergroup_group_lag",
                   "kafka_consumergroup_group_lag_seconds", "burrow_kafka_topic_partition_status",
+                  "burrow_kafka_consumer_partition_lag", "burrow_kafka_consumer_current_offset",
                   "groupcoord_consumergroup_offset_expiry_timestamp_seconds")
 _PER_GROUP = ("kafka_consumergroup_group_max_lag", "kafka_consumergroup_group_max_lag_seconds",
               "kafka_consumergroup_group_sum_lag", "kafka_consumergroup_group_topic_sum_lag",
@@ -200,8 +244,8 @@ class LagRenderer:
 
     def __init__(self) -> None:
         self._groups: dict[str, _Rendered] = {}
-        #: (topic, partition) -> (log end, log start, the latest/earliest lines).
-        self._partitions: dict[tuple[str, int], tuple[int, int | None, str]] = {}
+        #: (topic, partition) -> (log end, log start, its latest, earliest and Burrow offset lines).
+        self._partitions: dict[tuple[str, int], tuple[int, int | None, str, str, str]] = {}
         #: How many groups the last render rendered afresh (the benchmark reports it).
         self.rendered_groups = 0
         self._cluster = ""
@@ -264,27 +308,28 @@ class LagRenderer:
                 if p.log_end is not None:
                     latest[(p.topic, p.partition)] = p.log_end
         lines = self._partitions
-        fresh_lines: dict[tuple[str, int], tuple[int, int | None, str]] = {}
+        fresh_lines: dict[tuple[str, int], tuple[int, int | None, str, str, str]] = {}
         partition_lines: list[str] = []
         earliest_lines: list[str] = []
+        burrow_lines: list[str] = []
         for tp in sorted(latest):
             end, first = latest[tp], earliest.get(tp)
             cached = lines.get(tp)
             if cached is None or cached[0] != end or cached[1] != first:
-                labels = f'cluster_name="{c}",topic="{_esc(tp[0])}",partition="{tp[1]}"'
-                text = f"kafka_partition_latest_offset{{{labels}}} {end}\n"
-                cached = (end, first, text if first is None else
-                          f"{text}kafka_partition_earliest_offset{{{labels}}} {first}\n")
+                topic = _esc(tp[0])
+                labels = f'cluster_name="{c}",topic="{topic}",partition="{tp[1]}"'
+                cached = (end, first, f"kafka_partition_latest_offset{{{labels}}} {end}\n",
+                          "" if first is None else f"kafka_partition_earliest_offset{{{labels}}} {first}\n",
+                          f'burrow_kafka_topic_partition_offset{{cluster="{c}",topic="{topic}",'
+                          f'partition="{tp[1]}"}} {end}\n')
             fresh_lines[tp] = cached
-            # One string holds both lines; the latest one ends at its first newline.
-            text = cached[2]
-            cut = text.index("\n") + 1
-            partition_lines.append(text[:cut])
-            if cut < len(text):
-                earliest_lines.append(text[cut:])
+            partition_lines.append(cached[2])
+            earliest_lines.append(cached[3])
+            burrow_lines.append(cached[4])
         self._partitions = fresh_lines
         fragments["kafka_partition_latest_offset"] = partition_lines
         fragments["kafka_partition_earliest_offset"] = earliest_lines
+        fragments["burrow_kafka_topic_partition_offset"] = burrow_lines
         fragments["kafka_consumergroup_poll_time_ms"] = [
             f'kafka_consumergroup_poll_time_ms{{cluster_name="{c}"}} {_num(poll_time_ms)}\n']
         for name, help_text in _FAMILIES:
@@ -300,6 +345,8 @@ def _render_group(cluster: str, group: str, rows: Sequence[Any], status: Any) ->
     lag: list[str] = []
     lag_s: list[str] = []
     partition_status: list[str] = []
+    burrow_lag: list[str] = []
+    burrow_offset: list[str] = []
     expiry: list[str] = []
     g_max: int | None = None
     g_max_s: float | None = None
@@ -329,10 +376,15 @@ def _render_group(cluster: str, group: str, rows: Sequence[Any], status: Any) ->
         if p.status is not None:
             partition_status.append(f'burrow_kafka_topic_partition_status{{cluster="{c}",consumer_group="{g}",'
                                     f'topic="{t}",partition="{n}"}} {int(p.status)}\n')
+        if p.committed is not None:
+            short = f'{{cluster="{c}",consumer_group="{g}",topic="{t}",partition="{n}"}} '
+            burrow_lag.append(f"burrow_kafka_consumer_partition_lag{short}{_burrow_lag(value)}\n")
+            burrow_offset.append(f"burrow_kafka_consumer_current_offset{short}{p.committed}\n")
         if p.expires_at_ms is not None:
             expiry.append(f'groupcoord_consumergroup_offset_expiry_timestamp_seconds{{cluster_name="{c}",'
                           f'group="{g}",topic="{t}",partition="{n}"}} {_num(p.expires_at_ms / 1000.0)}\n')
-    fragments = ["".join(offset), "".join(lag), "".join(lag_s), "".join(partition_status), "".join(expiry)]
+    fragments = ["".join(offset), "".join(lag), "".join(lag_s), "".join(partition_status), "".join(burrow_lag),
+                 "".join(burrow_offset), "".join(expiry)]
     if rows:
         labels = f'{{cluster_name="{c}",group="{g}"}} '
         fragments += [

@@ -131,6 +131,15 @@ def test_lag_metrics_of_committing_consumers(node: tuple[ServerProcess, int]) ->
         assert _find(samples, "burrow_kafka_consumer_status", consumer_group="g-live")[0][1] in (1, 2)
         poll_ms = _find(samples, "kafka_consumergroup_poll_time_ms", cluster_name="test-cluster")[0][1]
         assert 0 <= poll_ms < 10_000
+        # Burrow's per-partition families, and kafka-lag-exporter's health check, which asks for one family.
+        burrow = dict(cluster="test-cluster", consumer_group="g-live", topic="orders", partition="0")
+        assert _find(samples, "burrow_kafka_consumer_partition_lag", **burrow)[0][1] == 7
+        assert _find(samples, "burrow_kafka_consumer_current_offset", **burrow)[0][1] == 5
+        assert _find(samples, "burrow_kafka_topic_partition_offset", cluster="test-cluster", topic="orders",
+                     partition="0")[0][1] == 12
+        status, _headers, body = _get(port, "/metrics?name[]=kafka_consumergroup_poll_time_ms")
+        assert status == 200
+        assert [f.name for f in text_string_to_metric_families(body)] == ["kafka_consumergroup_poll_time_ms"]
     finally:
         consumer.close()
         simple.close()

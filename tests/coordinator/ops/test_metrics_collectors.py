@@ -10,10 +10,15 @@ import math
 from types import SimpleNamespace
 
 import pytest
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.registry import Collector
 
+from coordinator.lag.burrow import GroupStatus, Status
 from coordinator.ops.context import OpsContext
+from coordinator.ops.lag_monitor import PartitionLag
 from coordinator.ops.metrics import LATENCY_BUCKETS, register_metrics
+from coordinator.ops.metrics_lag import LagRenderer, render_lag
 from protocol.apis import ApiKey
 from protocol.consumer_group_records import ConsumerGroupMetadataKey
 from protocol.consumer_offsets import GroupMetadataKey, OffsetCommitKey
@@ -98,6 +103,75 @@ def test_burrow_status_and_expiring_offsets() -> None:
         == 1_700_000_000
     assert _one(s, "groupcoord_consumergroup_offsets_expiring_within_day", group="g1") == 1
     assert _one(s, "groupcoord_consumergroup_offsets_expiring_within_day", group="idle") == 0
+
+
+def test_burrow_partition_lag_current_offset_and_topic_offset() -> None:
+    s = _samples(_lag_ctx())
+    burrow = dict(cluster="prod", consumer_group="g1", topic="orders")
+    assert set(s["burrow_kafka_consumer_partition_lag"][0][0]) == {"cluster", "consumer_group", "topic", "partition"}
+    assert _one(s, "burrow_kafka_consumer_partition_lag", partition="0", **burrow) == 20
+    # A commit past the end offset: Burrow's current lag is 0, never negative.
+    assert _one(s, "burrow_kafka_consumer_partition_lag", partition="1", **burrow) == 0
+    assert _one(s, "burrow_kafka_consumer_current_offset", partition="0", **burrow) == 100
+    assert _one(s, "burrow_kafka_consumer_current_offset", partition="1", **burrow) == 50
+    # No commit: Burrow stores nothing for the partition, so neither family has it.
+    for name in ("burrow_kafka_consumer_partition_lag", "burrow_kafka_consumer_current_offset"):
+        assert not [l for l, _v in s[name] if l["consumer_group"] == "idle"], name
+    assert set(s["burrow_kafka_topic_partition_offset"][0][0]) == {"cluster", "topic", "partition"}
+    assert _one(s, "burrow_kafka_topic_partition_offset", cluster="prod", topic="orders", partition="0") == 120
+    assert _one(s, "burrow_kafka_topic_partition_offset", cluster="prod", topic="audit", partition="0") == 7
+
+
+def test_burrow_partition_lag_is_zero_where_the_log_end_is_unknown() -> None:
+    row = PartitionLag("g", "t", 0, 5, None, None, None, Status.OK, None, None, None, None, False)
+    text = render_lag("c", [row], {}, None, {})
+    assert 'burrow_kafka_consumer_partition_lag{cluster="c",consumer_group="g",topic="t",partition="0"} 0\n' in text
+    assert 'kafka_consumergroup_group_lag{cluster_name="c",group="g",topic="t",partition="0"' in text
+    assert "burrow_kafka_topic_partition_offset{" not in text
+    assert LagRenderer().render("c", [row], {}, None, {}) == text
+
+
+def test_in_a_cluster_burrow_topic_offsets_are_those_of_the_partitions_led_here() -> None:
+    # As kafka_partition_latest_offset: plain/0 is consumed here but led elsewhere, plain/1 is led here.
+    row = PartitionLag("g", "plain", 0, 5, 10, 5, 1.0, Status.WARN, None, None, None, None, False)
+    status = {"g": GroupStatus(Status.WARN, 1.0, ("plain", 0), 5)}
+    renderer = LagRenderer()
+    line = 'burrow_kafka_topic_partition_offset{{cluster="c",topic="plain",partition="1"}} {}'
+    # Twice the same (the second from the renderer's cached lines), then a new log end.
+    for led in ({("plain", 1): (40, 3)}, {("plain", 1): (40, 3)}, {("plain", 1): (41, 3)}):
+        text = renderer.render("c", [row], status, None, {("plain", 0): 2}, led)
+        assert text == render_lag("c", [row], status, None, {("plain", 0): 2}, led)
+        offsets = [line for line in text.splitlines() if line.startswith("burrow_kafka_topic_partition_offset{")]
+        assert offsets == [line.format(led[("plain", 1)][0])]
+
+
+def test_name_filter_returns_only_the_named_families() -> None:
+    ctx = _lag_ctx()
+    ctx.registry.register(_StaticCollector())
+    assert ctx.metrics is not None
+
+    def names(*wanted: str) -> list[str]:
+        assert ctx.metrics is not None
+        text = asyncio.run(ctx.metrics.render(frozenset(wanted))).decode()
+        return [family.name for family in text_string_to_metric_families(text)]
+
+    assert names("kafka_consumergroup_poll_time_ms") == ["kafka_consumergroup_poll_time_ms"]
+    # The first family of the lag text, the last one, and one of the registry's, together.
+    assert names("kafka_consumergroup_group_offset", "groupcoord_consumergroup_offsets_expiring_within_day",
+                 "groupcoord_static") == ["groupcoord_static", "kafka_consumergroup_group_offset",
+                                          "groupcoord_consumergroup_offsets_expiring_within_day"]
+    # A family whose name starts another's (kafka_consumergroup_group_lag / _lag_seconds) alone.
+    assert names("kafka_consumergroup_group_lag") == ["kafka_consumergroup_group_lag"]
+    assert names("no_such_family") == []
+    everything = asyncio.run(ctx.metrics.render()).decode()
+    assert "groupcoord_static" in everything and "burrow_kafka_topic_partition_offset" in everything
+
+
+class _StaticCollector(Collector):
+    """A collector without ``describe``, as all of the node's are."""
+
+    def collect(self) -> list[Metric]:
+        return [GaugeMetricFamily("groupcoord_static", "A fixed gauge.", value=1)]
 
 
 def test_cluster_name_defaults_to_the_cluster_id() -> None:
