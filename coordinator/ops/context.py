@@ -31,6 +31,10 @@ class Exposition(Protocol):
         """Every family, or only those with a sample named in ``names`` (``/metrics?name[]=``)."""
         ...
 
+    async def render_parts(self, names: Collection[str] | None = None) -> list[bytes]:
+        """``render``'s body in pieces, for the listener to write one after the other."""
+        ...
+
 
 @dataclass
 class OpsContext:

@@ -56,20 +56,37 @@ class HttpListener:
         await self._runner.cleanup()
 
 
-async def _metrics(request: web.Request) -> web.Response:
+async def _metrics(request: web.Request) -> web.StreamResponse:
     ctx = request.app[CTX_KEY]
     # ``name[]`` (repeatable) keeps only the named families: the filter of prometheus-client's
     # own exposition, and kafka-lag-exporter's README health check
     # (``/metrics?name[]=kafka_consumergroup_poll_time_ms``, https://github.com/seglo/kafka-lag-exporter).
     names = request.query.getall("name[]", None)
     if ctx.metrics is not None:
-        body = await ctx.metrics.render(frozenset(names) if names is not None else None)
+        parts = await ctx.metrics.render_parts(frozenset(names) if names is not None else None)
     elif names is not None:
-        body = generate_latest(NamedFamilies(ctx.registry, frozenset(names)))
+        parts = [generate_latest(NamedFamilies(ctx.registry, frozenset(names)))]
     else:
-        body = generate_latest(ctx.registry)
-    # aiohttp's ``content_type`` takes no parameters; the header is set whole.
-    return web.Response(body=body, headers={"Content-Type": METRICS_CONTENT_TYPE})
+        parts = [generate_latest(ctx.registry)]
+    # aiohttp's ``content_type`` takes no parameters; the header is set whole. The parts are
+    # written in turn with the whole length declared: joining them first would copy the lag text
+    # (tens of MB with many groups) once more per scrape.
+    response = web.StreamResponse(headers={"Content-Type": METRICS_CONTENT_TYPE})
+    response.content_length = sum(len(part) for part in parts)
+    await response.prepare(request)
+    for part in parts:
+        # In slices of a memoryview, each written once the socket took the one before: a single
+        # write of the whole part would copy what the socket cannot take at once into the
+        # transport's buffer.
+        view = memoryview(part)
+        for start in range(0, len(view), _WRITE_SLICE):
+            await response.write(view[start:start + _WRITE_SLICE])
+    await response.write_eof()
+    return response
+
+
+#: How much of /metrics' body is handed to the transport at once.
+_WRITE_SLICE = 1 << 20
 
 
 async def _healthz(request: web.Request) -> web.Response:

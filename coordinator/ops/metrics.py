@@ -156,12 +156,18 @@ class MetricsExposition:
     async def render(self, names: Collection[str] | None = None) -> bytes:
         """Every family, or (``names``: ``/metrics?name[]=…``) only those with a sample of one of
         these names, as prometheus-client's own ``name[]`` filter selects them."""
+        return b"".join(await self.render_parts(names))
+
+    async def render_parts(self, names: Collection[str] | None = None) -> list[bytes]:
+        """``render``'s body as the registry's text and the lag text: the listener writes them
+        one after the other, so a scrape between samples sends the kept lag bytes (84.8 MB at
+        10,000 groups x 10 partitions, bench/RESULTS.md) without copying them into one body."""
         if names is None:
-            return generate_latest(self._ctx.registry) + await self._lag.body()
+            return [generate_latest(self._ctx.registry), await self._lag.body()]
         registry = generate_latest(NamedFamilies(self._ctx.registry, names))
         if FAMILY_NAMES.isdisjoint(names):
-            return registry
-        return registry + select_families(await self._lag.body(), names)
+            return [registry]
+        return [registry, select_families(await self._lag.body(), names)]
 
 
 def register_metrics(ctx: OpsContext) -> Hooks:
