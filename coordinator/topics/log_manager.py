@@ -109,6 +109,8 @@ class LogManager:
         self.config = config
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._maintenance: asyncio.Task[None] | None = None
+        #: The high watermark checkpoint being written (in an executor thread), if any.
+        self._hw_write: asyncio.Future[None] | None = None
         #: Cluster mode: this node holds only the partitions it is a replica of, opened by the
         #: cluster wing (``open_partition``) rather than for every partition of a new topic.
         self.broker_id: int | None = None
@@ -175,8 +177,16 @@ class LogManager:
     async def checkpoint_high_watermarks(self) -> None:
         """Write every replicated partition's high watermark (cluster mode; every 5 s and at close,
         as ``replica.high.watermark.checkpoint.interval.ms``)."""
+        # One write at a time: two threads writing the file's one temporary name race, and the
+        # second rename finds it gone (close_all cancels the periodic checkpoint mid-write, but
+        # cancelling its caller does not stop the thread). The write is shielded, so it stays
+        # pending until its thread is done and the next one waits for it.
+        while self._hw_write is not None and not self._hw_write.done():
+            await asyncio.wait([self._hw_write])
         entries = {(p.topic, p.partition): p.high_watermark for p in self._logs.values() if p.replication is not None}
-        await asyncio.get_running_loop().run_in_executor(None, write_hw_checkpoint, self.data_dir / HW_CHECKPOINT_FILE, entries)
+        self._hw_write = asyncio.get_running_loop().run_in_executor(
+            None, write_hw_checkpoint, self.data_dir / HW_CHECKPOINT_FILE, entries)
+        await asyncio.shield(self._hw_write)
 
     def partitions(self) -> list[PartitionLog]:
         return list(self._logs.values())

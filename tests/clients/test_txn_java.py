@@ -141,7 +141,10 @@ def test_two_java_copiers_in_one_group(txn_server) -> None:  # type: ignore[no-u
     stale generation would be refused, KIP-447: that copier aborts and goes back to the committed
     offsets); the output still holds every input once, in order."""
     server = txn_server
-    partitions, per_partition = 3, 200
+    # Enough input that the first copier (20 records per transaction, 150 ms apart: 75
+    # transactions, over 11 s) is still copying when the second's JVM has started and joined: with
+    # 200 per partition a loaded CI run saw the first finish everything before the rebalance.
+    partitions, per_partition = 3, 500
     inp, out, group = unique_topic("txn-gin"), unique_topic("txn-gout"), unique_topic("txn-gcopier")
     inputs = seed_input(server.bootstrap, inp, partitions, per_partition)
     create_topic(server.bootstrap, out, partitions)

@@ -132,3 +132,41 @@ async def test_idle_producers_expire_but_never_with_an_open_transaction(tmp_path
         assert logs.remove_expired_producers() == 1 and plog.producer_entries() == []
     finally:
         await logs.close_all()
+
+
+async def test_a_checkpoint_cancelled_mid_write_is_not_raced_by_the_next(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    # close_all cancels the periodic checkpoint while its thread writes the file; the checkpoint
+    # at close then wrote the same temporary file at the same time, and one rename found it gone
+    # (a CI run's node log: FileNotFoundError ... replication-offset-checkpoint.tmp). The slow
+    # write is the fault injected here: a thread held inside the write.
+    import asyncio
+    import threading
+
+    import coordinator.topics.log_manager as log_manager
+
+    info = TopicRegistry(tmp_path, persistent=False).create(TOPIC, 1)
+    logs, _plog = await _replica(tmp_path, info)
+    inside, release = threading.Event(), threading.Event()
+    writes: list[str] = []
+
+    def slow_write(path: Path, entries: dict[tuple[str, int], int]) -> None:
+        writes.append("start")
+        if len(writes) == 1:
+            inside.set()
+            release.wait(10)
+        write_hw_checkpoint(path, entries)
+        writes.append("end")
+
+    monkeypatch.setattr(log_manager, "write_hw_checkpoint", slow_write)
+    first = asyncio.ensure_future(logs.checkpoint_high_watermarks())
+    assert await asyncio.get_running_loop().run_in_executor(None, inside.wait, 10)
+    first.cancel()
+    second = asyncio.ensure_future(logs.checkpoint_high_watermarks())
+    await asyncio.sleep(0.2)
+    assert writes == ["start"]  # the second waits for the first thread
+    release.set()
+    await second
+    assert writes == ["start", "end", "start", "end"]
+    assert first.cancelled()
+    await logs.close_all()
