@@ -50,12 +50,12 @@ IntSetting = Literal[
     "transaction.remove.expired.transaction.cleanup.interval.ms",
     "sasl.server.max.receive.size", "connections.max.reauth.ms", "connection.failed.authentication.delay.ms",
     "http.request.max.bytes", "lag.sample.interval.ms", "lag.lookup.table.size", "lag.burrow.intervals",
-    "lag.burrow.min.distance.ms", "lag.burrow.allowed.lag",
+    "lag.burrow.min.distance.ms", "lag.burrow.allowed.lag", "test.faults.max.duration.ms",
 ]
 FlagSetting = Literal[
     "auto.create.topics.enable", "unclean.leader.election.enable", "auto.leader.rebalance.enable",
     "controlled.shutdown.enable", "delete.topic.enable", "transaction.partition.verification.enable",
-    "allow.everyone.if.no.acl.found", "http.admin.enabled",
+    "allow.everyone.if.no.acl.found", "http.admin.enabled", "test.faults.enable",
 ]
 TextSetting = Literal[
     "broker.rack", "zookeeper.connect", "listeners", "advertised.listeners", "log.dirs", "logging.level",
@@ -544,6 +544,12 @@ _SETTINGS = [
             "Lag at or below which a partition is OK without further rules (Burrow's allowed-lag)."),
     Setting("lag.cluster.name", _text, "", "a name or empty",
             "The cluster_name label of the lag metrics; empty: the cluster id."),
+    # --- testing: fault injection (docs/testing.md) ---------------------------------------------
+    # groupcoord's own keys: off by default, so a production node never exposes the fault endpoint.
+    Setting("test.faults.enable", _bool, False, "true or false",
+            "Whether faults may be injected (for tests: rebalances, coordinator moves, failed or slow requests)."),
+    Setting("test.faults.max.duration.ms", _int(1, INT32_MAX), 300000, "milliseconds >= 1",
+            "The longest any injected fault may last; a fault asking for more is refused."),
 ]
 
 SETTINGS: dict[str, Setting] = {s.name: s for s in _SETTINGS}

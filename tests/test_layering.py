@@ -17,9 +17,14 @@ below it, never above. docs/architecture.md explains each wing; this table is th
     group         the classic group rules (pure state machines) and service.py, their wire adapter
     transactions  (room) the transaction coordinator, shaped like group/
     admin         cluster-level and config APIs (ApiVersions, Metadata, FindCoordinator, ...)
-    ops           (room) HTTP: metrics, health, dashboard
+    faults        fault injection for tests (off unless test.faults.enable): the faults a node
+                  applies to itself, their bounds, the handlers' wrapper
+    ops           HTTP: metrics, health, dashboard (and the fault endpoint)
     server        the asyncio edge, the only code touching client sockets; imports no wing
-    face          the wiring and the command line: app, cli, dump_log, the groups tool (tools/)
+    face          the wiring and the command line: app, cli, dump_log, the groups tool (tools/),
+                  ``groupcoord faults`` (faults_cli)
+    testing       the pytest plugin for applications: servers in process or as subprocesses, a
+                  cluster on ZooKeeper, the fault handle (docs/testing.md)
 
 Rules besides the order:
 
@@ -64,11 +69,13 @@ ORDER: list[tuple[str, tuple[str, ...]]] = [
     ("group", ("coordinator.group",)),
     ("transactions", ("coordinator.transactions",)),
     ("admin", ("coordinator.admin",)),
+    ("faults", ("coordinator.faults",)),
     ("ops", ("coordinator.ops",)),
     ("server", ("coordinator.server",)),
     ("face", ("coordinator", "coordinator.__main__", "coordinator.app", "coordinator.cli", "coordinator.dump_log",
               "coordinator.users_cli", "coordinator.acls_cli", "coordinator.admin_client", "coordinator.groups_cli",
-              "coordinator.tools")),
+              "coordinator.tools", "coordinator.faults_cli")),
+    ("testing", ("coordinator.testing",)),
 ]
 
 #: Standard-library modules that do I/O or concurrency: sans-IO code may not import them.
