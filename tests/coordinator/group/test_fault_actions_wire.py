@@ -7,7 +7,9 @@ loop (``App.run``), the consumers in threads, and the test calls ``app.groups.fo
   group is whole again in a greater generation;
 * a coordinator move: commits made while the partition answers NOT_COORDINATOR and then
   COORDINATOR_LOAD_IN_PROGRESS are retried by the client and land after the reload; every
-  acknowledged commit is kept.
+  acknowledged commit is kept;
+* a KIP-848 member (ConsumerGroupHeartbeat over the wire) reconciles to a forced group epoch, and
+  a kicked one is fenced and joins again.
 """
 
 from __future__ import annotations
@@ -96,7 +98,8 @@ def run_node(tmp_path: Path, scenario: Callable[[App, int], Awaitable[None]]) ->
     async def main() -> None:
         port = free_port()
         app = App(load_config(data_dir=str(tmp_path), listen=f"127.0.0.1:{port}", overrides=[
-            "offsets.topic.num.partitions=1", "group.initial.rebalance.delay.ms=0"]))
+            "offsets.topic.num.partitions=1", "group.initial.rebalance.delay.ms=0",
+            "group.consumer.assignment.interval.ms=0"]))
         running = asyncio.ensure_future(app.run())
         try:
             deadline = time.monotonic() + 30
@@ -216,5 +219,44 @@ def test_commits_during_a_coordinator_move_are_retried_and_kept(tmp_path: Path) 
         committed = app.runtime.shard(0).offset_manager.committed(GROUP)
         assert committed[(TOPIC, 0)].offset == last
         assert [n for n, _, _ in member.commits] == list(range(1, last + 1))
+
+    run_node(tmp_path, scenario)
+
+
+def test_a_consumer_group_member_reconciles_to_a_forced_epoch_and_is_fenced_by_a_kick(tmp_path: Path) -> None:
+    """KIP-848 over the wire (ConsumerGroupHeartbeat): a forced rebalance bumps the group epoch
+    and the member's next heartbeat brings it to that epoch; a kicked member's next heartbeat is
+    told UNKNOWN_MEMBER_ID, and it joins again."""
+    from protocol.apis import ApiKey
+    from protocol.consumer_group_messages import ConsumerGroupHeartbeatRequest
+    from tests.wire_client import WireClient
+
+    def beat(c: WireClient, member_id: str, epoch: int) -> Any:
+        return c.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, ConsumerGroupHeartbeatRequest[1](
+            group_id="next-g", member_id=member_id, member_epoch=epoch, instance_id=None, rack_id=None,
+            rebalance_timeout_ms=30000 if epoch == 0 else -1,
+            subscribed_topic_names=[TOPIC] if epoch == 0 else None, subscribed_topic_regex=None,
+            server_assignor=None, topic_partitions=[] if epoch == 0 else None))
+
+    async def scenario(app: App, port: int) -> None:
+        app.topics.create_offsets_topic()  # what a client's first FindCoordinator does
+        await wait_for(lambda: app.runtime.state(0) is CoordinatorState.ACTIVE, "the offsets partition to load")
+        c = WireClient("127.0.0.1", port)
+        try:
+            joined = await asyncio.to_thread(beat, c, "member-1", 0)
+            assert joined.error_code == 0, joined
+            epoch = joined.member_epoch
+            assert epoch > 0
+            answer = await app.groups.force_rebalance("next-g")
+            assert answer["protocol"] == "consumer" and answer["group_epoch"] == epoch + 1
+            reply = await asyncio.to_thread(beat, c, "member-1", epoch)
+            assert reply.error_code == 0 and reply.member_epoch == epoch + 1, reply
+            assert await app.groups.kick_member("next-g", None) == {
+                "group": "next-g", "member": "member-1", "protocol": "consumer"}
+            assert (await asyncio.to_thread(beat, c, "member-1", epoch + 1)).error_code == 25  # UNKNOWN_MEMBER_ID
+            again = await asyncio.to_thread(beat, c, "member-1", 0)
+            assert again.error_code == 0 and again.member_epoch > epoch + 1
+        finally:
+            c.close()
 
     run_node(tmp_path, scenario)
