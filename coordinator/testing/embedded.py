@@ -82,6 +82,11 @@ class EmbeddedServer:
         return self._faults
 
     @property
+    def faults_used(self) -> bool:
+        """Whether ``faults`` was asked for (the plugin clears faults only then)."""
+        return self._faults is not None
+
+    @property
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive() and self._run is not None \
             and not self._run.done()

@@ -68,6 +68,11 @@ class SubprocessServer:
         return self._faults
 
     @property
+    def faults_used(self) -> bool:
+        """Whether ``faults`` was asked for (the plugin clears faults only then)."""
+        return self._faults is not None
+
+    @property
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
