@@ -218,12 +218,17 @@ class EmbeddedServer:
         self._thread = None
         if loop is None or thread is None:
             return
-        app = self.app
+        app, run = self.app, self._run
 
         def finish() -> None:
-            if abort and app is not None and self._run is not None and not self._run.done():
-                app.abort()
-            loop.stop()
+            # A node still running, or one whose run failed half-way, holds its data directory
+            # and sockets: abort it. One that stopped gracefully has let go of everything.
+            try:
+                if abort and app is not None and (run is None or not run.done() or run.cancelled()
+                                                  or run.exception() is not None):
+                    app.abort()
+            finally:
+                loop.stop()
 
         if not loop.is_closed():
             try:

@@ -66,6 +66,20 @@ def test_a_failed_start_raises_with_its_cause(server: EmbeddedServer, tmp_path: 
     second.stop()  # nothing to stop: returns
 
 
+def test_a_node_failing_in_its_run_lets_go_of_its_data_dir(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = EmbeddedServer(tmp_path / "data", port=taken.getsockname()[1])
+        with pytest.raises(ServerError) as failed:
+            busy.start(timeout=20)
+    assert isinstance(failed.value.__cause__, OSError)  # the bind, raised by App.run on the node's thread
+    assert not busy.running
+    # The failed node released the data directory: a new one takes it.
+    server = EmbeddedServer(tmp_path / "data").start()
+    server.stop()
+
+
 def test_stop_is_graceful_and_frees_the_port(tmp_path: Path) -> None:
     server = EmbeddedServer(tmp_path / "data").start()
     port = server.port
