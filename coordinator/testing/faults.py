@@ -54,6 +54,8 @@ def _answer(raw: object) -> dict[str, Any]:
     """The engine's answer to an injection in the shape ``POST /faults`` gives."""
     if isinstance(raw, dict) and set(raw) <= {"id", "result"} and "result" in raw:
         return dict(raw)
+    if isinstance(raw, dict) and isinstance(raw.get("id"), str):
+        return {"id": raw["id"], "result": raw}  # a lasting fault described by its listing entry
     return {"result": raw}
 
 
