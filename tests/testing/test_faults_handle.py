@@ -97,6 +97,9 @@ class FakeNode:
         self.engine = FakeEngine()
         self.engine.crash_restart_hook = self._crash_soon
         self.restarts = 0
+        #: How many /readyz requests answer 503 after a restart (a node loading its partitions).
+        self.not_ready_answers = 0
+        self.readyz_calls = 0
         self.loop = asyncio.new_event_loop()
         self.port = free_port()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
@@ -129,6 +132,7 @@ class FakeNode:
         app = web.Application()
         app.router.add_route("*", "/faults", self._faults)
         app.router.add_route("*", "/faults/{id}", self._faults)
+        app.router.add_get("/readyz", self._readyz)
         self.runner = web.AppRunner(app, handle_signals=False)
         await self.runner.setup()
         await web.TCPSite(self.runner, "127.0.0.1", self.port, reuse_address=True).start()
@@ -144,9 +148,16 @@ class FakeNode:
             await self._close()
             await asyncio.sleep(0.2)  # the new process starting
             self.restarts += 1
+            self.readyz_calls = 0
             await self._listen()
 
         self.loop.create_task(crash())
+
+    async def _readyz(self, request: web.Request) -> web.Response:
+        self.readyz_calls += 1
+        if self.readyz_calls <= self.not_ready_answers:
+            return web.Response(status=503, text="coordinator partition __consumer_offsets-0 loading\n")
+        return web.Response(text="ready\n")
 
     async def _faults(self, request: web.Request) -> web.Response:
         if not self.enabled:
@@ -264,13 +275,18 @@ def test_crash_restart_calls_the_restart_the_server_gives_instead_of_the_wire(no
     assert node.engine.bodies == []
 
 
-def test_crash_restart_over_http_waits_until_the_node_answers_again(node: FakeNode) -> None:
+def test_crash_restart_over_http_waits_until_the_node_is_back_and_ready(node: FakeNode) -> None:
     node.reset()
     before = node.restarts
-    FaultHandle(HttpTransport(node.url)).crash_restart()
-    # The wait saw the old listener go (its connection broke) before calling it back: the restart
-    # happened and the new listener answers.
+    node.not_ready_answers = 3
+    try:
+        FaultHandle(HttpTransport(node.url)).crash_restart()
+    finally:
+        node.not_ready_answers = 0
+    # The wait saw the old listener go (its connection broke) before asking the new one, and
+    # asked until it was ready.
     assert node.restarts == before + 1
+    assert node.readyz_calls == 4
     assert FaultHandle(HttpTransport(node.url)).list() == []
 
 
