@@ -110,8 +110,6 @@ class App:
         #: Once serving: the bound listeners (name, host, port), and ``started`` set.
         self.bound: list[tuple[str, str, int]] = []
         self.started = asyncio.Event()
-        #: Set by the host before ``run`` (fault ``crash-restart``): ends this App and starts another.
-        self.crash_restart_hook: Callable[[], None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._aborted = False
         # Listeners, TLS stores and principal rules are checked before anything starts: a bad one

@@ -169,7 +169,7 @@ def groupcoord_admin(groupcoord_server: Any) -> Iterator[Any]:
 def groupcoord_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A 3-node cluster on a real ZooKeeper (coordinator/testing/cluster.py), one per session;
     skips the test when ZooKeeper is not installed."""
-    from .cluster import GroupcoordCluster  # type: ignore[import-not-found, unused-ignore]
+    from .cluster import GroupcoordCluster  # type: ignore[import-not-found, unused-ignore]  # helper "cluster"
 
     cluster = GroupcoordCluster(tmp_path_factory.mktemp("groupcoord-cluster"))
     start = getattr(cluster, "start", None)
