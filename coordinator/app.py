@@ -660,7 +660,10 @@ class App:
             self.server.abort()
         for runtime in (self.runtime, self.txn_runtime):
             for partition, _state, _shard in runtime.hosted():
-                runtime.unload(partition)
+                runtime.unload(partition)  # timers stop; parked requests fail with nothing written
+        # With nothing hosted left, this only cancels the loads and the transaction markers' jobs.
+        self.groups.shutdown()
+        self.transactions.shutdown()
         self.logs.abort_all()
         self.data_dir.close()
         self._stop.set()
