@@ -14,6 +14,7 @@ from kafka import KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
 from coordinator.testing.embedded import EmbeddedServer, ServerError
+from coordinator.testing.faults import FaultError
 
 
 @pytest.fixture(scope="module")
@@ -80,6 +81,13 @@ def test_the_crash_restart_fault_restarts_the_node_in_place(server: EmbeddedServ
     with server.faults.delay("Heartbeat", 10, count=1) as fault:
         assert [f["id"] for f in server.faults.list()] == [fault.id]
     assert server.faults.list() == []
+
+
+def test_a_node_without_fault_injection_refuses_as_its_endpoint_does(tmp_path: Path) -> None:
+    with EmbeddedServer(tmp_path / "data", {"test.faults.enable": False}) as server:
+        with pytest.raises(FaultError, match="fault injection is off on this node") as refused:
+            server.faults.list()
+    assert refused.value.status == 404
 
 
 def test_the_settings_reach_the_node(server: EmbeddedServer) -> None:
