@@ -34,7 +34,7 @@ from .admin.scram_apis import ScramApis
 from .cluster.controller import Controller
 from .cluster.controller_election import ControllerElection
 from .cluster.coordinator_leadership import CoordinatorLeadership
-from .cluster.coordinator_moves import CoordinatorMoves
+from .cluster.coordinator_moves import CoordinatorMoves, MoveRefused
 from .cluster.dynamic_configs import ZkConfigs
 from .cluster.liveness import StallGuard
 from .cluster.producer_id_blocks import ProducerIdBlocks
@@ -440,7 +440,9 @@ class App:
             hook()
 
         targets = FaultTargets(rebalance=group_action("force_rebalance"), kick_member=group_action("kick_member"),
-                               move_coordinator=group_action("move_coordinator"),
+                               # A cluster node moves the partition's leadership for real.
+                               move_coordinator=self._cluster_move_coordinator if self.coordinator_moves is not None
+                               else group_action("move_coordinator"),
                                drop_connections=server.drop_connections,
                                crash_restart=crash_restart if self.crash_restart_hook is not None else None,
                                topic_name=topic_name)
@@ -609,16 +611,22 @@ class App:
         """The ``move-coordinator`` fault on a cluster node: a real move of the group's offsets
         partition's leadership to another in-sync replica (cluster/coordinator_moves.py), answered
         once the new leader coordinates the group. The single node's timed windows have no
-        counterpart in a real move, so they are refused rather than ignored."""
+        counterpart in a real move, so they are refused (400) rather than ignored; a move the
+        cluster cannot make (no other in-sync replica, no controller) is 409."""
+        from .faults.spec import FaultError
+
         assert self.coordinator_moves is not None
         if load_ms or not_coordinator_ms:
-            raise ValueError("load_ms and not_coordinator_ms apply to a single node only: on a cluster, "
-                             "move-coordinator moves the partition's leadership for real")
+            raise FaultError(400, "load_ms and not_coordinator_ms apply to a single node only: on a cluster, "
+                                  "move-coordinator moves the partition's leadership for real")
         partition = self.groups.partition_of(group_id)
         if partition is None or self.runtime.serving_error(partition) != ErrorCode.NONE \
                 or not _hosts_group(self.runtime.shard(partition), group_id):
             raise LookupError(f"group '{group_id}' does not exist")
-        move = await self.coordinator_moves.move_group_coordinator(CONSUMER_OFFSETS, partition, group_id)
+        try:
+            move = await self.coordinator_moves.move_group_coordinator(CONSUMER_OFFSETS, partition, group_id)
+        except MoveRefused as exc:
+            raise FaultError(409, str(exc)) from None
         return {"group": group_id, "partition": move.partition, "from": move.from_broker, "to": move.to_broker}
 
     def _keep_second_signal_fatal(self, loop: asyncio.AbstractEventLoop) -> None:

@@ -33,6 +33,10 @@ __all__ = ["CoordinatorMove", "CoordinatorMoves", "MoveRefused", "move_target"]
 
 log = logging.getLogger("groupcoord.cluster.coordinator_moves")
 
+#: How long a move may take in all: under the 30 s a fault handle waits for its answer, so that a
+#: move that cannot finish answers with why.
+MOVE_TIMEOUT_S = 20.0
+
 #: Errors of a coordinator that does not serve the group (yet): the move is not finished.
 _NOT_SERVING = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
                           ErrorCode.COORDINATOR_NOT_AVAILABLE})
@@ -66,7 +70,7 @@ class CoordinatorMoves:
     ``CoordinatorLeadership``'s coordinator epoch is set)."""
 
     def __init__(self, broker_id: int, view: ClusterView, leads: Callable[[str, int], bool], *,
-                 timeout_s: float = 30.0) -> None:
+                 timeout_s: float = MOVE_TIMEOUT_S) -> None:
         self.broker_id = broker_id
         self.view = view
         self.leads = leads

@@ -332,10 +332,10 @@ class ClusterFaults:
 class GroupcoordCluster:
     """ZooKeeper and ``nodes`` groupcoord nodes (broker ids 1..N) under ``directory``."""
 
-    def __init__(self, directory: Path | str, nodes: int = 3, settings: dict[str, str] | None = None) -> None:
+    def __init__(self, directory: Path | str, nodes: int = 3, settings: dict[str, object] | None = None) -> None:
         self.directory = Path(directory)
         self.host = "127.0.0.1"
-        self.settings = {**CLUSTER_DEFAULTS, **{k: str(v) for k, v in (settings or {}).items()}}
+        self.settings = {**CLUSTER_DEFAULTS, **{k: _setting(v) for k, v in (settings or {}).items()}}
         self.offsets_partitions = int(self.settings["offsets.topic.num.partitions"])
         base = _free_port_block(2 * nodes)
         http_ports = {b: base + nodes + b - 1 for b in range(1, nodes + 1)}
@@ -451,6 +451,11 @@ class GroupcoordCluster:
             self.coordinator_of(group, max(1.0, deadline - time.monotonic()))
 
 
+def _setting(value: object) -> str:
+    """A setting's value as ``--set`` takes it (``True`` → ``true``, as in a properties file)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
 def _one_group_per_partition(partitions: int) -> Iterator[str]:
     """Group ids whose offsets partitions are 0..partitions-1, one each (for probing)."""
     found: dict[int, str] = {}
@@ -464,7 +469,7 @@ def _one_group_per_partition(partitions: int) -> Iterator[str]:
 
 @contextmanager
 def running_cluster(directory: Path | str, nodes: int = 3,
-                    settings: dict[str, str] | None = None) -> Iterator[GroupcoordCluster]:
+                    settings: dict[str, object] | None = None) -> Iterator[GroupcoordCluster]:
     """A started cluster, stopped on exit."""
     cluster = GroupcoordCluster(directory, nodes, settings)
     cluster.start()
