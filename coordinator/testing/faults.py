@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, Protocol
 
+from ..faults.spec import FaultError as EngineFaultError
 from ..faults_cli import DEFAULT_TIMEOUT_S, FaultError, HttpTransport
 
 __all__ = ["Fault", "FaultError", "FaultHandle", "HttpTransport", "LocalTransport", "Transport"]
@@ -110,13 +111,10 @@ class LocalTransport:
         except TimeoutError:
             future.cancel()
             raise FaultError(f"the in-process server did not answer within {timeout:g} s") from None
-        except Exception as exc:
-            # The engine's FaultError (coordinator/faults/spec.py) carries an HTTP-like status;
-            # anything without one is a bug of the node and goes up as it is.
-            status = getattr(exc, "status", None)
-            if isinstance(status, int):
-                raise FaultError(str(exc), status) from exc
-            raise
+        except EngineFaultError as exc:
+            # The engine's refusal, with the status /faults would answer; anything else raised
+            # is a bug of the node and goes up as it is.
+            raise FaultError(exc.message, exc.status) from exc
 
 
 class Fault:
