@@ -51,15 +51,6 @@ class Transport(Protocol):
     def crash_restart(self) -> None: ...
 
 
-def _answer(raw: object) -> dict[str, Any]:
-    """The engine's answer to an injection in the shape ``POST /faults`` gives."""
-    if isinstance(raw, dict) and set(raw) <= {"id", "result"} and "result" in raw:
-        return dict(raw)
-    if isinstance(raw, dict) and isinstance(raw.get("id"), str):
-        return {"id": raw["id"], "result": raw}  # a lasting fault described by its listing entry
-    return {"result": raw}
-
-
 class LocalTransport:
     """Calls a ``FaultEngine`` running on ``loop`` (another thread's) from the caller's thread.
 
@@ -73,7 +64,8 @@ class LocalTransport:
         self.loop = loop
 
     def inject(self, body: Mapping[str, object], timeout: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
-        return _answer(self._run(self.engine.inject(dict(body)), timeout))
+        answer: dict[str, Any] = self._run(self.engine.inject(dict(body)), timeout)
+        return answer
 
     def list(self) -> list[dict[str, Any]]:
         async def listing() -> list[dict[str, Any]]:
@@ -192,7 +184,7 @@ class FaultHandle:
 
     def crash_restart(self) -> None:
         """The node stops with no shutdown step at all and starts again on the same data and
-        ports; returns once it answers again."""
+        ports; returns once it is ready again (over HTTP: ``/readyz`` answers 200)."""
         if self.restart is not None:
             self.restart()
         else:
