@@ -104,9 +104,20 @@ class HttpTransport:
             return exc.status is not None
         return True
 
+    def ready(self) -> bool:
+        """Whether the node says it is ready (``GET /readyz`` 200: its coordinator partitions
+        loaded, docs/metrics.md); a listener without that route counts as ready once it answers."""
+        try:
+            with urllib.request.urlopen(self.base_url + "/readyz", timeout=2.0) as response:
+                response.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code == 404
+        except OSError:  # URLError included: not listening (yet)
+            return False
+        return True
 
     def crash_restart(self, timeout: float = RESTART_TIMEOUT_S) -> None:
-        """Asks the node to crash and restart, then waits until its listener answers again.
+        """Asks the node to crash and restart, then waits until it is back and ready.
 
         The node answers (or drops the request) and then execs itself. To tell the restarted node
         from the old one, a connection is opened to the listener first: it is the old process's,
@@ -136,10 +147,10 @@ class HttpTransport:
             except OSError:
                 pass  # reset: the old process is gone
         while time.monotonic() < deadline:
-            if self.answers():
+            if self.ready():
                 return
             time.sleep(0.05)
-        raise FaultError(f"{self.base_url} did not answer again within {timeout:g} s of crash-restart")
+        raise FaultError(f"{self.base_url} was not ready again within {timeout:g} s of crash-restart")
 
 
 def _reason(reason: object) -> str:

@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from coordinator.faults.engine import FaultEngine, FaultTargets
+from coordinator.faults.spec import FaultError as EngineFaultError
 from coordinator.testing.faults import Fault, FaultError, FaultHandle, HttpTransport, LocalTransport
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
@@ -28,12 +30,8 @@ NAMES = ("rebalance", "kick-member", "move-coordinator", "fail", "delay", "drop-
 LASTING = ("fail", "delay", "pause-heartbeats", "leader-unavailable")
 
 
-class FakeRefusal(Exception):
-    """As the engine's FaultError: a message and an HTTP-like status."""
-
-    def __init__(self, message: str, status: int) -> None:
-        super().__init__(message)
-        self.status = status
+def refusal(message: str, status: int) -> EngineFaultError:
+    return EngineFaultError(status, message)
 
 
 class FakeEngine:
@@ -50,12 +48,12 @@ class FakeEngine:
         body = dict(body)
         name = body.get("fault")
         if name not in NAMES:
-            raise FakeRefusal(f"unknown fault {name!r}: valid faults are {', '.join(NAMES)}", 400)
+            raise refusal(f"unknown fault {name!r}: valid faults are {', '.join(NAMES)}", 400)
         if name in ("rebalance", "kick-member", "move-coordinator") and body.get("group") not in self.groups:
-            raise FakeRefusal(f"group {body.get('group')!r} does not exist", 404)
+            raise refusal(f"group {body.get('group')!r} does not exist", 404)
         if name == "crash-restart":
             if self.crash_restart_hook is None:
-                raise FakeRefusal("crash-restart is not available here", 409)
+                raise refusal("crash-restart is not available here", 409)
             self.bodies.append(body)
             self.crash_restart_hook()
             return {"result": {}}
@@ -80,7 +78,7 @@ class FakeEngine:
             self.faults.clear()
             return cleared
         if fault_id not in self.faults:
-            raise FakeRefusal(f"no fault {fault_id!r}", 404)
+            raise refusal(f"no fault {fault_id!r}", 404)
         del self.faults[fault_id]
         return 1
 
@@ -97,6 +95,9 @@ class FakeNode:
         self.engine = FakeEngine()
         self.engine.crash_restart_hook = self._crash_soon
         self.restarts = 0
+        #: How many /readyz requests answer 503 after a restart (a node loading its partitions).
+        self.not_ready_answers = 0
+        self.readyz_calls = 0
         self.loop = asyncio.new_event_loop()
         self.port = free_port()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
@@ -129,6 +130,7 @@ class FakeNode:
         app = web.Application()
         app.router.add_route("*", "/faults", self._faults)
         app.router.add_route("*", "/faults/{id}", self._faults)
+        app.router.add_get("/readyz", self._readyz)
         self.runner = web.AppRunner(app, handle_signals=False)
         await self.runner.setup()
         await web.TCPSite(self.runner, "127.0.0.1", self.port, reuse_address=True).start()
@@ -144,9 +146,16 @@ class FakeNode:
             await self._close()
             await asyncio.sleep(0.2)  # the new process starting
             self.restarts += 1
+            self.readyz_calls = 0
             await self._listen()
 
         self.loop.create_task(crash())
+
+    async def _readyz(self, request: web.Request) -> web.Response:
+        self.readyz_calls += 1
+        if self.readyz_calls <= self.not_ready_answers:
+            return web.Response(status=503, text="coordinator partition __consumer_offsets-0 loading\n")
+        return web.Response(text="ready\n")
 
     async def _faults(self, request: web.Request) -> web.Response:
         if not self.enabled:
@@ -163,7 +172,7 @@ class FakeNode:
                 return web.json_response(await self.engine.inject(body))
             if request.method == "DELETE":
                 return web.json_response({"cleared": self.engine.clear(fault_id)})
-        except FakeRefusal as exc:
+        except EngineFaultError as exc:
             return web.json_response({"error": str(exc)}, status=exc.status)
         return web.json_response({"error": "method not allowed"}, status=405)
 
@@ -264,13 +273,18 @@ def test_crash_restart_calls_the_restart_the_server_gives_instead_of_the_wire(no
     assert node.engine.bodies == []
 
 
-def test_crash_restart_over_http_waits_until_the_node_answers_again(node: FakeNode) -> None:
+def test_crash_restart_over_http_waits_until_the_node_is_back_and_ready(node: FakeNode) -> None:
     node.reset()
     before = node.restarts
-    FaultHandle(HttpTransport(node.url)).crash_restart()
-    # The wait saw the old listener go (its connection broke) before calling it back: the restart
-    # happened and the new listener answers.
+    node.not_ready_answers = 3
+    try:
+        FaultHandle(HttpTransport(node.url)).crash_restart()
+    finally:
+        node.not_ready_answers = 0
+    # The wait saw the old listener go (its connection broke) before asking the new one, and
+    # asked until it was ready.
     assert node.restarts == before + 1
+    assert node.readyz_calls == 4
     assert FaultHandle(HttpTransport(node.url)).list() == []
 
 
@@ -349,3 +363,40 @@ def test_local_transport_lets_a_bug_of_the_engine_through() -> None:
         node.loop.call_soon_threadsafe(node.loop.stop)
         node.thread.join(10)
         node.loop.close()
+
+
+def test_local_transport_over_the_real_engine(node: FakeNode) -> None:
+    """The engine of coordinator/faults/ (its targets faked): its answers and refusals come
+    through the local transport as they come through /faults."""
+    groups = {"known"}
+
+    async def rebalance(group: str) -> dict[str, object]:
+        if group not in groups:
+            raise LookupError(f"group {group!r} does not exist")
+        return {"group": group, "protocol": "consumer", "group_epoch": 7}
+
+    async def unused(*args: object) -> dict[str, object]:
+        raise AssertionError(args)
+
+    targets = FaultTargets(rebalance=rebalance, kick_member=unused, move_coordinator=unused,
+                           drop_connections=lambda client_id: 3)
+    engine = FaultEngine(targets, max_duration_ms=10_000, clock_ms=lambda: 0)
+    handle = FaultHandle(LocalTransport(engine, node.loop))
+    assert handle.rebalance("known") == {"group": "known", "protocol": "consumer", "group_epoch": 7}
+    assert handle.drop_connections() == {"dropped": 3}
+    with handle.fail("OffsetCommit", "NOT_COORDINATOR", count=2, group="g") as fault:
+        (listed,) = handle.list()
+        assert (listed["id"], listed["fault"], listed["remaining"]) == (fault.id, "fail", 2)
+    assert handle.list() == []
+    for action, status, message in [
+        (lambda: handle.rebalance("nope"), 404, "group 'nope' does not exist"),
+        (lambda: handle.pause_heartbeats(duration_ms=60_000), 400, "test.faults.max.duration.ms"),
+        (lambda: handle.inject({"fault": "explode"}), 400, "unknown fault 'explode'"),
+        (handle.crash_restart, 409, "crash-restart is not available here"),
+        (lambda: handle.clear("f9"), 404, "f9"),
+    ]:
+        with pytest.raises(FaultError) as caught:
+            action()
+        assert caught.value.status == status
+        assert message in caught.value.message
+    assert handle.list() == []
