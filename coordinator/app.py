@@ -13,7 +13,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
@@ -86,6 +86,7 @@ from .transactions.service import TransactionService, next_node_coordinator_epoc
 from .transactions.shard import TransactionHooks, TransactionShard
 
 if TYPE_CHECKING:
+    from .faults.engine import FaultEngine
     from .ops.context import OpsContext
     from .ops.http_listener import HttpListener
 
@@ -262,6 +263,10 @@ class App:
         #: ``http.listen`` set: the HTTP listener (/metrics, health, dashboard) and the lag monitor.
         self.http: HttpListener | None = None
         self.ops: OpsContext | None = None
+        #: ``test.faults.enable`` set: the fault engine (docs/testing.md), and what restarts this
+        #: node for its crash-restart fault (set by whoever hosts the App, before ``run``).
+        self.faults: FaultEngine | None = None
+        self.crash_restart_hook: Callable[[], None] | None = None
         self._stop = asyncio.Event()
         self._signals = 0
 
@@ -347,6 +352,7 @@ class App:
             self._build_cluster(node)
         self.handlers = self._build_handlers(node)
         self.server.set_handlers(self.handlers)
+        self._build_faults()
         if self.config["http.listen"]:
             # Before this node registers or loads anything: a port in use stops start-up before the
             # cluster sees the node, and /readyz answers 503 while the coordinator partitions load.
@@ -399,6 +405,40 @@ class App:
         log.info("stopped")
         return 0
 
+    def _build_faults(self) -> None:
+        """``test.faults.enable``: the fault engine, acting on this node's group service and server,
+        in front of every handler (coordinator/faults/). Imported here: a node without it loads
+        none of it, and its requests pass no wrapper."""
+        if not self.config["test.faults.enable"]:
+            return
+        from .faults.engine import FaultEngine, FaultTargets
+
+        server, groups = self.server, self.groups
+        assert server is not None
+
+        def group_action(name: str) -> Callable[..., Awaitable[dict[str, object]]]:
+            async def act(*args: object) -> dict[str, object]:
+                method = getattr(groups, name, None)
+                if method is None:
+                    raise LookupError(f"{name} is not available on this node")
+                result: dict[str, object] = await method(*args)
+                return result
+            return act
+
+        def crash_restart() -> None:
+            hook = self.crash_restart_hook
+            if hook is None:
+                raise RuntimeError("crash-restart is not available here")
+            hook()
+
+        targets = FaultTargets(rebalance=group_action("force_rebalance"), kick_member=group_action("kick_member"),
+                               move_coordinator=group_action("move_coordinator"),
+                               drop_connections=server.drop_connections,
+                               crash_restart=crash_restart if self.crash_restart_hook is not None else None)
+        self.faults = FaultEngine(targets, int(self.config["test.faults.max.duration.ms"]), _now_ms)
+        server.set_handlers(self.faults.wrap(self.handlers))
+        log.warning("fault injection is on (test.faults.enable): never in production")
+
     async def _start_ops(self, node: NodeInfo) -> None:
         """The ops wing (docs/metrics.md): the node's live view, the lag monitor sampling it,
         readiness, the metrics (two timing hooks, on requests and on fsyncs) and the HTTP listener
@@ -433,7 +473,7 @@ class App:
             config=config, view=view, lag=lag, readiness=Readiness(view, zookeeper=self.zookeeper),
             handlers=self.handlers, authorizer=self.authorizer, scram_store=self.scram_store,
             plain_users=plain_users, admin_enabled=config["http.admin.enabled"], cluster_id=node.cluster_id,
-            node_id=node.node_id, clock_ms=_now_ms)
+            node_id=node.node_id, clock_ms=_now_ms, faults=self.faults)
         hooks = register_metrics(ctx)
         self.server.request_observer = hooks.requests.observe
         set_fsync_observer(hooks.fsyncs.observe)

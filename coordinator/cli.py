@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import sys
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from importlib import metadata
 from pathlib import Path
 
@@ -151,6 +152,27 @@ def run_event_loop(main: Coroutine[object, None, int]) -> int:
     return asyncio.run(main)
 
 
+def _crash_restart_hook() -> Callable[[], None]:
+    """The ``crash-restart`` test fault (docs/testing.md) for ``groupcoord serve``: the process
+    replaces itself with a fresh ``groupcoord serve`` of the same arguments, with no shutdown step.
+    Python opens its files and sockets close-on-exec, so the data directory lock and the
+    listeners go with the old image. A moment later, so the answer to the request is sent first."""
+    argv = list(sys.argv[1:])
+
+    def exec_again() -> None:
+        logging.getLogger("groupcoord").warning("crash-restart requested (test.faults.enable)")
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execv(sys.executable, [sys.executable, "-m", "coordinator", *argv])
+
+    def hook() -> None:
+        asyncio.get_running_loop().call_later(0.05, exec_again)
+
+    return hook
+
+
 def _serve(args: argparse.Namespace) -> int:
     from .logs import setup_logging
 
@@ -171,6 +193,7 @@ def _serve(args: argparse.Namespace) -> int:
     except ClusterError as exc:
         print(f"groupcoord: {exc}", file=sys.stderr)
         return 1
+    app.crash_restart_hook = _crash_restart_hook()
     try:
         return run_event_loop(app.run())
     except ClusterError as exc:

@@ -16,6 +16,7 @@ from ..context import Handler
 if TYPE_CHECKING:
     from protocol.apis import ApiKey
 
+    from ..faults.engine import FaultEngine
     from .lag_monitor import LagMonitor
     from .readiness import Readiness
     from .state_view import StateView
@@ -61,6 +62,8 @@ class OpsContext:
     clock_ms: Callable[[], int] | None = None
     #: What /metrics serves (``metrics.register_metrics`` sets it; None: the registry alone).
     metrics: Exposition | None = None
+    #: ``test.faults.enable``: the node's fault engine, served on /faults (ops/faults_routes.py).
+    faults: FaultEngine | None = None
 
     @property
     def cluster_name(self) -> str:

@@ -1,5 +1,5 @@
-"""The node's HTTP listener: ``/metrics`` (Prometheus), ``/healthz``, ``/readyz``, and the
-dashboard's routes when ``coordinator.ops.dashboard`` provides them.
+"""The node's HTTP listener: ``/metrics`` (Prometheus), ``/healthz``, ``/readyz``, ``/faults``
+(test faults, ops/faults_routes.py), and the dashboard's routes when ``coordinator.ops.dashboard`` provides them.
 
 It runs on the server's own event loop (aiohttp's ``AppRunner`` + ``TCPSite``): every handler
 reads the node's state between two Kafka requests, so nothing is locked and nothing is copied
@@ -23,6 +23,7 @@ from aiohttp import web
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 
 from .context import OpsContext
+from .faults_routes import add_fault_routes
 from .metrics import NamedFamilies
 
 __all__ = ["HttpListener", "HttpListenError", "start_http", "build_app", "METRICS_CONTENT_TYPE"]
@@ -128,6 +129,7 @@ def build_app(ctx: OpsContext) -> web.Application:
     app.router.add_get("/metrics", _metrics)
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/readyz", _readyz)
+    add_fault_routes(app, ctx)
     try:
         dashboard = importlib.import_module("coordinator.ops.dashboard")
     except ModuleNotFoundError as exc:

@@ -152,6 +152,9 @@ class _Connection(asyncio.Protocol):
         #: event (a group-commit round makes many durable at once) go out in one write.
         self.flush_scheduled = False
         self.last_activity = time.monotonic()
+        #: The client id of the last request (a header field, per request): what
+        #: ``KafkaServer.drop_connections`` picks connections by.
+        self.client_id: str | None = None
 
     # --- asyncio callbacks ----------------------------------------------------------------------
 
@@ -304,6 +307,7 @@ class _Connection(asyncio.Protocol):
 
     def _dispatch(self, event: RequestReceived) -> None:
         slot = _Slot(event.api_key)
+        self.client_id = event.client_id
         if self.server.request_observer is not None:
             slot.started = time.perf_counter()
         self.pending.append(slot)
@@ -534,6 +538,23 @@ class KafkaServer:
         """Serve with ``handlers`` from now on. Keyed by plain int: a request carries its api key
         as an int, looked up once per request."""
         self.handlers = {int(k): h for k, h in handlers.items()}
+
+    def drop_connections(self, client_id: str | None = None) -> int:
+        """Abort the client connections (all, or those whose last request carried ``client_id``):
+        reset at once, nothing more sent, as a network failure would (the ``drop-connections``
+        test fault, docs/testing.md). Returns how many were dropped."""
+        dropped = 0
+        for conn in list(self.connections):
+            if client_id is not None and conn.client_id != client_id:
+                continue
+            self.close_log.closing(conn.peer, "dropped by a test fault (drop-connections)")
+            conn.closed = True
+            self.connections.discard(conn)
+            if conn.transport is not None:
+                conn.transport.abort()
+            dropped += 1
+        return dropped
+
     def stop_accepting(self) -> None:
         """Take no new connections and no new requests; those in flight are still answered."""
         self.stopping = True
