@@ -1,5 +1,5 @@
-"""The ``groupcoord`` command: ``serve``, ``dump-log``, ``cluster up``, ``users``, ``acls``, ``groups``, ``pipeline``
-and ``--version``.
+"""The ``groupcoord`` command: ``serve``, ``dump-log``, ``cluster up``, ``users``, ``acls``, ``groups``, ``faults``,
+``pipeline`` and ``--version``.
 
 Exit codes: 0 success, 1 runtime failure, 2 bad usage or bad configuration (argparse's convention);
 ``dump-log`` exits 141 (as if killed by SIGPIPE) when the reader of its output goes away; ``groups`` keeps
@@ -66,6 +66,9 @@ def _parser() -> argparse.ArgumentParser:
     # Parsed by coordinator/groups_cli.py with kafka-consumer-groups.sh's rules; listed here for --help.
     sub.add_parser("groups", help="list, describe, delete consumer groups, reset or delete their offsets "
                    "(kafka-consumer-groups.sh; see `groupcoord groups --help`)", add_help=False)
+    # Parsed by coordinator/faults_cli.py; listed here for --help.
+    sub.add_parser("faults", help="inject, list and clear faults on a node started with test.faults.enable=true "
+                   "(see `groupcoord faults --help`)", add_help=False)
     pipeline = sub.add_parser("pipeline", help="offsets analytics on Spark (see `groupcoord pipeline run --help`)",
                               add_help=False)
     pipeline.add_argument("rest", nargs=argparse.REMAINDER)
@@ -83,6 +86,10 @@ def main(argv: list[str] | None = None) -> int:
         from .groups_cli import run as run_groups
 
         return run_groups(argv[1:])
+    if argv[:1] == ["faults"]:
+        from .faults_cli import run as run_faults
+
+        return run_faults(argv[1:])
     args = _parser().parse_args(argv)
     if args.command == "serve":
         return _serve(args)
