@@ -4,6 +4,10 @@ Start-up order: lock the data directory, load ``meta.properties`` and the topic 
 listener, then serve. Shutdown (SIGTERM/SIGINT): stop accepting, finish in-flight requests, close
 connections, flush and close the logs, release the data directory, exit 0. A second signal during
 shutdown exits at once.
+
+Embedded (``App(config, embedded=True)``, the test harness of coordinator/testing/embedded.py): the
+node runs on an event loop of a thread of its own, so it installs no signal handler and leaves the
+process's garbage collector alone; ``request_stop`` is the graceful shutdown and ``abort`` a crash.
 """
 
 from __future__ import annotations
@@ -99,8 +103,17 @@ log = logging.getLogger("groupcoord")
 
 
 class App:
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, *, embedded: bool = False) -> None:
         self.config = config
+        #: Hosted by a test harness in a process that is not ours: no signals, no gc freeze.
+        self.embedded = embedded
+        #: Once serving: the bound listeners (name, host, port), and ``started`` set.
+        self.bound: list[tuple[str, str, int]] = []
+        self.started = asyncio.Event()
+        #: Set by the host before ``run`` (fault ``crash-restart``): ends this App and starts another.
+        self.crash_restart_hook: Callable[[], None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._aborted = False
         # Listeners, TLS stores and principal rules are checked before anything starts: a bad one
         # is a ConfigError (exit 2) naming the setting.
         self.listeners = resolve_listeners(config)
@@ -326,7 +339,7 @@ class App:
         return handlers
 
     async def run(self) -> int:
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         started = loop.time()
         await self.logs.open_all()
         log.info("logs loaded", extra={"partitions": len(self.logs._logs), "seconds": round(loop.time() - started, 3)})
@@ -365,9 +378,12 @@ class App:
                                               protocols=tuple(self.listeners.protocol_map().items()))
             await asyncio.to_thread(self.zookeeper.register, registration)
             await self._start_cluster(node)
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self._on_signal, sig)
-        gc_policy.freeze_long_lived()  # the code: modules, classes, schemas (see gc_policy)
+        if self.embedded:
+            gc_policy.leave_to_host()  # nor later, once the coordinator partitions have loaded
+        else:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, self._on_signal, sig)
+            gc_policy.freeze_long_lived()  # the code: modules, classes, schemas (see gc_policy)
         if self.zookeeper is None:
             self.groups.load_all()
             self.transactions.load_all()
@@ -377,7 +393,16 @@ class App:
                                      "node_id": node.node_id, "cluster_id": node.cluster_id,
                                      "event_loop": type(loop).__module__.split(".")[0],
                                      "data_dir": str(self.config.data_dir)})
+        self.bound = bound
+        self.started.set()
         await self._stop.wait()
+        if self._aborted:
+            # ``abort`` did the crash; what is left is the ops wing's sockets and the cluster's parts.
+            await self._stop_ops()
+            await self._stop_cluster()
+            self.close()
+            log.info("aborted")
+            return 1
         log.info("shutting down")
         if self.replicas is not None and self.config["controlled.shutdown.enable"]:
             # While still serving, hand leadership over (Kafka: controlled.shutdown.max.retries 3
@@ -401,7 +426,8 @@ class App:
         await self._stop_ops()
         await self.logs.close_all()
         self.close()
-        self._keep_second_signal_fatal(loop)
+        if not self.embedded:
+            self._keep_second_signal_fatal(loop)
         log.info("stopped")
         return 0
 
@@ -612,6 +638,33 @@ class App:
             log.warning("second signal, exiting now", extra={"signal": signal.Signals(sig).name})
             os._exit(1)
         log.info("signal received, shutting down gracefully", extra={"signal": signal.Signals(sig).name})
+        self._stop.set()
+
+    def request_stop(self) -> None:
+        """Shut down gracefully, as on SIGTERM (from any thread)."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            self._stop.set()  # not running yet: ``run`` returns as soon as it would serve
+        else:
+            loop.call_soon_threadsafe(self._stop.set)
+
+    def abort(self) -> None:
+        """End the node as a crash would, on its loop's thread: the listeners close and every
+        connection is reset; timers, loads and background tasks stop; the logs' files close with
+        nothing written (no snapshot, no checkpoint, no clean-shutdown marker); the data directory
+        is released. The next App on this data directory recovers from the logs, as after a
+        SIGKILL. ``run`` then returns 1 once it has closed the ops wing's listener."""
+        if self._aborted:
+            return
+        self._aborted = True
+        log.warning("aborting: no shutdown steps (a crash)")
+        if self.server is not None:
+            self.server.abort()
+        for runtime in (self.runtime, self.txn_runtime):
+            for partition, _state, _shard in runtime.hosted():
+                runtime.unload(partition)
+        self.logs.abort_all()
+        self.data_dir.close()
         self._stop.set()
 
     def close(self) -> None:

@@ -12,16 +12,30 @@ not walk (objects there are still freed by reference counting; only cycles among
 and these long-lived objects form none that die). The server freezes twice: once started (the
 code), and once every ``__consumer_offsets`` partition has loaded (the state). Everything created
 later — requests, responses, futures, new groups — is collected as usual.
+
+A node embedded in a test process (coordinator/testing/embedded.py) freezes nothing: the process
+is the test runner's, whose objects a freeze would keep for good, and its collections are not ours
+to tune.
 """
 
 from __future__ import annotations
 
 import gc
 
-__all__ = ["freeze_long_lived"]
+__all__ = ["freeze_long_lived", "leave_to_host"]
+
+_hosted = False
+
+
+def leave_to_host() -> None:
+    """The process hosts an embedded node: from now on ``freeze_long_lived`` does nothing."""
+    global _hosted
+    _hosted = True
 
 
 def freeze_long_lived() -> None:
     """Collect what is garbage now, then exempt every surviving object from later collections."""
+    if _hosted:
+        return
     gc.collect()
     gc.freeze()

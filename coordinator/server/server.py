@@ -584,3 +584,15 @@ class KafkaServer:
         self.connections.clear()
         for server in self._servers:
             await server.wait_closed()
+
+    def abort(self) -> None:
+        """Stop as a crash would: the listening sockets close, every connection is reset (its
+        requests in flight get no answer), the idle reaper stops."""
+        self.stop_accepting()
+        if self._reaper is not None:
+            self._reaper.cancel()
+        for conn in list(self.connections):
+            conn.closed = True
+            if conn.transport is not None:
+                conn.transport.abort()
+        self.connections.clear()

@@ -17,6 +17,7 @@ import concurrent.futures
 import logging
 import os
 import shutil
+import threading
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -24,6 +25,7 @@ from pathlib import Path
 from protocol.records import Compression
 from storage.errors import CorruptCheckpointError
 from storage.files import HW_CHECKPOINT_FILE, partition_dir, read_hw_checkpoint, write_hw_checkpoint
+from storage.io_worker import shared_worker
 from storage.log import Log
 from storage.options import FlushPolicy, LogOptions
 
@@ -37,6 +39,9 @@ __all__ = ["LogManager", "topic_settings"]
 log = logging.getLogger("groupcoord.logs")
 
 LONG_MAX = 2**63 - 1
+#: How long ``abort_all`` waits for the I/O thread to finish what it was handed.
+_ABORT_DRAIN_S = 10.0
+
 _CODECS = {"gzip": Compression.GZIP, "snappy": Compression.SNAPPY, "lz4": Compression.LZ4,
            "zstd": Compression.ZSTD, "uncompressed": Compression.NONE}
 
@@ -219,6 +224,28 @@ class LogManager:
                 await plog.close()
             except Exception:
                 log.exception("closing a log failed", extra={"partition": f"{plog.topic}-{plog.partition}"})
+        self._logs.clear()
+
+    def abort_all(self) -> None:
+        """Drop every log as a crash would (``Log.abort``: descriptors closed, nothing written),
+        after the appends already handed to the I/O thread: a write left behind could land on a
+        descriptor number the next opener reuses."""
+        if self._maintenance is not None:
+            self._maintenance.cancel()
+        for tasks in list(self._opening.values()):
+            for task in tasks:
+                task.cancel()
+        if self._open_executor is not None:
+            self._open_executor.shutdown(wait=False, cancel_futures=True)
+            self._open_executor = None
+        drained = threading.Event()
+        try:
+            shared_worker().run(drained.set)
+        except RuntimeError:  # no running loop: nothing of ours can be queued
+            drained.set()
+        drained.wait(_ABORT_DRAIN_S)
+        for plog in list(self._logs.values()):
+            plog.log.abort()
         self._logs.clear()
 
     def remove_expired_producers(self) -> int:

@@ -1,0 +1,95 @@
+"""EmbeddedServer (coordinator/testing/embedded.py): the node on a thread of the test process.
+A crash restart keeps committed offsets and the port; a failure of the node's thread is raised
+by ``start`` with its cause; ``stop`` is graceful and frees the port."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kafka import KafkaConsumer, TopicPartition
+from kafka.structs import OffsetAndMetadata
+
+from coordinator.testing.embedded import EmbeddedServer, ServerError
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedServer]:
+    server = EmbeddedServer(tmp_path_factory.mktemp("embedded") / "data")
+    server.start()
+    yield server
+    server.stop()
+
+
+def _consumer(server: EmbeddedServer, group: str) -> KafkaConsumer:
+    return KafkaConsumer(bootstrap_servers=server.bootstrap_servers, group_id=group, enable_auto_commit=False)
+
+
+def test_crash_restart_keeps_committed_offsets_and_port(server: EmbeddedServer) -> None:
+    tp = TopicPartition("__consumer_offsets", 0)  # any partition the group's commit may name
+    consumer = _consumer(server, "crash-group")
+    try:
+        consumer.commit({tp: OffsetAndMetadata(42, "before the crash", -1)})
+    finally:
+        consumer.close()
+    port, first_app = server.port, server.app
+    server.crash_restart()
+    assert server.port == port
+    assert server.app is not first_app and server.running
+    # The first node wrote no snapshot of the coordinator's state (a graceful stop does): the
+    # offset came back from the log.
+    assert not (server.data_dir / "__consumer_offsets-0" / "coordinator.snapshot").exists()
+    consumer = _consumer(server, "crash-group")
+    try:
+        assert consumer.committed(tp) == 42
+    finally:
+        consumer.close()
+
+
+def test_the_settings_reach_the_node(server: EmbeddedServer) -> None:
+    # FIXTURE_SETTINGS: the small, fast node of docs/testing.md.
+    assert server.config["offsets.topic.num.partitions"] == 1
+    assert server.config["group.initial.rebalance.delay.ms"] == 0
+    assert server.config["test.faults.enable"] is True
+
+
+def test_a_failed_start_raises_with_its_cause(server: EmbeddedServer, tmp_path: Path) -> None:
+    # The data directory is locked by the running node: the second App's DataDir refuses it.
+    second = EmbeddedServer(server.data_dir)
+    with pytest.raises(ServerError, match="start failed") as failed:
+        second.start(timeout=20)
+    assert failed.value.__cause__ is not None
+    assert "in use by another groupcoord process" in str(failed.value.__cause__)
+    assert not second.running
+    second.stop()  # nothing to stop: returns
+
+
+def test_a_node_failing_in_its_run_lets_go_of_its_data_dir(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = EmbeddedServer(tmp_path / "data", port=taken.getsockname()[1])
+        with pytest.raises(ServerError) as failed:
+            busy.start(timeout=20)
+    assert isinstance(failed.value.__cause__, OSError)  # the bind, raised by App.run on the node's thread
+    assert not busy.running
+    # The failed node released the data directory: a new one takes it.
+    server = EmbeddedServer(tmp_path / "data").start()
+    server.stop()
+
+
+def test_stop_is_graceful_and_frees_the_port(tmp_path: Path) -> None:
+    server = EmbeddedServer(tmp_path / "data").start()
+    port = server.port
+    server.stop()
+    assert not server.running
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", port))
+    again = EmbeddedServer(tmp_path / "data", port=port).start()
+    try:
+        assert again.port == port
+    finally:
+        again.stop()
