@@ -110,8 +110,6 @@ class App:
         #: Once serving: the bound listeners (name, host, port), and ``started`` set.
         self.bound: list[tuple[str, str, int]] = []
         self.started = asyncio.Event()
-        #: Set by the host before ``run`` (fault ``crash-restart``): ends this App and starts another.
-        self.crash_restart_hook: Callable[[], None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._aborted = False
         # Listeners, TLS stores and principal rules are checked before anything starts: a bad one
@@ -662,7 +660,10 @@ class App:
             self.server.abort()
         for runtime in (self.runtime, self.txn_runtime):
             for partition, _state, _shard in runtime.hosted():
-                runtime.unload(partition)
+                runtime.unload(partition)  # timers stop; parked requests fail with nothing written
+        # With nothing hosted left, this only cancels the loads and the transaction markers' jobs.
+        self.groups.shutdown()
+        self.transactions.shutdown()
         self.logs.abort_all()
         self.data_dir.close()
         self._stop.set()

@@ -16,20 +16,22 @@ nothing here configures logging. An exception of the node's thread is raised by 
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..faults_cli import FaultError
 from .settings import server_settings
 
 if TYPE_CHECKING:
     from ..app import App
     from ..config import Config
+    from ..faults.engine import FaultEngine
+    from .faults import FaultHandle
 
 __all__ = ["EmbeddedServer", "ServerError"]
 
@@ -56,7 +58,7 @@ class EmbeddedServer:
         self._run: asyncio.Future[int] | None = None
         self._restart: asyncio.Task[None] | None = None
         self._lock = threading.RLock()
-        self._faults: Any = None
+        self._faults: FaultHandle | None = None
 
     # --- what tests use -----------------------------------------------------------------------
 
@@ -70,15 +72,15 @@ class EmbeddedServer:
         return self.app.config if self.app is not None else self._config()
 
     @property
-    def faults(self) -> Any:
+    def faults(self) -> FaultHandle:
         """The ``FaultHandle`` (coordinator/testing/faults.py) of this node, valid across restarts.
         Imported when first asked for: a test that injects no fault loads none of it."""
         if self._faults is None:
             if self.loop is None:
                 raise ServerError("the server is not started")
-            faults = importlib.import_module("coordinator.testing.faults")
-            self._faults = faults.FaultHandle(faults.LocalTransport(_CurrentEngine(self), self.loop),
-                                              restart=self.crash_restart)
+            from .faults import FaultHandle, LocalTransport
+
+            self._faults = FaultHandle(LocalTransport(_CurrentEngine(self), self.loop), restart=self.crash_restart)
         return self._faults
 
     @property
@@ -249,23 +251,23 @@ class _CurrentEngine:
     def __init__(self, server: EmbeddedServer) -> None:
         self._server = server
 
-    def _engine(self) -> Any:
-        engine = getattr(self._server.app, "faults", None)
-        if engine is None:
-            raise ServerError("fault injection is off on this node: start it with test.faults.enable=true")
-        return engine
+    def _engine(self) -> FaultEngine:
+        app = self._server.app
+        if app is None:
+            raise FaultError("the in-process server is not running")
+        if app.faults is None:
+            # What the node's /faults answers when it is off (coordinator/ops/).
+            raise FaultError("fault injection is off on this node: start it with test.faults.enable=true", 404)
+        return app.faults
 
-    def inject(self, body: Mapping[str, object]) -> Any:
+    def inject(self, body: Mapping[str, object]) -> Coroutine[Any, Any, dict[str, object]]:
         return self._engine().inject(body)
 
-    def list(self) -> Any:
+    def list(self) -> list[dict[str, object]]:
         return self._engine().list()
 
-    def clear(self, fault_id: str | None = None) -> Any:
+    def clear(self, fault_id: str | None = None) -> int:
         return self._engine().clear(fault_id)
-
-    def wrap(self, handlers: Any) -> Any:
-        return self._engine().wrap(handlers)
 
 
 def _run_loop(loop: asyncio.AbstractEventLoop) -> None:

@@ -168,16 +168,15 @@ def groupcoord_admin(groupcoord_server: Any) -> Iterator[Any]:
 @pytest.fixture(scope="session")
 def groupcoord_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A 3-node cluster on a real ZooKeeper (coordinator/testing/cluster.py), one per session;
-    skips the test when ZooKeeper is not installed."""
-    from .cluster import GroupcoordCluster  # type: ignore[import-not-found, unused-ignore]
+    the tests asking for it are skipped, saying what to install, when ZooKeeper is missing."""
+    from .cluster import GroupcoordCluster, zookeeper_missing  # type: ignore[import-not-found, unused-ignore]
 
+    missing = zookeeper_missing()
+    if missing:
+        pytest.skip(missing)
     cluster = GroupcoordCluster(tmp_path_factory.mktemp("groupcoord-cluster"))
-    start = getattr(cluster, "start", None)
-    if start is not None:
-        start()
     try:
+        cluster.start()
         yield cluster
     finally:
-        stop = getattr(cluster, "stop", None) or getattr(cluster, "close", None)
-        if stop is not None:
-            stop()
+        cluster.stop()

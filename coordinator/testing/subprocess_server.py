@@ -10,7 +10,6 @@ data directory. Both ports are picked once (the OS hands out free ones) and kept
 
 from __future__ import annotations
 
-import importlib
 import os
 import re
 import signal
@@ -20,9 +19,12 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .settings import free_port, server_settings
+
+if TYPE_CHECKING:
+    from .faults import FaultHandle
 
 __all__ = ["SubprocessServer"]
 
@@ -42,7 +44,7 @@ class SubprocessServer:
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}-server.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self._log_offset = 0
-        self._faults: Any = None
+        self._faults: FaultHandle | None = None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -60,11 +62,12 @@ class SubprocessServer:
         return load_config(overrides=self._overrides(), data_dir=str(self.data_dir), listen=self.bootstrap_servers)
 
     @property
-    def faults(self) -> Any:
+    def faults(self) -> FaultHandle:
         """The ``FaultHandle`` (coordinator/testing/faults.py) over the node's /faults endpoint."""
         if self._faults is None:
-            faults = importlib.import_module("coordinator.testing.faults")
-            self._faults = faults.FaultHandle(faults.HttpTransport(self.http_url), restart=self.crash_restart)
+            from .faults import FaultHandle, HttpTransport
+
+            self._faults = FaultHandle(HttpTransport(self.http_url), restart=self.crash_restart)
         return self._faults
 
     @property

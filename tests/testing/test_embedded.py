@@ -5,6 +5,7 @@ by ``start`` with its cause; ``stop`` is graceful and frees the port."""
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from kafka import KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
 from coordinator.testing.embedded import EmbeddedServer, ServerError
+from coordinator.testing.faults import FaultError
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +48,46 @@ def test_crash_restart_keeps_committed_offsets_and_port(server: EmbeddedServer) 
         assert consumer.committed(tp) == 42
     finally:
         consumer.close()
+
+
+def test_the_fault_handle_reaches_the_running_node(server: EmbeddedServer) -> None:
+    fault = server.faults.fail("OffsetCommit", "REBALANCE_IN_PROGRESS", count=2)
+    assert [(f["id"], f["fault"]) for f in server.faults.list()] == [(fault.id, "fail")]
+    assert server.faults.clear() == 1
+    assert server.faults.list() == []
+
+
+def test_the_crash_restart_fault_restarts_the_node_in_place(server: EmbeddedServer) -> None:
+    # Through the node's engine (its crash_restart_hook), not the handle's shortcut to crash_restart.
+    tp = TopicPartition("__consumer_offsets", 0)
+    consumer = _consumer(server, "fault-crash-group")
+    try:
+        consumer.commit({tp: OffsetAndMetadata(7, "", -1)})
+    finally:
+        consumer.close()
+    old, port = server.app, server.port
+    server.faults.transport.crash_restart()
+    deadline = time.monotonic() + 20
+    while not (server.app is not None and server.app is not old and server.app.started.is_set()):
+        assert time.monotonic() < deadline, "the node did not come back"
+        time.sleep(0.01)
+    assert server.port == port
+    consumer = _consumer(server, "fault-crash-group")
+    try:
+        assert consumer.committed(tp) == 7
+    finally:
+        consumer.close()
+    # The same handle follows the new node.
+    with server.faults.delay("Heartbeat", 10, count=1) as fault:
+        assert [f["id"] for f in server.faults.list()] == [fault.id]
+    assert server.faults.list() == []
+
+
+def test_a_node_without_fault_injection_refuses_as_its_endpoint_does(tmp_path: Path) -> None:
+    with EmbeddedServer(tmp_path / "data", {"test.faults.enable": False}) as server:
+        with pytest.raises(FaultError, match="fault injection is off on this node") as refused:
+            server.faults.list()
+    assert refused.value.status == 404
 
 
 def test_the_settings_reach_the_node(server: EmbeddedServer) -> None:

@@ -99,6 +99,31 @@ def test_the_session_server_has_the_defaults(groupcoord_server):
     result.assert_outcomes(passed=6)
 
 
+def test_admin_faults_end_with_the_test_that_set_them(child: pytest.Pytester) -> None:
+    result = _run(child, '''
+seen = {}
+
+
+def test_sets_a_fault(groupcoord_server, groupcoord_admin):
+    seen["server"] = groupcoord_server
+    groupcoord_admin.fail("JoinGroup", "REBALANCE_IN_PROGRESS", count=5)
+    groupcoord_server.faults.delay("Heartbeat", 50, count=5)
+    assert len(groupcoord_admin.list()) == 2
+
+
+def test_the_next_test_sees_none(groupcoord_server, groupcoord_admin):
+    assert groupcoord_server is seen["server"]
+    assert groupcoord_admin.list() == []
+
+
+def test_admin_crash_restart_keeps_the_session_server(groupcoord_server, groupcoord_admin):
+    port = groupcoord_server.port
+    groupcoord_admin.crash_restart()
+    assert groupcoord_server is seen["server"] and groupcoord_server.port == port and groupcoord_server.running
+''')
+    result.assert_outcomes(passed=3)
+
+
 def test_function_scope_option_gives_every_test_its_own_server(child: pytest.Pytester) -> None:
     result = _run(child, _ADMIN + '''
 
@@ -143,8 +168,18 @@ def test_commit_survives_a_crash(groupcoord_server, bootstrap_servers):
     assert groupcoord_server.bootstrap_servers == bootstrap_servers
     assert committed(bootstrap_servers, tp) == 17
     assert groupcoord_server.log_text().count("msg=listening") == 2
+
+
+def test_faults_over_http(groupcoord_server, groupcoord_admin):
+    fault = groupcoord_admin.fail("OffsetCommit", "REBALANCE_IN_PROGRESS", count=3)
+    assert [f["id"] for f in groupcoord_admin.list()] == [fault.id]
+    assert groupcoord_admin.transport.base_url == f"http://127.0.0.1:{groupcoord_server.http_port}"
+
+
+def test_and_they_are_gone_for_the_next_test(groupcoord_admin):
+    assert groupcoord_admin.list() == []
 ''')
-    result.assert_outcomes(passed=1)
+    result.assert_outcomes(passed=3)
 
 
 def test_each_xdist_worker_gets_its_own_server(child: pytest.Pytester, tmp_path: Path) -> None:
