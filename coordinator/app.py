@@ -17,6 +17,7 @@ import logging
 import os
 import signal
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -449,6 +450,10 @@ class App:
                 return result
             return act
 
+        def topic_name(topic_id: uuid.UUID) -> str | None:
+            info = self.registry.by_id(topic_id)
+            return None if info is None else info.name
+
         def crash_restart() -> None:
             hook = self.crash_restart_hook
             if hook is None:
@@ -458,7 +463,8 @@ class App:
         targets = FaultTargets(rebalance=group_action("force_rebalance"), kick_member=group_action("kick_member"),
                                move_coordinator=group_action("move_coordinator"),
                                drop_connections=server.drop_connections,
-                               crash_restart=crash_restart if self.crash_restart_hook is not None else None)
+                               crash_restart=crash_restart if self.crash_restart_hook is not None else None,
+                               topic_name=topic_name)
         self.faults = FaultEngine(targets, int(self.config["test.faults.max.duration.ms"]), _now_ms)
         server.set_handlers(self.faults.wrap(self.handlers))
         log.warning("fault injection is on (test.faults.enable): never in production")

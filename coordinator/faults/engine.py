@@ -11,6 +11,7 @@ applied by the handler wrapper (requests.py).
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
@@ -48,6 +49,8 @@ class FaultTargets:
     move_coordinator: Callable[[str, int, int], Awaitable[dict[str, object]]]
     drop_connections: Callable[[str | None], int]
     crash_restart: Callable[[], None] | None = None
+    #: A topic's name from its id: Fetch v13+ names topics by id only, the faults by name.
+    topic_name: Callable[[uuid.UUID], str | None] | None = None
 
 
 class FaultEngine:
@@ -94,4 +97,4 @@ class FaultEngine:
 
     def wrap(self, handlers: dict[ApiKey, Handler]) -> dict[ApiKey, Handler]:
         """``handlers``, each behind the lasting faults."""
-        return wrap_handlers(self.registry, handlers)
+        return wrap_handlers(self.registry, handlers, self.targets.topic_name)

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Iterable
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
 
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
@@ -35,6 +36,9 @@ from .registry import ActiveFault, Registry
 from .spec import Delay, Fail, LeaderUnavailable, PauseHeartbeats
 
 __all__ = ["wrap_handlers", "request_groups", "request_topic_partitions"]
+
+#: A topic's name from its id (None: unknown here).
+TopicName = Callable[[uuid.UUID], str | None]
 
 _HEARTBEATS = frozenset({ApiKey.HEARTBEAT, ApiKey.CONSUMER_GROUP_HEARTBEAT})
 #: The requests a leaderless partition refuses (Kafka's replica manager answers them only at a leader).
@@ -60,16 +64,21 @@ def request_groups(api_key: int, request: KafkaRequest) -> list[str]:
     return [group] if isinstance(group, str) else []
 
 
-def request_topic_partitions(api_key: int, request: KafkaRequest) -> Iterable[tuple[str, int | None]]:
-    """(topic, partition) pairs a request names; partition None where it names the topic only."""
+def request_topic_partitions(api_key: int, request: KafkaRequest,
+                             topic_name: TopicName | None = None) -> Iterable[tuple[str, int | None]]:
+    """(topic, partition) pairs a request names; partition None where it names the topic only.
+    ``topic_name`` resolves the topic ids of Fetch v13+, which carries no names."""
     if api_key == ApiKey.PRODUCE:
         for topic in request.topic_data or ():
             for part in topic.partition_data or ():
                 yield topic.name, part.index
     elif api_key == ApiKey.FETCH:
         for topic in request.topics or ():
+            name = topic.topic
+            if not name and topic_name is not None and getattr(topic, "topic_id", None) is not None:
+                name = topic_name(topic.topic_id) or ""
             for part in topic.partitions or ():
-                yield topic.topic, part.partition
+                yield name, part.partition
     elif api_key == ApiKey.OFFSET_FOR_LEADER_EPOCH:
         for topic in request.topics or ():
             for part in topic.partitions or ():
@@ -87,18 +96,20 @@ def request_topic_partitions(api_key: int, request: KafkaRequest) -> Iterable[tu
                 yield name, None
 
 
-def _matches(fault: Fail | Delay | PauseHeartbeats, api_key: int, request: KafkaRequest) -> bool:
+def _matches(fault: Fail | Delay | PauseHeartbeats, api_key: int, request: KafkaRequest,
+             topic_name: TopicName | None) -> bool:
     if fault.group is not None and fault.group not in request_groups(api_key, request):
         return False
     topic = getattr(fault, "topic", None)
-    if topic is not None and all(name != topic for name, _ in request_topic_partitions(api_key, request)):
+    if topic is not None and all(name != topic for name, _ in request_topic_partitions(api_key, request, topic_name)):
         return False
     return True
 
 
-def _names_partition(fault: LeaderUnavailable, api_key: int, request: KafkaRequest) -> bool:
+def _names_partition(fault: LeaderUnavailable, api_key: int, request: KafkaRequest,
+                     topic_name: TopicName | None) -> bool:
     return any(name == fault.topic and part == fault.partition
-               for name, part in request_topic_partitions(api_key, request))
+               for name, part in request_topic_partitions(api_key, request, topic_name))
 
 
 def _answer_error(ctx: RequestContext, request: KafkaRequest, error: int) -> object:
@@ -132,7 +143,7 @@ async def _metadata_after(result: Awaitable[KafkaResponse], faults: list[LeaderU
     return _leaderless(await result, faults)
 
 
-def _faulted(registry: Registry, api_key: ApiKey, handler: Handler) -> Handler:
+def _faulted(registry: Registry, api_key: ApiKey, handler: Handler, topic_name: TopicName | None) -> Handler:
     def handle(ctx: RequestContext, request: KafkaRequest) -> object:
         if not registry.active:
             return handler(ctx, request)
@@ -140,19 +151,19 @@ def _faulted(registry: Registry, api_key: ApiKey, handler: Handler) -> Handler:
         for fault in registry.current():
             spec = fault.spec
             if isinstance(spec, Fail):
-                if spec.api == api_key and _matches(spec, api_key, request):
+                if spec.api == api_key and _matches(spec, api_key, request, topic_name):
                     registry.use(fault)
                     return _answer_error(ctx, request, spec.error)
             elif isinstance(spec, Delay):
-                if spec.api == api_key and _matches(spec, api_key, request):
+                if spec.api == api_key and _matches(spec, api_key, request, topic_name):
                     registry.use(fault)
                     return _after(asyncio.sleep(spec.ms / 1000.0), handler, ctx, request)
             elif isinstance(spec, PauseHeartbeats):
-                if api_key in _HEARTBEATS and _matches(spec, api_key, request):
+                if api_key in _HEARTBEATS and _matches(spec, api_key, request, topic_name):
                     return _held(fault, handler, ctx, request)
             elif api_key == ApiKey.METADATA:
                 leaderless.append(spec)
-            elif api_key in _LEADER_APIS and _names_partition(spec, api_key, request):
+            elif api_key in _LEADER_APIS and _names_partition(spec, api_key, request, topic_name):
                 return _answer_error(ctx, request, ErrorCode.NOT_LEADER_OR_FOLLOWER)
         result = handler(ctx, request)
         if leaderless:
@@ -164,5 +175,6 @@ def _faulted(registry: Registry, api_key: ApiKey, handler: Handler) -> Handler:
     return handle
 
 
-def wrap_handlers(registry: Registry, handlers: dict[ApiKey, Handler]) -> dict[ApiKey, Handler]:
-    return {key: _faulted(registry, ApiKey(key), handler) for key, handler in handlers.items()}
+def wrap_handlers(registry: Registry, handlers: dict[ApiKey, Handler],
+                  topic_name: TopicName | None = None) -> dict[ApiKey, Handler]:
+    return {key: _faulted(registry, ApiKey(key), handler, topic_name) for key, handler in handlers.items()}

@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, Protocol
 
+from ..faults.spec import FaultError as EngineFaultError
 from ..faults_cli import DEFAULT_TIMEOUT_S, FaultError, HttpTransport
 
 __all__ = ["Fault", "FaultError", "FaultHandle", "HttpTransport", "LocalTransport", "Transport"]
@@ -50,15 +51,6 @@ class Transport(Protocol):
     def crash_restart(self) -> None: ...
 
 
-def _answer(raw: object) -> dict[str, Any]:
-    """The engine's answer to an injection in the shape ``POST /faults`` gives."""
-    if isinstance(raw, dict) and set(raw) <= {"id", "result"} and "result" in raw:
-        return dict(raw)
-    if isinstance(raw, dict) and isinstance(raw.get("id"), str):
-        return {"id": raw["id"], "result": raw}  # a lasting fault described by its listing entry
-    return {"result": raw}
-
-
 class LocalTransport:
     """Calls a ``FaultEngine`` running on ``loop`` (another thread's) from the caller's thread.
 
@@ -72,7 +64,8 @@ class LocalTransport:
         self.loop = loop
 
     def inject(self, body: Mapping[str, object], timeout: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
-        return _answer(self._run(self.engine.inject(dict(body)), timeout))
+        answer: dict[str, Any] = self._run(self.engine.inject(dict(body)), timeout)
+        return answer
 
     def list(self) -> list[dict[str, Any]]:
         async def listing() -> list[dict[str, Any]]:
@@ -110,13 +103,10 @@ class LocalTransport:
         except TimeoutError:
             future.cancel()
             raise FaultError(f"the in-process server did not answer within {timeout:g} s") from None
-        except Exception as exc:
-            # The engine's FaultError (coordinator/faults/spec.py) carries an HTTP-like status;
-            # anything without one is a bug of the node and goes up as it is.
-            status = getattr(exc, "status", None)
-            if isinstance(status, int):
-                raise FaultError(str(exc), status) from exc
-            raise
+        except EngineFaultError as exc:
+            # The engine's refusal, with the status /faults would answer; anything else raised
+            # is a bug of the node and goes up as it is.
+            raise FaultError(exc.message, exc.status) from exc
 
 
 class Fault:
@@ -194,7 +184,7 @@ class FaultHandle:
 
     def crash_restart(self) -> None:
         """The node stops with no shutdown step at all and starts again on the same data and
-        ports; returns once it answers again."""
+        ports; returns once it is ready again (over HTTP: ``/readyz`` answers 200)."""
         if self.restart is not None:
             self.restart()
         else:

@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from coordinator.faults.engine import FaultEngine, FaultTargets
+from coordinator.faults.spec import FaultError as EngineFaultError
 from coordinator.testing.faults import Fault, FaultError, FaultHandle, HttpTransport, LocalTransport
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
@@ -28,12 +30,8 @@ NAMES = ("rebalance", "kick-member", "move-coordinator", "fail", "delay", "drop-
 LASTING = ("fail", "delay", "pause-heartbeats", "leader-unavailable")
 
 
-class FakeRefusal(Exception):
-    """As the engine's FaultError: a message and an HTTP-like status."""
-
-    def __init__(self, message: str, status: int) -> None:
-        super().__init__(message)
-        self.status = status
+def refusal(message: str, status: int) -> EngineFaultError:
+    return EngineFaultError(status, message)
 
 
 class FakeEngine:
@@ -50,12 +48,12 @@ class FakeEngine:
         body = dict(body)
         name = body.get("fault")
         if name not in NAMES:
-            raise FakeRefusal(f"unknown fault {name!r}: valid faults are {', '.join(NAMES)}", 400)
+            raise refusal(f"unknown fault {name!r}: valid faults are {', '.join(NAMES)}", 400)
         if name in ("rebalance", "kick-member", "move-coordinator") and body.get("group") not in self.groups:
-            raise FakeRefusal(f"group {body.get('group')!r} does not exist", 404)
+            raise refusal(f"group {body.get('group')!r} does not exist", 404)
         if name == "crash-restart":
             if self.crash_restart_hook is None:
-                raise FakeRefusal("crash-restart is not available here", 409)
+                raise refusal("crash-restart is not available here", 409)
             self.bodies.append(body)
             self.crash_restart_hook()
             return {"result": {}}
@@ -80,7 +78,7 @@ class FakeEngine:
             self.faults.clear()
             return cleared
         if fault_id not in self.faults:
-            raise FakeRefusal(f"no fault {fault_id!r}", 404)
+            raise refusal(f"no fault {fault_id!r}", 404)
         del self.faults[fault_id]
         return 1
 
@@ -174,7 +172,7 @@ class FakeNode:
                 return web.json_response(await self.engine.inject(body))
             if request.method == "DELETE":
                 return web.json_response({"cleared": self.engine.clear(fault_id)})
-        except FakeRefusal as exc:
+        except EngineFaultError as exc:
             return web.json_response({"error": str(exc)}, status=exc.status)
         return web.json_response({"error": "method not allowed"}, status=405)
 
@@ -365,3 +363,40 @@ def test_local_transport_lets_a_bug_of_the_engine_through() -> None:
         node.loop.call_soon_threadsafe(node.loop.stop)
         node.thread.join(10)
         node.loop.close()
+
+
+def test_local_transport_over_the_real_engine(node: FakeNode) -> None:
+    """The engine of coordinator/faults/ (its targets faked): its answers and refusals come
+    through the local transport as they come through /faults."""
+    groups = {"known"}
+
+    async def rebalance(group: str) -> dict[str, object]:
+        if group not in groups:
+            raise LookupError(f"group {group!r} does not exist")
+        return {"group": group, "protocol": "consumer", "group_epoch": 7}
+
+    async def unused(*args: object) -> dict[str, object]:
+        raise AssertionError(args)
+
+    targets = FaultTargets(rebalance=rebalance, kick_member=unused, move_coordinator=unused,
+                           drop_connections=lambda client_id: 3)
+    engine = FaultEngine(targets, max_duration_ms=10_000, clock_ms=lambda: 0)
+    handle = FaultHandle(LocalTransport(engine, node.loop))
+    assert handle.rebalance("known") == {"group": "known", "protocol": "consumer", "group_epoch": 7}
+    assert handle.drop_connections() == {"dropped": 3}
+    with handle.fail("OffsetCommit", "NOT_COORDINATOR", count=2, group="g") as fault:
+        (listed,) = handle.list()
+        assert (listed["id"], listed["fault"], listed["remaining"]) == (fault.id, "fail", 2)
+    assert handle.list() == []
+    for action, status, message in [
+        (lambda: handle.rebalance("nope"), 404, "group 'nope' does not exist"),
+        (lambda: handle.pause_heartbeats(duration_ms=60_000), 400, "test.faults.max.duration.ms"),
+        (lambda: handle.inject({"fault": "explode"}), 400, "unknown fault 'explode'"),
+        (handle.crash_restart, 409, "crash-restart is not available here"),
+        (lambda: handle.clear("f9"), 404, "f9"),
+    ]:
+        with pytest.raises(FaultError) as caught:
+            action()
+        assert caught.value.status == status
+        assert message in caught.value.message
+    assert handle.list() == []

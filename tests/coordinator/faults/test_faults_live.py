@@ -184,6 +184,15 @@ def test_leader_unavailable_in_metadata_and_produce(node: Node) -> None:
         response = client.request(ApiKey.PRODUCE, 9, request)
         assert [(p.index, p.error_code) for t in response.responses for p in t.partition_responses] == \
             [(1, ErrorCode.NOT_LEADER_OR_FOLLOWER)]
+        # Fetch v13+ names topics by id only.
+        fetch_cls = request_class(ApiKey.FETCH)
+        fetch_topic = fetch_cls.FetchTopic
+        fetch = fetch_cls(version=16, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0, topics=[
+            fetch_topic(topic_id=topic.topic_id, partitions=[
+                fetch_topic.FetchPartition(partition=1, fetch_offset=0, partition_max_bytes=1 << 20)])])
+        response = client.request(ApiKey.FETCH, 16, fetch)
+        assert [(t.topic_id, p.partition_index, p.error_code) for t in response.responses for p in t.partitions] == \
+            [(topic.topic_id, 1, ErrorCode.NOT_LEADER_OR_FOLLOWER)]
     assert node.http.call("DELETE", "/faults") == (200, {"cleared": 1})
     with node.wire() as client:
         (topic,) = metadata(client).topics
