@@ -38,6 +38,7 @@ from .admin.scram_apis import ScramApis
 from .cluster.controller import Controller
 from .cluster.controller_election import ControllerElection
 from .cluster.coordinator_leadership import CoordinatorLeadership
+from .cluster.coordinator_moves import CoordinatorMoves, MoveRefused
 from .cluster.dynamic_configs import ZkConfigs
 from .cluster.liveness import StallGuard
 from .cluster.producer_id_blocks import ProducerIdBlocks
@@ -133,6 +134,8 @@ class App:
         self.stall_guard: StallGuard | None = None
         #: Cluster mode: the coordinators' leadership, the markers and verifications across nodes.
         self.coordinator_leadership: CoordinatorLeadership | None = None
+        #: Cluster mode: the ``move-coordinator`` fault as a real leadership move.
+        self.coordinator_moves: CoordinatorMoves | None = None
         self.marker_channel: ClusterMarkerChannel | None = None
         self.verifier: ClusterVerifier | None = None
         cluster_id_source = None
@@ -461,7 +464,9 @@ class App:
             hook()
 
         targets = FaultTargets(rebalance=group_action("force_rebalance"), kick_member=group_action("kick_member"),
-                               move_coordinator=group_action("move_coordinator"),
+                               # A cluster node moves the partition's leadership for real.
+                               move_coordinator=self._cluster_move_coordinator if self.coordinator_moves is not None
+                               else group_action("move_coordinator"),
                                drop_connections=server.drop_connections,
                                crash_restart=crash_restart if self.crash_restart_hook is not None else None,
                                topic_name=topic_name)
@@ -582,6 +587,9 @@ class App:
             self.coordinator_leadership.register(ctype.topic, services[ctype.topic])
             runtimes[ctype.topic].standby_listeners.append(publish(ctype.topic))
         self.replicas.leadership_listeners.append(self.coordinator_leadership.on_leadership)
+        leadership = self.coordinator_leadership
+        self.coordinator_moves = CoordinatorMoves(
+            node.node_id, view, lambda topic, p: leadership.coordinator_epoch(topic, p) is not None)
         # Transactions across nodes: markers to each partition's leader, KIP-890 verification at
         # each id's coordinator (cluster/txn_marker_channel.py, cluster/txn_verifier.py).
         self.marker_channel = ClusterMarkerChannel(node.node_id, self.view, self.txn_markers)
@@ -622,6 +630,28 @@ class App:
             await self.controller.stop()
         if self.replicas is not None:
             await self.replicas.stop()
+
+    async def _cluster_move_coordinator(self, group_id: str, load_ms: int, not_coordinator_ms: int) -> dict[str, object]:
+        """The ``move-coordinator`` fault on a cluster node: a real move of the group's offsets
+        partition's leadership to another in-sync replica (cluster/coordinator_moves.py), answered
+        once the new leader coordinates the group. The single node's timed windows have no
+        counterpart in a real move, so they are refused (400) rather than ignored; a move the
+        cluster cannot make (no other in-sync replica, no controller) is 409."""
+        from .faults.spec import FaultError
+
+        assert self.coordinator_moves is not None
+        if load_ms or not_coordinator_ms:
+            raise FaultError(400, "load_ms and not_coordinator_ms apply to a single node only: on a cluster, "
+                                  "move-coordinator moves the partition's leadership for real")
+        partition = self.groups.partition_of(group_id)
+        if partition is None or self.runtime.serving_error(partition) != ErrorCode.NONE \
+                or not _hosts_group(self.runtime.shard(partition), group_id):
+            raise LookupError(f"group '{group_id}' does not exist")
+        try:
+            move = await self.coordinator_moves.move_group_coordinator(CONSUMER_OFFSETS, partition, group_id)
+        except MoveRefused as exc:
+            raise FaultError(409, str(exc)) from None
+        return {"group": group_id, "partition": move.partition, "from": move.from_broker, "to": move.to_broker}
 
     def _keep_second_signal_fatal(self, loop: asyncio.AbstractEventLoop) -> None:
         """Closing the loop would restore the default signal actions, so a second SIGTERM in the
@@ -680,6 +710,14 @@ class App:
             self.zookeeper.close()
             self.zookeeper = None
         self.data_dir.close()
+
+
+def _hosts_group(shard: GroupCoordinatorShard, group_id: str) -> bool:
+    """Whether ``shard`` holds ``group_id``: a consumer group, or a classic group that is not Dead."""
+    if group_id in shard.consumer_manager.groups:
+        return True
+    classic = shard.group_manager.groups.get(group_id)
+    return classic is not None and classic.state.value != "Dead"
 
 
 def _now_ms() -> int:
