@@ -227,7 +227,7 @@ class App:
             return None if info is None else info.num_partitions
 
         self.groups = GroupService(self.runtime, offsets_partitions, group_config.consumer_assignors,
-                                   authorizer=self.authorizer)
+                                   authorizer=self.authorizer, node_id=self.data_dir.node_id)
         if self.zookeeper is None:
             self.topics.listeners.append(self.groups)
 

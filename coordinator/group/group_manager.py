@@ -414,6 +414,23 @@ class GroupManager(Rebalancer):
             self._prepare_rebalance(group, records)
             assert not records, records
 
+    def force_rebalance(self, group: ClassicGroup, records: list[Record]) -> bool:
+        """Start a rebalance of a Stable or CompletingRebalance group now, as Kafka's
+        ``prepareRebalance`` does when it must rebalance one (members heartbeating get
+        REBALANCE_IN_PROGRESS and rejoin; parked SyncGroups get it at once; the join completes
+        into the next generation). False for a group with nothing to rebalance (Empty, Dead);
+        True for one already preparing a rebalance (its members rejoin anyway)."""
+        if group.state in (S.STABLE, S.COMPLETING_REBALANCE):
+            self._prepare_rebalance(group, records)
+            return True
+        return group.state is S.PREPARING_REBALANCE
+
+    def expire_member(self, group: ClassicGroup, member: ClassicGroupMember, records: list[Record]) -> None:
+        """Remove ``member`` as its session expiry would (``_on_session_timer``): its parked
+        JoinGroup is answered UNKNOWN_MEMBER_ID and the group rebalances."""
+        log.info("member %s of group %s: removed as if its session expired", member.member_id, group.group_id)
+        self._remove_members_and_update(group, [member], records)
+
     def ensure_group(self, group_id: str) -> ClassicGroup:
         """The group, created Empty if absent (a "simple" group: offsets, no protocol)."""
         group = self.groups.get(group_id)

@@ -227,8 +227,10 @@ class GroupService:
     def __init__(self, runtime: CoordinatorRuntime[GroupCoordinatorShard],
                  offsets_partitions: Callable[[], int | None],
                  consumer_assignors: tuple[str, ...] = ("uniform", "range"), *,
-                 authorizer: Authorizer = NO_AUTHORIZER) -> None:
+                 authorizer: Authorizer = NO_AUTHORIZER, node_id: int = 0) -> None:
         self.runtime = runtime
+        #: This node's id (``node.id``), for the answers of the injected faults.
+        self.node_id = node_id
         #: Every API checks what Kafka's KafkaApis checks, before it routes (coordinator/security/request_checks.py).
         self.authorizer = authorizer
         #: group.consumer.assignors: the ServerAssignor names a heartbeat may ask for.
@@ -902,6 +904,71 @@ class GroupService:
                                     [g.group_id for g in listed])
             listed = [g for g in listed if g.group_id in visible]
         return ListGroupsResponse(version=v, throttle_time_ms=0, error_code=0, groups=listed)
+
+    # --- injected faults (issue 35; off unless test.faults.enable: coordinator/faults/) --------
+
+    def _coordinated(self, group_id: str) -> int:
+        """The partition of ``group_id`` if this node serves it, else LookupError."""
+        p = self.partition_of(group_id)
+        if p is None or self.runtime.state(p) is not CoordinatorState.ACTIVE:
+            raise LookupError(f"group '{group_id}' does not exist")
+        return p
+
+    async def _fault(self, group_id: str, name: str,
+                     op: Callable[[GroupCoordinatorShard], CoordinatorResult[dict[str, object]]]) -> dict[str, object]:
+        p = self._coordinated(group_id)
+        try:
+            answer = await self._write(p, name, op)
+        except NotActiveError:
+            raise LookupError(f"group '{group_id}' does not exist") from None
+        assert answer is not None
+        return answer
+
+    async def force_rebalance(self, group_id: str) -> dict[str, object]:
+        """Fault "rebalance": a classic group prepares a rebalance (its members rejoin into a new
+        generation), a consumer group's epoch is bumped (a new target assignment, the members
+        reconcile to it); ``group/fault_actions.py``. LookupError for a group not served here."""
+        return await self._fault(group_id, "fault-rebalance", lambda s: s.fault_rebalance(group_id))
+
+    async def kick_member(self, group_id: str, member: str | None) -> dict[str, object]:
+        """Fault "kick-member": the member (a member id or a group.instance.id; None: the first
+        by member id) is removed as its session expiry would remove it. LookupError for an
+        unknown group or member."""
+        return await self._fault(group_id, "fault-kick-member", lambda s: s.fault_kick_member(group_id, member))
+
+    async def move_coordinator(self, group_id: str, load_ms: int, not_coordinator_ms: int) -> dict[str, object]:
+        """Fault "move-coordinator" on one node: the group's partition stops being served
+        (NOT_COORDINATOR, parked JoinGroups and SyncGroups answered so) for
+        ``not_coordinator_ms``, then counts as loading (COORDINATOR_LOAD_IN_PROGRESS) for
+        ``load_ms``, then is loaded again from its log, as a coordinator moving away and back
+        would be. Answers once the partition is active again. The reload runs as the
+        partition's load task (``_loads``): a shutdown, or a real resignation, cancels it."""
+        p = self._coordinated(group_id)
+        try:
+            known = await self.runtime.read(p, "fault-move-coordinator", lambda s: s.holds_group(group_id))
+        except NotActiveError:
+            known = False
+        if not known:
+            raise LookupError(f"group '{group_id}' does not exist")
+        if self.runtime.state(p) is not CoordinatorState.ACTIVE:
+            raise LookupError(f"group '{group_id}' does not exist")
+        self.resign(p, standby=False)
+        reload = asyncio.ensure_future(self._reload(p, load_ms, not_coordinator_ms))
+        self._loads[p] = reload
+        # Shielded: a caller that goes away (its connection closed) does not leave the partition
+        # unloaded for good.
+        await asyncio.shield(reload)
+        if self.runtime.state(p) is not CoordinatorState.ACTIVE:
+            raise RuntimeError(f"__consumer_offsets-{p} did not load again (its log failed to replay)")
+        return {"group": group_id, "partition": p, "from": self.node_id, "to": self.node_id}
+
+    async def _reload(self, partition: int, load_ms: int, not_coordinator_ms: int) -> None:
+        if not_coordinator_ms > 0:
+            await self.runtime.sleep_ms(not_coordinator_ms)
+        self.runtime.queue_loading([partition])
+        if load_ms > 0:
+            await self.runtime.sleep_ms(load_ms)
+        await self.runtime.load(partition)
 
     def handlers(self) -> dict[ApiKey, Handler]:
         return {

@@ -69,6 +69,7 @@ from .config import GroupConfig
 from .consumer.classic_members import ClassicMembers
 from .consumer.group import ConsumerGroupState
 from .consumer.manager import CONSUMER_GROUP_TYPE, ConsumerGroupManager, RegexResolver
+from .fault_actions import force_rebalance, holds_group, kick_member
 from .group_manager import GroupManager
 from .group_state import GroupState
 from .offset_manager import OffsetManager
@@ -312,6 +313,20 @@ class GroupCoordinatorShard:
             results.append(DeletedGroup(group_id=group_id, error_code=int(error)))
         return CoordinatorResult(records, DeleteGroupsResponse(version=api_version, throttle_time_ms=0,
                                                                results=results))
+
+    def fault_rebalance(self, group_id: str) -> CoordinatorResult[dict[str, object]]:
+        """Injected fault "rebalance" (write op "fault-rebalance", ``fault_actions.py``); raises
+        LookupError for a group this partition does not hold."""
+        return force_rebalance(self.group_manager, self.consumer_manager, group_id)
+
+    def fault_kick_member(self, group_id: str, member: str | None) -> CoordinatorResult[dict[str, object]]:
+        """Injected fault "kick-member" (write op "fault-kick-member", ``fault_actions.py``); raises
+        LookupError for an unknown group or member."""
+        return kick_member(self.group_manager, self.consumer_manager, group_id, member)
+
+    def holds_group(self, group_id: str) -> bool:
+        """Whether a live group (classic or consumer) has this id here (read)."""
+        return holds_group(self.group_manager, self.consumer_manager, group_id)
 
     def on_topics_deleted(self, topics: set[str]) -> CoordinatorResult[None]:
         """Topics were deleted: their committed offsets go at once, in every group (a write the

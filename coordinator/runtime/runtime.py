@@ -226,6 +226,10 @@ class CoordinatorRuntime(Generic[ShardT]):
         """Snapshot what changed since the last snapshots (shutdown; ``snapshot_schedule.py``)."""
         await self._snapshots.snapshot_all()
 
+    async def sleep_ms(self, delay_ms: float) -> None:
+        """Wait ``delay_ms`` on the runtime's timers (a stepping clock in tests drives it too)."""
+        await sleep_ms(self._table.timers, delay_ms)
+
     # --- lifecycle ----------------------------------------------------------------------------
 
     def _new_partition(self, partition: int, plog: PartitionLog) -> Partition[ShardT]:
@@ -337,6 +341,17 @@ class CoordinatorRuntime(Generic[ShardT]):
         if part is None:
             return
         self._halt(part)
+        unloaded = getattr(part.shard, "on_unloaded", None)
+        if part.state is CoordinatorState.ACTIVE and unloaded is not None:
+            # What the shard holds parked (a JoinGroup waiting for its rebalance) is answered
+            # too, as Kafka's onResignation completes them: the answers it sets are not
+            # released but failed below with the rest (NOT_COORDINATOR), as nothing of this
+            # partition may be answered from here any more.
+            part.writes.in_op = True
+            try:
+                unloaded()
+            finally:
+                part.writes.in_op = False
         part.state = CoordinatorState.FAILED if part.state is CoordinatorState.FAILED else CoordinatorState.LOADING
         self._writes.fail_waiting(part)
 

@@ -33,7 +33,8 @@ from .group import ConsumerGroup
 from .member import Assignment, ConsumerGroupMember, normalize
 
 __all__ = ["to_tps", "from_tps", "subscription_value", "subscription", "current_value",
-           "remove_member_records", "replacement_records", "consumer_group_records", "group_tombstones"]
+           "remove_member_records", "replacement_records", "consumer_group_records", "group_tombstones",
+           "epoch_bump"]
 
 
 def to_tps(assignment: Assignment, epochs: Mapping[tuple[uuid.UUID, int], int] | None = None
@@ -119,3 +120,11 @@ def group_tombstones(group: ConsumerGroup, replaced: tuple[str, str] | None = No
     records.append((ConsumerGroupPartitionMetadataKey(gid), None))
     records.append((ConsumerGroupMetadataKey(gid), None))
     return records
+
+
+def epoch_bump(group: ConsumerGroup) -> Record:
+    """The group's metadata at the next group epoch (its topics' hash and creation time kept): the
+    record a subscription change writes, which makes the next heartbeat compute a new target
+    assignment and every member reconcile to the new epoch (KIP-848's group epoch)."""
+    return (ConsumerGroupMetadataKey(group.group_id),
+            ConsumerGroupMetadataValue(group.group_epoch + 1, group.metadata_hash, group.creation_time_ms))
