@@ -18,7 +18,7 @@ import os
 import signal
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
@@ -441,17 +441,8 @@ class App:
             return
         from .faults.engine import FaultEngine, FaultTargets
 
-        server, groups = self.server, self.groups
+        server = self.server
         assert server is not None
-
-        def group_action(name: str) -> Callable[..., Awaitable[dict[str, object]]]:
-            async def act(*args: object) -> dict[str, object]:
-                method = getattr(groups, name, None)
-                if method is None:
-                    raise LookupError(f"{name} is not available on this node")
-                result: dict[str, object] = await method(*args)
-                return result
-            return act
 
         def topic_name(topic_id: uuid.UUID) -> str | None:
             info = self.registry.by_id(topic_id)
@@ -463,10 +454,10 @@ class App:
                 raise RuntimeError("crash-restart is not available here")
             hook()
 
-        targets = FaultTargets(rebalance=group_action("force_rebalance"), kick_member=group_action("kick_member"),
+        targets = FaultTargets(rebalance=self.groups.force_rebalance, kick_member=self.groups.kick_member,
                                # A cluster node moves the partition's leadership for real.
                                move_coordinator=self._cluster_move_coordinator if self.coordinator_moves is not None
-                               else group_action("move_coordinator"),
+                               else self.groups.move_coordinator,
                                drop_connections=server.drop_connections,
                                crash_restart=crash_restart if self.crash_restart_hook is not None else None,
                                topic_name=topic_name)
