@@ -77,6 +77,7 @@ def test_the_child_runs_load_this_checkouts_plugin(tmp_path: Path) -> None:
 
 
 @pytest.mark.clients
+@pytest.mark.slow
 @pytest.mark.timeout(CHILD_TIMEOUT_S + 30)
 @pytest.mark.parametrize("name", sorted(recipes()))
 def test_recipe_passes(name: str, tmp_path: Path) -> None:
