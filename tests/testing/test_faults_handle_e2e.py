@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,11 +52,44 @@ def handle(node: tuple[ServerProcess, str]) -> Iterator[FaultHandle]:
     faults.clear()
 
 
-def heartbeat(server: ServerProcess, group: str) -> int:
-    request = request_class(ApiKey.HEARTBEAT)(version=4, group_id=group, generation_id=1, member_id="m-1",
+def heartbeat(server: ServerProcess, group: str, member: str = "m-1", generation: int = 1) -> int:
+    request = request_class(ApiKey.HEARTBEAT)(version=4, group_id=group, generation_id=generation, member_id=member,
                                               group_instance_id=None)
     with WireClient(server.host, server.port) as client:
         return int(client.request(ApiKey.HEARTBEAT, 4, request).error_code)
+
+
+def join(server: ServerProcess, group: str) -> tuple[str, int]:
+    """One classic member joined and synced (the group Stable): its member id and generation."""
+    J, S = request_class(ApiKey.JOIN_GROUP), request_class(ApiKey.SYNC_GROUP)
+
+    def join_as(client: WireClient, member: str) -> Any:
+        return client.request(ApiKey.JOIN_GROUP, 5, J(
+            version=5, group_id=group, session_timeout_ms=30_000, rebalance_timeout_ms=30_000, member_id=member,
+            group_instance_id=None, protocol_type="consumer", protocols=[J.JoinGroupRequestProtocol(name="range",
+                                                                                                  metadata=b"")]))
+
+    with WireClient(server.host, server.port) as client:
+        # FindCoordinator first, as a client does: it creates __consumer_offsets on a fresh node.
+        find = request_class(ApiKey.FIND_COORDINATOR)(version=4, key_type=0, coordinator_keys=[group])
+        deadline = time.monotonic() + 20
+        while client.request(ApiKey.FIND_COORDINATOR, 4, find).coordinators[0].error_code != ErrorCode.NONE:
+            assert time.monotonic() < deadline, "no group coordinator"
+            time.sleep(0.05)
+        first = join_as(client, "")
+        while first.error_code in (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR):
+            assert time.monotonic() < deadline, "the group coordinator never loaded"
+            time.sleep(0.05)
+            first = join_as(client, "")
+        assert first.error_code == ErrorCode.MEMBER_ID_REQUIRED, first
+        joined = join_as(client, first.member_id)
+        assert joined.error_code == ErrorCode.NONE, joined
+        synced = client.request(ApiKey.SYNC_GROUP, 3, S(
+            version=3, group_id=group, generation_id=joined.generation_id, member_id=joined.member_id,
+            group_instance_id=None, assignments=[S.SyncGroupRequestAssignment(member_id=joined.member_id,
+                                                                              assignment=b"")]))
+        assert synced.error_code == ErrorCode.NONE, synced
+        return joined.member_id, joined.generation_id
 
 
 def cli(url: str, *argv: str) -> subprocess.CompletedProcess[str]:
@@ -95,6 +129,35 @@ def test_bad_input_raises_the_nodes_message_and_changes_nothing(handle: FaultHan
     with pytest.raises(FaultError) as caught:
         handle.clear("f999")
     assert caught.value.status == 404
+    assert handle.list() == []
+
+
+def test_group_faults_act_on_a_real_group(node: tuple[ServerProcess, str], handle: FaultHandle) -> None:
+    server, _ = node
+    member, generation = join(server, "e2e-group")
+    assert heartbeat(server, "e2e-group", member, generation) == ErrorCode.NONE
+    rebalanced = handle.rebalance("e2e-group")
+    assert (rebalanced["group"], rebalanced["protocol"], rebalanced["generation"]) == ("e2e-group", "classic",
+                                                                                        generation)
+    assert heartbeat(server, "e2e-group", member, generation) == ErrorCode.REBALANCE_IN_PROGRESS
+    assert handle.kick_member("e2e-group")["member"] == member  # the first (and only) member
+    assert heartbeat(server, "e2e-group", member, generation) == ErrorCode.UNKNOWN_MEMBER_ID
+    moved = handle.move_coordinator("e2e-group", load_ms=50, not_coordinator_ms=50)
+    assert (moved["group"], moved["partition"]) == ("e2e-group", 0)  # offsets.topic.num.partitions=1
+    # Answered once the partition is active again: the group is served at once.
+    assert join(server, "e2e-group")[1] > generation
+
+
+def test_group_faults_on_a_group_the_node_does_not_know_change_nothing(
+        node: tuple[ServerProcess, str], handle: FaultHandle) -> None:
+    _, url = node
+    for action in (lambda: handle.rebalance("nope"), lambda: handle.kick_member("nope", member="m-1"),
+                   lambda: handle.move_coordinator("nope", load_ms=10)):
+        with pytest.raises(FaultError) as caught:
+            action()
+        assert (caught.value.status, caught.value.message) == (404, "group 'nope' does not exist")
+    done = cli(url, "kick-member", "--group", "nope")
+    assert (done.returncode, done.stdout, done.stderr) == (1, "", "groupcoord faults: group 'nope' does not exist\n")
     assert handle.list() == []
 
 
