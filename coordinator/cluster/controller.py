@@ -26,7 +26,7 @@ from typing import cast
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError, NotEmptyError
 
 from .controller_election import ControllerElection, ControllerMoved, ControllerToken
-from .plan import finish_reassignment, invalid_move, plan_partition, reassign, warming_by_partition
+from .plan import bounced_replicas, finish_reassignment, invalid_move, plan_partition, reassign, warming_by_partition
 from .view import ClusterView
 from .znodes import (
     DELETE_TOPICS,
@@ -57,6 +57,8 @@ class _Snapshot:
     states: dict[tuple[str, int], PartitionState]
     #: Replicas still warming, by partition (cluster/warming.py).
     warming: dict[tuple[str, int], frozenset[int]]
+    #: Each live broker's epoch (its registration's czxid), to tell bounced ones (plan.py, KIP-380).
+    epochs: dict[int, int]
 
 
 class Controller:
@@ -115,7 +117,8 @@ class Controller:
     def _snapshot(self) -> _Snapshot:
         view = self.view
         return _Snapshot(frozenset(view.brokers), view.shutting_down, view.deleting, dict(view.topics),
-                         dict(view.states), warming_by_partition(view.warming))
+                         dict(view.states), warming_by_partition(view.warming),
+                         {b: reg.epoch for b, reg in view.brokers.items()})
 
     def elect_preferred(self) -> None:
         """Run a preferred-leader election on the next pass (ElectLeaders, the imbalance timer)."""
@@ -174,9 +177,10 @@ class Controller:
             state = snap.states.get((name, p))
             if state is not None and state.controller_epoch > token.epoch:
                 raise ControllerMoved(f"{name}-{p} was written by controller epoch {state.controller_epoch}")
+            bounced = bounced_replicas(state, snap.epochs)
             new = plan_partition(replicas, state, snap.live, unclean=self.unclean, preferred=preferred,
                                  controller_epoch=token.epoch, shutting_down=snap.shutting_down,
-                                 warming=snap.warming.get((name, p), frozenset()))
+                                 warming=snap.warming.get((name, p), frozenset()), bounced=bounced)
             if new is None:
                 if state is not None and assignment.reassigning(p):
                     finished = finish_reassignment(assignment, p, state, snap.live, snap.shutting_down, token.epoch)
@@ -209,7 +213,7 @@ class Controller:
                 continue  # the view brings the newer version and another pass
             log.info("partition state written", extra={
                 "partition": f"{name}-{p}", "leader": new.leader, "leader_epoch": new.leader_epoch,
-                "isr": list(new.isr), "was": None if state is None else
+                "isr": list(new.isr), "bounced": sorted(bounced), "was": None if state is None else
                 {"leader": state.leader, "leader_epoch": state.leader_epoch, "isr": list(state.isr)}})
 
     def _delete_topic(self, token: ControllerToken, name: str, assignment: TopicAssignment | None,
@@ -436,7 +440,7 @@ class Controller:
             # watch has not arrived yet): read it and decide again, as Kafka's caller retries.
             try:
                 data, stat = self.election.zk.client.get(partition_state_path(name, p))
-                state = decode_partition_state(partition_state_path(name, p), data, stat.version)
+                state = decode_partition_state(partition_state_path(name, p), data, stat.version, stat.mzxid)
             except NoNodeError:
                 return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             except ZnodeError as exc:
