@@ -59,6 +59,8 @@ class _Snapshot:
     warming: dict[tuple[str, int], frozenset[int]]
     #: Each live broker's epoch (its registration's czxid), to tell bounced ones (plan.py, KIP-380).
     epochs: dict[int, int]
+    #: Brokers this controller saw register again with a new epoch since its last pass.
+    bounced: frozenset[int]
 
 
 class Controller:
@@ -72,6 +74,10 @@ class Controller:
         self.token: ControllerToken | None = None
         self._dirty = asyncio.Event()
         self._preferred_due = False
+        #: The broker epochs (registration czxids) last seen, and the brokers seen with a new one
+        #: while still registered — bounced (KIP-380) — that no pass has handled yet.
+        self._epochs: dict[int, int] = {}
+        self._bounced: set[int] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self._loop = asyncio.get_running_loop()
 
@@ -106,6 +112,12 @@ class Controller:
             self.token = None
 
     def brokers_changed(self, view: ClusterView) -> None:
+        # Kafka's processBrokerChange: a broker in both the old and the new set with a new epoch
+        # bounced; it is handled as failed, then started (plan.py).
+        epochs = {b: reg.epoch for b, reg in view.brokers.items()}
+        if self.token is not None:
+            self._bounced |= {b for b, e in epochs.items() if b in self._epochs and e != self._epochs[b]}
+        self._epochs = epochs
         self._dirty.set()
 
     def topic_changed(self, view: ClusterView, name: str) -> None:
@@ -118,7 +130,7 @@ class Controller:
         view = self.view
         return _Snapshot(frozenset(view.brokers), view.shutting_down, view.deleting, dict(view.topics),
                          dict(view.states), warming_by_partition(view.warming),
-                         {b: reg.epoch for b, reg in view.brokers.items()})
+                         {b: reg.epoch for b, reg in view.brokers.items()}, frozenset(self._bounced))
 
     def elect_preferred(self) -> None:
         """Run a preferred-leader election on the next pass (ElectLeaders, the imbalance timer)."""
@@ -142,6 +154,7 @@ class Controller:
                 continue
             preferred, self._preferred_due = self._preferred_due, False
             snap = self._snapshot()
+            self._bounced.clear()
             try:
                 await asyncio.to_thread(self._reconcile, token, snap, preferred)
             except ControllerMoved as exc:
@@ -150,10 +163,12 @@ class Controller:
                     self.token = None
             except KazooException as exc:
                 log.warning("controller pass failed; retrying", extra={"error": repr(exc)})
+                self._bounced |= snap.bounced
                 await asyncio.sleep(0.5)
                 self._dirty.set()
             except Exception:
                 log.exception("controller pass failed")
+                self._bounced |= snap.bounced
                 await asyncio.sleep(1.0)
                 self._dirty.set()
 
@@ -177,7 +192,7 @@ class Controller:
             state = snap.states.get((name, p))
             if state is not None and state.controller_epoch > token.epoch:
                 raise ControllerMoved(f"{name}-{p} was written by controller epoch {state.controller_epoch}")
-            bounced = bounced_replicas(state, snap.epochs)
+            bounced = bounced_replicas(state, snap.epochs, snap.bounced)
             new = plan_partition(replicas, state, snap.live, unclean=self.unclean, preferred=preferred,
                                  controller_epoch=token.epoch, shutting_down=snap.shutting_down,
                                  warming=snap.warming.get((name, p), frozenset()), bounced=bounced)

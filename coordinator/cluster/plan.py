@@ -38,9 +38,11 @@ core/src/main/scala/kafka/controller/PartitionStateMachine.scala in Kafka 3.x):
   registered after the state was written (its epoch is larger than the state's mzxid: zxids
   order every write) is planned first as if that broker were down — a new leader, out of the
   ISR, a new leader epoch — and, once that is written (or if it changes nothing), as usual: it
-  catches up and rejoins the ISR, and may be elected again. Comparing zxids instead of
-  remembering the epochs seen keeps a pass free of history: a controller elected after the
-  bounce, or a pass that lost a race, still sees it.
+  catches up and rejoins the ISR, and may be elected again. Comparing zxids needs no memory of
+  the epochs seen: a controller elected after the bounce, or a pass that lost a race, still sees
+  it. The controller also remembers, as Kafka's does, the brokers it saw come back with a new
+  epoch, for the next pass: a state another writer changed after the new registration (a
+  leader's ISR change) still names the bounced broker then.
 
 Every change the controller makes bumps the leader epoch.
 """
@@ -63,13 +65,18 @@ def warming_by_partition(marks: frozenset[tuple[int, str, int]]) -> dict[tuple[s
     return {k: frozenset(v) for k, v in out.items()}
 
 
-def bounced_replicas(state: PartitionState | None, epochs: Mapping[int, int]) -> frozenset[int]:
+def bounced_replicas(state: PartitionState | None, epochs: Mapping[int, int],
+                     seen_bounced: frozenset[int] = frozenset()) -> frozenset[int]:
     """The brokers ``state`` names as leader or ISR member that registered again after it was
-    written: their broker epoch (``epochs``, by live broker) is larger than the state's mzxid
-    (pure; see the module docstring)."""
-    if state is None or state.mzxid < 0:
+    written: their broker epoch (``epochs``, by live broker) is larger than the state's mzxid;
+    and those of ``seen_bounced`` (the controller saw their epoch change since its last pass, as
+    Kafka's ``processBrokerChange`` does: this also covers a state another writer changed after
+    the new registration) (pure; see the module docstring)."""
+    if state is None:
         return frozenset()
-    return frozenset(r for r in (state.leader, *state.isr) if epochs.get(r, -1) > state.mzxid)
+    named = (state.leader, *state.isr)
+    newer = frozenset(r for r in named if state.mzxid >= 0 and epochs.get(r, -1) > state.mzxid)
+    return newer | frozenset(r for r in named if r in seen_bounced)
 
 
 def plan_partition(replicas: tuple[int, ...], state: PartitionState | None, live: frozenset[int], *,

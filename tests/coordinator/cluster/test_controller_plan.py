@@ -58,6 +58,9 @@ def test_a_bounced_broker_is_failed_then_started_again() -> None:
     assert bounced_replicas(led, epochs) == {3}
     assert bounced_replicas(led, {**epochs, 3: 90}) == frozenset()
     assert bounced_replicas(PartitionState(3, 7, REPLICAS, 1), epochs) == frozenset()  # not read from ZooKeeper
+    # Seen bounced by the controller: counted even in a state written after its new registration.
+    assert bounced_replicas(led, {**epochs, 3: 90}, frozenset({3, 4})) == {3}
+    assert bounced_replicas(PartitionState(1, 7, (1, 2), 1, mzxid=100), epochs, frozenset({3})) == frozenset()
     # Its leadership moves, with a new leader epoch, and it leaves the ISR.
     failed = _plan(led, bounced=frozenset({3}))
     assert failed is not None and failed.leader == 1 and failed.leader_epoch == 8 and failed.isr == (1, 2)
