@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..faults_cli import FaultError
+from .kafka_python_warnings import import_quietly, kafka_python_warnings_ignored
 from .settings import server_settings
 
 if TYPE_CHECKING:
@@ -78,7 +79,8 @@ class EmbeddedServer:
         if self._faults is None:
             if self.loop is None:
                 raise ServerError("the server is not started")
-            from .faults import FaultHandle, LocalTransport
+            with kafka_python_warnings_ignored():
+                from .faults import FaultHandle, LocalTransport
 
             self._faults = FaultHandle(LocalTransport(_CurrentEngine(self), self.loop), restart=self.crash_restart)
         return self._faults
@@ -100,6 +102,9 @@ class EmbeddedServer:
                 raise ServerError("the server is already started")
             self.data_dir.mkdir(parents=True, exist_ok=True)
             config = self._config()  # a bad setting raises ConfigError here, in the caller's thread
+            # The node's code is imported here, in the caller's thread, where warning filters can
+            # be set for the import alone (kafka_python_warnings.py); the node's thread finds it loaded.
+            import_quietly("coordinator.app")
             loop = asyncio.new_event_loop()
             thread = threading.Thread(target=_run_loop, args=(loop,), name=f"groupcoord-{self.data_dir.name}",
                                       daemon=True)
