@@ -15,9 +15,12 @@ from typing import TypeAlias, TypeVar
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 
-__all__ = ["FaultError", "FaultSpec", "FAULT_NAMES", "LastingSpec", "parse_fault", "parse_api", "parse_error",
+__all__ = ["FAULTS_OFF", "FaultError", "FaultSpec", "FAULT_NAMES", "LastingSpec", "parse_fault", "parse_api", "parse_error",
            "api_name", "DEFAULT_DURATION_MS", "Rebalance", "KickMember", "MoveCoordinator", "Fail", "Delay",
            "DropConnections", "PauseHeartbeats", "LeaderUnavailable", "CrashRestart"]
+
+#: What a node without ``test.faults.enable`` answers to every fault request (404).
+FAULTS_OFF = "fault injection is off on this node: start it with test.faults.enable=true"
 
 #: How long a ``fail`` or ``delay`` lasts when its request gives no ``duration_ms``.
 DEFAULT_DURATION_MS = 60_000

@@ -261,8 +261,9 @@ class _CurrentEngine:
         if app is None:
             raise FaultError("the in-process server is not running")
         if app.faults is None:
-            # What the node's /faults answers when it is off (coordinator/ops/).
-            raise FaultError("fault injection is off on this node: start it with test.faults.enable=true", 404)
+            from ..faults.spec import FAULTS_OFF  # loaded with the App already
+
+            raise FaultError(FAULTS_OFF, 404)  # what the node's /faults answers when it is off
         return app.faults
 
     def inject(self, body: Mapping[str, object]) -> Coroutine[Any, Any, dict[str, object]]:
