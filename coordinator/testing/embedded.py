@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..faults_cli import FaultError
-from .kafka_python_warnings import import_quietly, kafka_python_warnings_ignored
+from .kafka_python_warnings import import_quietly
 from .settings import server_settings
 
 if TYPE_CHECKING:
@@ -79,8 +79,7 @@ class EmbeddedServer:
         if self._faults is None:
             if self.loop is None:
                 raise ServerError("the server is not started")
-            with kafka_python_warnings_ignored():
-                from .faults import FaultHandle, LocalTransport
+            from .faults import FaultHandle, LocalTransport  # quiet: start() loaded kafka-python
 
             self._faults = FaultHandle(LocalTransport(_CurrentEngine(self), self.loop), restart=self.crash_restart)
         return self._faults
