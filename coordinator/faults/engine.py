@@ -23,14 +23,12 @@ from .registry import Registry
 from .requests import wrap_handlers
 from .spec import (
     CrashRestart,
-    Delay,
     DropConnections,
     Fail,
     FaultError,
     KickMember,
-    LeaderUnavailable,
+    LastingSpec,
     MoveCoordinator,
-    PauseHeartbeats,
     Rebalance,
     api_name,
     parse_fault,
@@ -63,7 +61,7 @@ class FaultEngine:
         """Apply the fault ``body`` asks for: ``{"id": ..., "result": {...}}`` for a lasting one,
         ``{"result": {...}}`` for an immediate one. FaultError when refused (nothing changed)."""
         spec = parse_fault(body, self.max_duration_ms)
-        if isinstance(spec, (Fail, Delay, PauseHeartbeats, LeaderUnavailable)):
+        if isinstance(spec, LastingSpec):
             if isinstance(spec, Fail) and spec.api not in FAILABLE_APIS:
                 raise FaultError(400, f"fault 'fail' is not available for {api_name(spec.api)}: it can fail "
                                       f"{', '.join(sorted(api_name(k) for k in FAILABLE_APIS))}")

@@ -1,6 +1,7 @@
 """Kafka's answer to a request that failed as a whole: the API's response with one error in every
 error field, echoing what the request named (topics, partitions, groups, coordinator keys), as
-Kafka's ``AbstractRequest.getErrorResponse`` does for each API.
+Kafka's ``getErrorResponse`` does for each API (each request class of
+https://github.com/apache/kafka/tree/trunk/clients/src/main/java/org/apache/kafka/common/requests).
 
 Built by walking the response's schema (kafka-python's classes, generated from Kafka's JSON
 message schemas) beside the request's: a response array is filled from the request array it

@@ -8,11 +8,9 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import asdict
 
-from .spec import Delay, Fail, FaultError, LeaderUnavailable, PauseHeartbeats, api_name, fault_name
+from .spec import Delay, Fail, FaultError, LastingSpec, api_name, fault_name
 
-__all__ = ["ActiveFault", "Registry", "LastingSpec"]
-
-LastingSpec = Fail | Delay | PauseHeartbeats | LeaderUnavailable
+__all__ = ["ActiveFault", "Registry"]
 
 
 class ActiveFault:

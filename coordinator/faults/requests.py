@@ -5,7 +5,8 @@ What each fault does to a request it matches:
 
 - ``fail``: answered with the error in every error field (error_responses.py); the handler is not
   called. An acks=0 Produce gets no answer; its connection is closed, as Kafka does when an
-  acks=0 produce fails (``KafkaApis.handleProduceRequest``).
+  acks=0 produce fails (``handleProduceRequest`` in
+  https://github.com/apache/kafka/blob/trunk/core/src/main/scala/kafka/server/KafkaApis.scala).
 - ``delay``: the handler is called after ``ms``; the server keeps answers in request order per
   connection, so later requests on that connection wait too.
 - ``pause-heartbeats``: Heartbeat and ConsumerGroupHeartbeat wait until the pause ends or is
@@ -32,7 +33,7 @@ from protocol.responses import CloseConnection
 
 from ..context import Handler, RequestContext
 from .error_responses import error_response
-from .registry import ActiveFault, Registry
+from .registry import Registry
 from .spec import Delay, Fail, LeaderUnavailable, PauseHeartbeats
 
 __all__ = ["wrap_handlers", "request_groups", "request_topic_partitions"]
@@ -119,13 +120,8 @@ def _answer_error(ctx: RequestContext, request: KafkaRequest, error: int) -> obj
 
 
 async def _after(wait: Awaitable[object], handler: Handler, ctx: RequestContext, request: KafkaRequest) -> object:
+    """The handler's answer once ``wait`` is done (a delay's sleep, a pause's end)."""
     await wait
-    result = handler(ctx, request)
-    return await result if inspect.isawaitable(result) else result
-
-
-async def _held(fault: ActiveFault, handler: Handler, ctx: RequestContext, request: KafkaRequest) -> object:
-    await fault.released.wait()
     result = handler(ctx, request)
     return await result if inspect.isawaitable(result) else result
 
@@ -160,7 +156,7 @@ def _faulted(registry: Registry, api_key: ApiKey, handler: Handler, topic_name: 
                     return _after(asyncio.sleep(spec.ms / 1000.0), handler, ctx, request)
             elif isinstance(spec, PauseHeartbeats):
                 if api_key in _HEARTBEATS and _matches(spec, api_key, request, topic_name):
-                    return _held(fault, handler, ctx, request)
+                    return _after(fault.released.wait(), handler, ctx, request)
             elif api_key == ApiKey.METADATA:
                 leaderless.append(spec)
             elif api_key in _LEADER_APIS and _names_partition(spec, api_key, request, topic_name):

@@ -8,16 +8,19 @@ so that a test author's typo reads as an answer rather than a stack trace.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import TypeAlias, TypeVar
 
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 
-__all__ = ["FaultError", "FaultSpec", "FAULT_NAMES", "LASTING_FAULTS", "parse_fault", "parse_api", "parse_error",
+__all__ = ["FAULTS_OFF", "FaultError", "FaultSpec", "FAULT_NAMES", "LastingSpec", "parse_fault", "parse_api", "parse_error",
            "api_name", "DEFAULT_DURATION_MS", "Rebalance", "KickMember", "MoveCoordinator", "Fail", "Delay",
            "DropConnections", "PauseHeartbeats", "LeaderUnavailable", "CrashRestart"]
+
+#: What a node without ``test.faults.enable`` answers to every fault request (404).
+FAULTS_OFF = "fault injection is off on this node: start it with test.faults.enable=true"
 
 #: How long a ``fail`` or ``delay`` lasts when its request gives no ``duration_ms``.
 DEFAULT_DURATION_MS = 60_000
@@ -43,35 +46,41 @@ for _key in ApiKey:
     _API_BY_NAME[api_name(_key).lower()] = _key
     _API_BY_NAME[_key.name.lower()] = _key
 
+_ERROR_BY_NAME: dict[str, ErrorCode] = {name.lower(): code for name, code in ErrorCode.__members__.items()}
+
+E = TypeVar("E", ApiKey, ErrorCode)
+
+
+def _lookup(value: object, by_name: Mapping[str, E], by_code: Callable[[int], E]) -> E | None:
+    """``value`` as a name (any case) or an int code (also as a string); None when it is neither."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int) or (isinstance(value, str) and value.strip().lstrip("-").isdigit()):
+        try:
+            return by_code(int(value))
+        except ValueError:
+            return None
+    if isinstance(value, str):
+        return by_name.get(value.strip().lower())
+    return None
+
 
 def parse_api(value: object) -> ApiKey:
     """An API by its CamelCase name, its enum name, or its int key."""
-    if isinstance(value, bool):
-        value = None
-    if isinstance(value, int) or (isinstance(value, str) and value.strip().lstrip("-").isdigit()):
-        try:
-            return ApiKey(int(value))
-        except ValueError:
-            pass
-    elif isinstance(value, str) and value.strip().lower() in _API_BY_NAME:
-        return _API_BY_NAME[value.strip().lower()]
-    raise FaultError(400, f"unknown api {value!r}: give Kafka's API name (e.g. 'OffsetCommit' or 'OFFSET_COMMIT') "
-                          f"or its key; known: {', '.join(api_name(k) for k in ApiKey)}")
+    key = _lookup(value, _API_BY_NAME, ApiKey)
+    if key is None:
+        raise FaultError(400, f"unknown api {value!r}: give Kafka's API name (e.g. 'OffsetCommit' or "
+                              f"'OFFSET_COMMIT') or its key; known: {', '.join(api_name(k) for k in ApiKey)}")
+    return key
 
 
 def parse_error(value: object) -> ErrorCode:
     """A Kafka error by its name (``REBALANCE_IN_PROGRESS``) or its int code."""
-    if isinstance(value, bool):
-        value = None
-    if isinstance(value, int) or (isinstance(value, str) and value.strip().lstrip("-").isdigit()):
-        try:
-            return ErrorCode(int(value))
-        except ValueError:
-            pass
-    elif isinstance(value, str) and value.strip().upper() in ErrorCode.__members__:
-        return ErrorCode[value.strip().upper()]
-    raise FaultError(400, f"unknown error {value!r}: give Kafka's error name (e.g. 'REBALANCE_IN_PROGRESS') or its "
-                          f"code; known: {', '.join(e.name for e in ErrorCode)}")
+    error = _lookup(value, _ERROR_BY_NAME, ErrorCode)
+    if error is None:
+        raise FaultError(400, f"unknown error {value!r}: give Kafka's error name (e.g. 'REBALANCE_IN_PROGRESS') "
+                              f"or its code; known: {', '.join(e.name for e in ErrorCode)}")
+    return error
 
 
 @dataclass(frozen=True)
@@ -135,10 +144,9 @@ class CrashRestart:
     pass
 
 
-FaultSpec: TypeAlias = (Rebalance | KickMember | MoveCoordinator | Fail | Delay | DropConnections | PauseHeartbeats
-                        | LeaderUnavailable | CrashRestart)
 #: Faults that stay in force for a while (they get an id and show in the listing).
-LASTING_FAULTS: tuple[type, ...] = (Fail, Delay, PauseHeartbeats, LeaderUnavailable)
+LastingSpec: TypeAlias = Fail | Delay | PauseHeartbeats | LeaderUnavailable
+FaultSpec: TypeAlias = Rebalance | KickMember | MoveCoordinator | DropConnections | CrashRestart | LastingSpec
 
 #: Each fault's name, its class, its required params and its optional ones.
 _FAULTS: dict[str, tuple[type, tuple[str, ...], tuple[str, ...]]] = {

@@ -14,12 +14,10 @@ from typing import Any
 
 from aiohttp import web
 
-from ..faults.spec import FaultError
+from ..faults.spec import FAULTS_OFF, FaultError
 from .context import OpsContext
 
 __all__ = ["add_fault_routes", "FAULTS_OFF"]
-
-FAULTS_OFF = "fault injection is off on this node: start it with test.faults.enable=true"
 
 _CTX_KEY: web.AppKey[OpsContext] = web.AppKey("faults_ops_context", OpsContext)
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..faults_cli import FaultError
+from .kafka_python_warnings import import_quietly
 from .settings import server_settings
 
 if TYPE_CHECKING:
@@ -78,7 +79,7 @@ class EmbeddedServer:
         if self._faults is None:
             if self.loop is None:
                 raise ServerError("the server is not started")
-            from .faults import FaultHandle, LocalTransport
+            from .faults import FaultHandle, LocalTransport  # quiet: start() loaded kafka-python
 
             self._faults = FaultHandle(LocalTransport(_CurrentEngine(self), self.loop), restart=self.crash_restart)
         return self._faults
@@ -100,6 +101,9 @@ class EmbeddedServer:
                 raise ServerError("the server is already started")
             self.data_dir.mkdir(parents=True, exist_ok=True)
             config = self._config()  # a bad setting raises ConfigError here, in the caller's thread
+            # The node's code is imported here, in the caller's thread, where warning filters can
+            # be set for the import alone (kafka_python_warnings.py); the node's thread finds it loaded.
+            import_quietly("coordinator.app")
             loop = asyncio.new_event_loop()
             thread = threading.Thread(target=_run_loop, args=(loop,), name=f"groupcoord-{self.data_dir.name}",
                                       daemon=True)
@@ -256,8 +260,9 @@ class _CurrentEngine:
         if app is None:
             raise FaultError("the in-process server is not running")
         if app.faults is None:
-            # What the node's /faults answers when it is off (coordinator/ops/).
-            raise FaultError("fault injection is off on this node: start it with test.faults.enable=true", 404)
+            from ..faults.spec import FAULTS_OFF  # loaded with the App already
+
+            raise FaultError(FAULTS_OFF, 404)  # what the node's /faults answers when it is off
         return app.faults
 
     def inject(self, body: Mapping[str, object]) -> Coroutine[Any, Any, dict[str, object]]:

@@ -26,6 +26,8 @@ from typing import Any
 
 import pytest
 
+from .kafka_python_warnings import kafka_python_warnings_ignored
+
 __all__ = ["MODES", "SCOPES"]
 
 MODES = ("inprocess", "subprocess")
@@ -169,7 +171,8 @@ def groupcoord_admin(groupcoord_server: Any) -> Iterator[Any]:
 def groupcoord_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A 3-node cluster on a real ZooKeeper (coordinator/testing/cluster.py), one per session;
     the tests asking for it are skipped, saying what to install, when ZooKeeper is missing."""
-    from .cluster import GroupcoordCluster, zookeeper_missing  # type: ignore[import-not-found, unused-ignore]
+    with kafka_python_warnings_ignored():
+        from .cluster import GroupcoordCluster, zookeeper_missing
 
     missing = zookeeper_missing()
     if missing:

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .kafka_python_warnings import kafka_python_warnings_ignored
 from .settings import free_port, server_settings
 
 if TYPE_CHECKING:
@@ -65,7 +66,8 @@ class SubprocessServer:
     def faults(self) -> FaultHandle:
         """The ``FaultHandle`` (coordinator/testing/faults.py) over the node's /faults endpoint."""
         if self._faults is None:
-            from .faults import FaultHandle, HttpTransport
+            with kafka_python_warnings_ignored():  # the handle's code is the node's too
+                from .faults import FaultHandle, HttpTransport
 
             self._faults = FaultHandle(HttpTransport(self.http_url), restart=self.crash_restart)
         return self._faults

@@ -1,6 +1,6 @@
 """The fault handle (coordinator/testing/faults.py) over both transports, against a fake node.
 
-``FakeNode`` keeps the contract of FAULTS.md's engine and ``/faults`` endpoint (the vocabulary's
+``FakeNode`` keeps the contract of the engine and its ``/faults`` endpoint (docs/testing.md: the vocabulary's
 names, ids f1, f2..., 400/404/409 refusals with a message) on an event loop of its own thread, as
 the in-process server runs; the end-to-end tests against a real node are in
 test_faults_handle_e2e.py. test_faults_cli.py uses the same fake.

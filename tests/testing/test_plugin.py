@@ -215,3 +215,19 @@ def test_loading_the_plugin_imports_no_server_code() -> None:
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
                          env={"PYTHONPATH": str(REPO)}, timeout=60)
     assert out.stdout.strip() == "[]"
+
+
+
+@pytest.mark.parametrize("mode", ["inprocess", "subprocess"])
+def test_the_servers_code_is_imported_without_kafka_pythons_deprecation_warnings(
+        child: pytest.Pytester, mode: str) -> None:
+    # kafka-python's protocol classes warn when first imported (coordinator/testing/kafka_python_warnings.py);
+    # the fixtures import them with the node's code and the fault handle's, and a user's run must
+    # not report them as its own. The test file imports no kafka-python: the fixtures load it first.
+    # (pytest-asyncio, installed here, warns at start-up about an ini option a user sets: not loaded.)
+    result = _run(child, '''
+def test_a_server_and_its_fault_handle(groupcoord_server, groupcoord_admin):
+    assert groupcoord_admin.list() == []
+''', f"--groupcoord-mode={mode}", "-W", "error::DeprecationWarning", "-p", "no:asyncio")
+    result.assert_outcomes(passed=1)
+    assert "DeprecationWarning" not in result.stdout.str()
