@@ -463,7 +463,10 @@ class App:
                                topic_name=topic_name)
         self.faults = FaultEngine(targets, int(self.config["test.faults.max.duration.ms"]), _now_ms)
         server.set_handlers(self.faults.wrap(self.handlers))
-        log.warning("fault injection is on (test.faults.enable): never in production")
+        # A warning on a served node (an operator should see it); in the test harness, where every
+        # node has faults on, a note that does not litter each test's output.
+        log.log(logging.INFO if self.embedded else logging.WARNING,
+                "fault injection is on (test.faults.enable): never in production")
 
     async def _start_ops(self, node: NodeInfo) -> None:
         """The ops wing (docs/metrics.md): the node's live view, the lag monitor sampling it,

@@ -135,3 +135,15 @@ def test_stop_is_graceful_and_frees_the_port(tmp_path: Path) -> None:
         assert again.port == port
     finally:
         again.stop()
+
+
+def test_a_node_in_the_harness_notes_its_faults_without_a_warning(tmp_path: Path,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    # Every harness node has faults on: a WARNING per start would litter each test's output (and
+    # reach stderr where logging is not set up); `groupcoord serve` keeps it a warning.
+    caplog.set_level("INFO", logger="groupcoord")
+    node = EmbeddedServer(tmp_path / "data")
+    node.start()
+    node.stop()
+    notes = [r for r in caplog.records if "fault injection is on" in r.getMessage()]
+    assert [r.levelname for r in notes] == ["INFO"]
