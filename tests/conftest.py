@@ -11,7 +11,6 @@ from __future__ import annotations
 # shares between threads, gh-106905, fixed in 3.11.8) may fail that import with "AST constructor
 # recursion depth mismatch" while a test's server thread is still compiling or importing.
 import os
-import random
 import shutil
 import signal
 import socket
@@ -24,6 +23,8 @@ from pathlib import Path
 import hypothesis  # noqa: F401  (see the comment above)
 import pytest
 
+from coordinator.testing.settings import free_port_block, worker_port_range
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -34,34 +35,15 @@ def free_port() -> int:
 
 
 def _worker_port_range() -> tuple[int, int]:
-    """This process's share of 20000..32000: under pytest-xdist each worker (``gw0``, ``gw1``...,
-    of ``PYTEST_XDIST_WORKER_COUNT``) draws from its own slice, so two workers never pick the same
-    base between one's bind check and its server's bind (a cluster restarts nodes on their ports)."""
-    low, high = 20000, 32000
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
-    if not worker.startswith("gw") or count <= 1:
-        return low, high
-    size = (high - low) // count
-    start = low + int(worker[2:]) % count * size
-    return start, start + size
+    """This process's share of 20000..32000 (coordinator/testing/settings.py, shared with the
+    testing toolkit's cluster)."""
+    return worker_port_range()
 
 
 def free_ports(count: int) -> int:
     """A base port with ``count`` consecutive bindable ports below the kernel's ephemeral range
     (32768..), where no outgoing connection of another test can be holding one of them."""
-    rng = random.Random()
-    low, high = _worker_port_range()
-    for _ in range(200):
-        base = rng.randrange(low, high - count)
-        try:
-            for port in range(base, base + count):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        return base
-    raise AssertionError("no free consecutive ports")
+    return free_port_block(count)
 
 
 def serving_copy(root: Path) -> Path:

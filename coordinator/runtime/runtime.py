@@ -333,6 +333,19 @@ class CoordinatorRuntime(Generic[ShardT]):
         part.snapshots.stop_refresh()
         part.timer.cancel_all()
 
+    def _answer_parked(self, part: Partition[ShardT]) -> bool:
+        """An active shard with an ``on_unloaded`` answers what it holds parked, inside an
+        operation (its answers are set like any operation's); whether it was called."""
+        unloaded = getattr(part.shard, "on_unloaded", None)
+        if part.state is not CoordinatorState.ACTIVE or unloaded is None:
+            return False
+        part.writes.in_op = True
+        try:
+            unloaded()
+        finally:
+            part.writes.in_op = False
+        return True
+
     def unload(self, partition: int) -> None:
         """Stop coordinating ``partition`` (cluster mode: another node leads it now). Timers stop,
         parked answers and answers waiting for the ISR fail (NOT_COORDINATOR), the state goes."""
@@ -341,17 +354,11 @@ class CoordinatorRuntime(Generic[ShardT]):
         if part is None:
             return
         self._halt(part)
-        unloaded = getattr(part.shard, "on_unloaded", None)
-        if part.state is CoordinatorState.ACTIVE and unloaded is not None:
-            # What the shard holds parked (a JoinGroup waiting for its rebalance) is answered
-            # too, as Kafka's onResignation completes them: the answers it sets are not
-            # released but failed below with the rest (NOT_COORDINATOR), as nothing of this
-            # partition may be answered from here any more.
-            part.writes.in_op = True
-            try:
-                unloaded()
-            finally:
-                part.writes.in_op = False
+        # What the shard holds parked (a JoinGroup waiting for its rebalance) is answered too, as
+        # Kafka's onResignation completes them: the answers it sets are not released but failed
+        # below with the rest (NOT_COORDINATOR), as nothing of this partition may be answered
+        # from here any more.
+        self._answer_parked(part)
         part.state = CoordinatorState.FAILED if part.state is CoordinatorState.FAILED else CoordinatorState.LOADING
         self._writes.fail_waiting(part)
 
@@ -360,13 +367,7 @@ class CoordinatorRuntime(Generic[ShardT]):
         answer what they hold parked (delivered once durable, like any answer)."""
         for part in list(self._partitions.values()):
             self._halt(part)
-            unloaded = getattr(part.shard, "on_unloaded", None)
-            if part.state is CoordinatorState.ACTIVE and unloaded is not None:
-                part.writes.in_op = True
-                try:
-                    unloaded()
-                finally:
-                    part.writes.in_op = False
+            if self._answer_parked(part):
                 self._writes.release_completions(part)
             if part.writes.pending is not None:
                 self._writes.flush(part, part.writes.pending)  # what on_unloaded wrote goes to the log before it closes

@@ -20,8 +20,6 @@ The ZooKeeper server is the machine's (coordinator/cluster/local_zookeeper.py): 
 
 from __future__ import annotations
 
-import os
-import random
 import signal
 import socket
 import struct
@@ -42,6 +40,7 @@ from ..cluster.local_cluster import LocalCluster
 from ..cluster.local_zookeeper import zookeeper_classpath
 from ..cluster.zookeeper import ClusterError
 from .faults import Fault, FaultHandle, HttpTransport
+from .settings import free_port_block
 
 __all__ = ["ClusterFault", "ClusterFaults", "ClusterNode", "GroupcoordCluster", "ZooKeeperMissing",
            "zookeeper_missing", "CLUSTER_DEFAULTS"]
@@ -89,40 +88,6 @@ def zookeeper_missing() -> str | None:
     if shutil.which("java") is None:
         return f"{MISSING_MESSAGE}; `java` is not on PATH"
     return None
-
-
-def _port_range() -> tuple[int, int]:
-    """Ports to pick from: below the kernel's ephemeral range, where no outgoing connection can be
-    holding one when a node restarts on its port; under pytest-xdist each worker its own slice."""
-    low, high = 20000, 32000
-    try:
-        ephemeral_low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-        high = min(high, ephemeral_low)
-    except (OSError, ValueError, IndexError):
-        pass
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
-    if worker.startswith("gw") and count > 1:
-        size = (high - low) // count
-        low = low + int(worker[2:]) % count * size
-        high = low + size
-    return low, high
-
-
-def _free_port_block(count: int) -> int:
-    """A base port with ``count`` consecutive ports free on 127.0.0.1."""
-    low, high = _port_range()
-    rng = random.Random()
-    for _ in range(200):
-        base = rng.randrange(low, high - count)
-        try:
-            for port in range(base, base + count):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        return base
-    raise ClusterError(f"no {count} consecutive free ports in {low}..{high}")
 
 
 def _call(host: str, port: int, api_key: ApiKey, version: int, request: Any, timeout: float = 5.0) -> Any:
@@ -337,7 +302,7 @@ class GroupcoordCluster:
         self.host = "127.0.0.1"
         self.settings = {**CLUSTER_DEFAULTS, **{k: _setting(v) for k, v in (settings or {}).items()}}
         self.offsets_partitions = int(self.settings["offsets.topic.num.partitions"])
-        base = _free_port_block(2 * nodes)
+        base = free_port_block(2 * nodes)
         http_ports = {b: base + nodes + b - 1 for b in range(1, nodes + 1)}
         self._procs = _Processes(self.directory, nodes, base, http_ports,
                                  [f"{k}={v}" for k, v in self.settings.items()])

@@ -205,7 +205,8 @@ class LogManager:
                     self._logs[(info.name, p)] = await loop.run_in_executor(None, self._open, info, p)
         self._maintenance = asyncio.ensure_future(self._maintain())
 
-    async def close_all(self) -> None:
+    def _stop_background(self) -> None:
+        """Stop the maintenance task and the partitions still opening (close and abort alike)."""
         if self._maintenance is not None:
             self._maintenance.cancel()
         for tasks in list(self._opening.values()):
@@ -214,6 +215,9 @@ class LogManager:
         if self._open_executor is not None:
             self._open_executor.shutdown(wait=False, cancel_futures=True)
             self._open_executor = None
+
+    async def close_all(self) -> None:
+        self._stop_background()
         if self.broker_id is not None and self._logs:
             try:
                 await self.checkpoint_high_watermarks()
@@ -230,14 +234,7 @@ class LogManager:
         """Drop every log as a crash would (``Log.abort``: descriptors closed, nothing written),
         after the appends already handed to the I/O thread: a write left behind could land on a
         descriptor number the next opener reuses."""
-        if self._maintenance is not None:
-            self._maintenance.cancel()
-        for tasks in list(self._opening.values()):
-            for task in tasks:
-                task.cancel()
-        if self._open_executor is not None:
-            self._open_executor.shutdown(wait=False, cancel_futures=True)
-            self._open_executor = None
+        self._stop_background()
         drained = threading.Event()
         try:
             shared_worker().run(drained.set)
