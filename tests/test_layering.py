@@ -74,7 +74,7 @@ ORDER: list[tuple[str, tuple[str, ...]]] = [
     ("server", ("coordinator.server",)),
     ("face", ("coordinator", "coordinator.__main__", "coordinator.app", "coordinator.cli", "coordinator.dump_log",
               "coordinator.users_cli", "coordinator.acls_cli", "coordinator.admin_client", "coordinator.groups_cli",
-              "coordinator.tools", "coordinator.faults_cli")),
+              "coordinator.tools", "coordinator.faults_cli", "coordinator.zk_offsets_cli")),
     ("testing", ("coordinator.testing",)),
 ]
 
