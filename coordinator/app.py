@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 
-from protocol.apis import SUPPORTED_VERSIONS, ApiKey
+from protocol.apis import SUPPORTED_VERSIONS, ZOOKEEPER_MODE_VERSIONS, ApiKey
 from protocol.errors import ErrorCode
 from storage.group_commit import set_fsync_observer
 
@@ -50,6 +50,8 @@ from .cluster.txn_marker_channel import ClusterMarkerChannel
 from .cluster.txn_verifier import ClusterVerifier
 from .cluster.view import ClusterView
 from .cluster.warming import WarmingMarks
+from .cluster.zk_consumers import ZkConsumers
+from .cluster.zk_offset_apis import ZkOffsetApis
 from .cluster.zk_watcher import ZkWatcher
 from .cluster.znodes import BrokerRegistration
 from .cluster.zookeeper import ZooKeeper
@@ -335,6 +337,12 @@ class App:
         # InitProducerId with a transactional id, and the transaction APIs; without one it goes on
         # to the idempotent path (producer_id_apis).
         handlers.update(self.transactions.handlers())
+        if self.zookeeper is not None and self.view is not None:
+            # OffsetCommit / OffsetFetch v0 keep their offsets in ZooKeeper, as ZooKeeper-mode Kafka did.
+            view = self.view
+            ZkOffsetApis(ZkConsumers(self.zookeeper.client), view.partition_count,
+                         metadata_max_bytes=int(self.config["offset.metadata.max.bytes"]),
+                         authorizer=authorizer).wrap(handlers)
         missing = set(SUPPORTED_VERSIONS) - set(handlers)
         if missing:  # the one api table must only advertise what is implemented
             raise RuntimeError(f"advertised apis without a handler: {sorted(k.name for k in missing)}")
@@ -348,6 +356,8 @@ class App:
         self.server = KafkaServer({}, max_request_size=int(self.config["socket.request.max.bytes"]),
                                   max_connections=int(self.config["max.connections"]),
                                   idle_timeout_ms=int(self.config["connections.max.idle.ms"]))
+        if self.zookeeper is not None:
+            self.server.versions = ZOOKEEPER_MODE_VERSIONS  # OffsetCommit v0-1, OffsetFetch v0 (KIP-896's removed)
         bound: list[tuple[str, str, int]] = []
         endpoints: list[tuple[str, str, int]] = []
         for listener, advertised in zip(self.listeners.bound, self.listeners.advertised, strict=True):

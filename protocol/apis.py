@@ -122,7 +122,7 @@ from .consumer_group_messages import (
 )
 from .kafka_types import KafkaMessageClass
 
-__all__ = ["ApiKey", "SUPPORTED_VERSIONS", "request_class", "response_class", "is_flexible"]
+__all__ = ["ApiKey", "SUPPORTED_VERSIONS", "ZOOKEEPER_MODE_VERSIONS", "request_class", "response_class", "is_flexible"]
 
 
 class ApiKey(IntEnum):
@@ -317,6 +317,15 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     # Raising a partition's log start (KIP-107); v2 is flexible.
     ApiKey.DELETE_RECORDS: (0, 2),
+}
+
+#: What a node with ``zookeeper.connect`` serves: the table above plus OffsetCommit v0-1 and OffsetFetch v0, which
+#: Kafka brokers in ZooKeeper mode served until Kafka 4.0 removed them (KIP-896); v0 keeps its offsets in ZooKeeper
+#: (coordinator/cluster/zk_offset_apis.py). A node without ZooKeeper answers as Kafka 4 does.
+ZOOKEEPER_MODE_VERSIONS: dict[ApiKey, tuple[int, int]] = {
+    **SUPPORTED_VERSIONS,
+    ApiKey.OFFSET_COMMIT: (0, SUPPORTED_VERSIONS[ApiKey.OFFSET_COMMIT][1]),
+    ApiKey.OFFSET_FETCH: (0, SUPPORTED_VERSIONS[ApiKey.OFFSET_FETCH][1]),
 }
 
 

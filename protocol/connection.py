@@ -88,6 +88,10 @@ _RESPONSE_HEADER_V1: dict[tuple[int, int], bool] = {}
 #: (api key, version) of a supported request -> (ApiKey, body decoder, flexible header, null check).
 _REQUEST_PLANS: dict[tuple[int, int], tuple[ApiKey, Callable[[bytes | memoryview], KafkaRequest], bool,
                                                  Callable[[KafkaRequest], None]]] = {}
+#: The same for each other versions table a server serves (``ServerConnection.serve_versions``): a plan made for
+#: one table must not admit a version another table refuses.
+_PLANS_BY_TABLE: dict[int, dict[tuple[int, int], tuple[ApiKey, Callable[[bytes | memoryview], KafkaRequest], bool,
+                                                        Callable[[KafkaRequest], None]]]] = {}
 _CORRELATION = struct.Struct(">i")
 _CORRELATION_V1 = struct.Struct(">ib")
 
@@ -121,6 +125,14 @@ class ServerConnection:
         self.raw_next = False
         #: The pre-parse check of each request header, or None (every request admitted).
         self.admit: Admission | None = None
+        #: The versions table this connection is served by, and the decoding plans admitted by it.
+        self.versions: dict[ApiKey, tuple[int, int]] = SUPPORTED_VERSIONS
+        self._plans = _REQUEST_PLANS
+
+    def serve_versions(self, versions: dict[ApiKey, tuple[int, int]]) -> None:
+        """Admit requests by ``versions`` instead of ``SUPPORTED_VERSIONS`` (a node in ZooKeeper mode)."""
+        self.versions = versions
+        self._plans = _REQUEST_PLANS if versions is SUPPORTED_VERSIONS else _PLANS_BY_TABLE.setdefault(id(versions), {})
 
     def receive_data(self, data: bytes) -> None:
         """Buffer bytes read from the socket. Parsing happens in :meth:`next_event`."""
@@ -178,13 +190,13 @@ class ServerConnection:
                 # Our own error, so that a decoder's unexpected exception stays distinguishable.
                 raise MalformedRequest(f"client id is not UTF-8: {exc.reason} at byte {exc.start}") from None
             pos += client_id_len
-        plan = _REQUEST_PLANS.get((api_key, api_version))
+        plan = self._plans.get((api_key, api_version))
         if plan is None:
             try:
                 key = ApiKey(api_key)
             except ValueError:
                 return self._fail(f"unknown api key {api_key}")
-            supported = SUPPORTED_VERSIONS.get(key)
+            supported = self.versions.get(key)
             if supported is None:
                 return self._fail(f"unsupported api {key.name} (key {api_key})")
             low, high = supported
@@ -193,7 +205,7 @@ class ServerConnection:
                     return UnsupportedApiVersions(api_version, correlation_id, client_id)
                 return self._fail(f"{key.name} version {api_version} outside {low}..{high}")
             cls = request_class(key)
-            plan = _REQUEST_PLANS[(api_key, api_version)] = (key, body_decoder(cls, api_version),
+            plan = self._plans[(api_key, api_version)] = (key, body_decoder(cls, api_version),
                                                              bool(cls.flexible_version_q(api_version)),
                                                              null_checker(cls, api_version))
         key, decode_body, flexible, check_nulls = plan

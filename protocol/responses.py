@@ -10,9 +10,11 @@ ApiVersions request above our maximum itself (KIP-511), before any handler sees 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from kafka.protocol.metadata import ApiVersionsResponse
 
-from .apis import SUPPORTED_VERSIONS
+from .apis import SUPPORTED_VERSIONS, ApiKey
 from .errors import ErrorCode
 from .fetch_response import FileRange, RecordsRef
 from .kafka_types import KafkaResponse, KafkaStruct
@@ -42,14 +44,16 @@ class CloseConnection:
         self.reason = reason
 
 
-def api_version_entries() -> list[KafkaStruct]:
-    """Every API we serve with its version range, as ApiVersionsResponse lists them."""
+def api_version_entries(versions: Mapping[ApiKey, tuple[int, int]] = SUPPORTED_VERSIONS) -> list[KafkaStruct]:
+    """Every API we serve with its version range (of the node's table), as ApiVersionsResponse lists them."""
     return [
         ApiVersionsResponse.ApiVersion(api_key=int(key), min_version=low, max_version=high)
-        for key, (low, high) in sorted(SUPPORTED_VERSIONS.items())
+        for key, (low, high) in sorted(versions.items())
     ]
 
 
-def unsupported_api_versions_response() -> KafkaResponse:
+def unsupported_api_versions_response(versions: Mapping[ApiKey, tuple[int, int]] = SUPPORTED_VERSIONS
+                                      ) -> KafkaResponse:
     """The v0-format answer to an ApiVersions request above our maximum version (KIP-511)."""
-    return ApiVersionsResponse(version=0, error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=api_version_entries())
+    return ApiVersionsResponse(version=0, error_code=ErrorCode.UNSUPPORTED_VERSION,
+                               api_keys=api_version_entries(versions))

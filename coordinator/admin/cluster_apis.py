@@ -17,7 +17,7 @@ from kafka.protocol.admin import DescribeClusterResponse
 from kafka.protocol.metadata import ApiVersionsResponse, FindCoordinatorResponse, MetadataResponse
 
 from protocol.acl_operations import CLUSTER_OPERATIONS, OMITTED, TOPIC_OPERATIONS, authorized
-from protocol.apis import ApiKey
+from protocol.apis import SUPPORTED_VERSIONS, ZOOKEEPER_MODE_VERSIONS, ApiKey
 from protocol.errors import ErrorCode
 from protocol.kafka_types import KafkaRequest, KafkaResponse, KafkaStruct
 from protocol.responses import api_version_entries
@@ -80,6 +80,8 @@ class ClusterApis:
         #: Metadata: DESCRIBE per topic (CREATE to auto-create); FindCoordinator: DESCRIBE on the
         #: group or transactional id; the KIP-430 fields from it (KafkaApis; coordinator/security/request_checks.py).
         self.authorizer = authorizer
+        #: What ApiVersions lists: Kafka 4's ranges, or with ZooKeeper the ZooKeeper-era offsets APIs too.
+        self.versions = ZOOKEEPER_MODE_VERSIONS if cluster is not None else SUPPORTED_VERSIONS
 
     def api_versions(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
         version = ctx.api_version
@@ -87,8 +89,8 @@ class ClusterApis:
             for value in (request.client_software_name, request.client_software_version):
                 if not value or not _SOFTWARE_FIELD.match(value):
                     return ApiVersionsResponse(version=version, error_code=ErrorCode.INVALID_REQUEST,
-                                               api_keys=api_version_entries())
-        return ApiVersionsResponse(version=version, error_code=ErrorCode.NONE, api_keys=api_version_entries())
+                                               api_keys=api_version_entries(self.versions))
+        return ApiVersionsResponse(version=version, error_code=ErrorCode.NONE, api_keys=api_version_entries(self.versions))
 
     # --- who is in the cluster -----------------------------------------------------------------
 

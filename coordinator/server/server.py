@@ -42,7 +42,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import cast
 
-from protocol.apis import ApiKey
+from protocol.apis import SUPPORTED_VERSIONS, ApiKey
 from protocol.connection import RawFrame, ServerConnection, encode_response
 from protocol.events import NEED_DATA, ProtocolViolation, RequestReceived, UnsupportedApiVersions
 from protocol.fetch_response import RecordsRef
@@ -132,6 +132,8 @@ class _Connection(asyncio.Protocol):
     def __init__(self, server: KafkaServer, listener: _Listener | None = None) -> None:
         self.server = server
         self.conn = ServerConnection(server.max_request_size)
+        if server.versions is not SUPPORTED_VERSIONS:
+            self.conn.serve_versions(server.versions)
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.listener = listener.name if listener is not None else "PLAINTEXT"
@@ -233,7 +235,7 @@ class _Connection(asyncio.Protocol):
             elif isinstance(event, UnsupportedApiVersions):
                 slot = _Slot()
                 slot.frame = encode_response(ApiKey.API_VERSIONS, 0, event.correlation_id,
-                                             unsupported_api_versions_response())
+                                             unsupported_api_versions_response(self.conn.versions))
                 slot.done = True
                 self.pending.append(slot)
             elif isinstance(event, ProtocolViolation):
@@ -486,6 +488,8 @@ class KafkaServer:
                  idle_timeout_ms: int, tls_handshake_timeout_s: float = TLS_HANDSHAKE_TIMEOUT_S) -> None:
         self.handlers: dict[int, Handler] = {}
         self.set_handlers(handlers)
+        #: The API versions this server admits (protocol/apis.py): ``ZOOKEEPER_MODE_VERSIONS`` on a cluster node.
+        self.versions: dict[ApiKey, tuple[int, int]] = SUPPORTED_VERSIONS
         self.close_log = CloseLog(log)
         self.max_request_size = max_request_size
         self.max_connections = max_connections

@@ -1,0 +1,164 @@
+"""OffsetCommit v0 and OffsetFetch v0 served from ZooKeeper, as Kafka 0.8.2–2.x brokers in ZooKeeper mode did.
+
+Version 0 of both APIs is the ZooKeeper-era storage: the offset lives in ``/consumers/<group>/offsets/<topic>/<partition>``
+as a plain decimal (coordinator/cluster/zk_consumers.py). Kafka's ``KafkaApis.handleOffsetCommitRequest`` and
+``handleOffsetFetchRequest`` (https://github.com/apache/kafka/blob/2.8/core/src/main/scala/kafka/server/KafkaApis.scala):
+
+- any broker serves v0: no coordinator check, no generation or member check;
+- commit: group READ, topic READ (0.9+), the topic must exist (UNKNOWN_TOPIC_OR_PARTITION), metadata longer than
+  ``offset.metadata.max.bytes`` is OFFSET_METADATA_TOO_LARGE, otherwise set-or-create the znode; the metadata is
+  not stored;
+- fetch: group DESCRIBE, topic DESCRIBE; a missing znode or partition answers offset -1, metadata "",
+  UNKNOWN_TOPIC_OR_PARTITION.
+
+Kafka 4.0 removed these versions (KIP-896, https://cwiki.apache.org/confluence/display/KAFKA/KIP-896), and has no
+ZooKeeper: a node of ours without ``zookeeper.connect`` advertises Kafka 4's ranges and never reaches this module
+(protocol/apis.py ``ZOOKEEPER_MODE_VERSIONS``). Newer versions go to the group coordinator as before.
+
+kazoo's calls block: each request's ZooKeeper work runs on the default executor, off the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from kafka.protocol.consumer import OffsetCommitResponse, OffsetFetchResponse
+from kazoo.exceptions import KazooException
+
+from protocol.apis import ApiKey
+from protocol.errors import ErrorCode as E
+from protocol.kafka_types import KafkaRequest, KafkaResponse
+
+from ..context import Handler, RequestContext
+from ..security.acl import AclOperation, Authorizer, ResourceType
+from ..security.request_checks import allowed
+from .zk_consumers import ZkConsumerError, ZkConsumers
+
+__all__ = ["ZkOffsetApis"]
+
+log = logging.getLogger("groupcoord.cluster.zk_offsets")
+
+_CommitTopic = OffsetCommitResponse.OffsetCommitResponseTopic
+_CommitPartition = _CommitTopic.OffsetCommitResponsePartition
+_FetchTopic = OffsetFetchResponse.OffsetFetchResponseTopic
+_FetchPartition = _FetchTopic.OffsetFetchResponsePartition
+
+
+class ZkOffsetApis:
+    """Wraps the group coordinator's OffsetCommit / OffsetFetch handlers: version 0 here, the rest to them."""
+
+    def __init__(self, consumers: ZkConsumers, partition_count: Callable[[str], int], *, metadata_max_bytes: int,
+                 authorizer: Authorizer) -> None:
+        self.consumers = consumers
+        #: The topic's partitions in the cluster's view (0: no such topic).
+        self.partition_count = partition_count
+        self.metadata_max_bytes = metadata_max_bytes
+        self.authorizer = authorizer
+
+    def wrap(self, handlers: dict[ApiKey, Handler]) -> None:
+        """Put the v0 dispatch in front of ``handlers``' OffsetCommit and OffsetFetch."""
+        commit, fetch = handlers[ApiKey.OFFSET_COMMIT], handlers[ApiKey.OFFSET_FETCH]
+
+        def offset_commit(ctx: RequestContext, request: KafkaRequest) -> object:
+            return self.offset_commit_v0(ctx, request) if ctx.api_version == 0 else commit(ctx, request)
+
+        def offset_fetch(ctx: RequestContext, request: KafkaRequest) -> object:
+            return self.offset_fetch_v0(ctx, request) if ctx.api_version == 0 else fetch(ctx, request)
+
+        handlers[ApiKey.OFFSET_COMMIT] = offset_commit
+        handlers[ApiKey.OFFSET_FETCH] = offset_fetch
+
+    def _denied(self, ctx: RequestContext, operation: AclOperation, kind: ResourceType, name: str) -> bool:
+        return self.authorizer.enabled and not allowed(self.authorizer, ctx, operation, kind, name)
+
+    def _exists(self, topic: str, partition: int) -> bool:
+        return 0 <= partition < self.partition_count(topic)
+
+    # --- OffsetCommit v0 ---------------------------------------------------------------------------
+
+    async def offset_commit_v0(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
+        group = request.group_id
+        group_denied = self._denied(ctx, AclOperation.READ, ResourceType.GROUP, group)
+        errors: dict[tuple[str, int], int] = {}
+        writes: list[tuple[str, int, int]] = []
+        for topic in request.topics:
+            topic_denied = self._denied(ctx, AclOperation.READ, ResourceType.TOPIC, topic.name)
+            for part in topic.partitions:
+                key = (topic.name, part.partition_index)
+                if group_denied:
+                    errors[key] = E.GROUP_AUTHORIZATION_FAILED
+                elif topic_denied:
+                    errors[key] = E.TOPIC_AUTHORIZATION_FAILED
+                elif not self._exists(*key):
+                    errors[key] = E.UNKNOWN_TOPIC_OR_PARTITION
+                elif part.committed_metadata is not None and len(part.committed_metadata) > self.metadata_max_bytes:
+                    errors[key] = E.OFFSET_METADATA_TOO_LARGE
+                else:
+                    writes.append((topic.name, part.partition_index, part.committed_offset))
+        if writes:
+            loop = asyncio.get_running_loop()
+            written = await loop.run_in_executor(None, self._write, group, writes)
+            errors.update(written)
+        return OffsetCommitResponse(version=0, topics=[
+            _CommitTopic(name=t.name, partitions=[
+                _CommitPartition(partition_index=p.partition_index, error_code=int(errors[(t.name, p.partition_index)]))
+                for p in t.partitions])
+            for t in request.topics])
+
+    def _write(self, group: str, writes: list[tuple[str, int, int]]) -> dict[tuple[str, int], int]:
+        """Each partition written on its own, as Kafka did (one failure does not stop the others)."""
+        out: dict[tuple[str, int], int] = {}
+        for topic, partition, offset in writes:
+            try:
+                self.consumers.set_offset(group, topic, partition, offset)
+                out[(topic, partition)] = E.NONE
+            except (KazooException, ZkConsumerError) as exc:
+                log.warning("offset commit v0 to zookeeper failed", extra={
+                    "group": group, "topic": topic, "partition": partition, "error": repr(exc)})
+                out[(topic, partition)] = E.UNKNOWN_SERVER_ERROR
+        return out
+
+    # --- OffsetFetch v0 ----------------------------------------------------------------------------
+
+    async def offset_fetch_v0(self, ctx: RequestContext, request: KafkaRequest) -> KafkaResponse:
+        group = request.group_id
+        topics = request.topics or []  # v0 always names its partitions
+        group_denied = self._denied(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group)
+        asks: list[tuple[str, int]] = []
+        answers: dict[tuple[str, int], tuple[int, int]] = {}
+        for topic in topics:
+            topic_denied = self._denied(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name)
+            for partition in topic.partition_indexes:
+                key = (topic.name, partition)
+                if group_denied:
+                    answers[key] = (-1, E.GROUP_AUTHORIZATION_FAILED)
+                elif topic_denied:
+                    answers[key] = (-1, E.TOPIC_AUTHORIZATION_FAILED)
+                elif not self._exists(*key):
+                    answers[key] = (-1, E.UNKNOWN_TOPIC_OR_PARTITION)
+                else:
+                    asks.append(key)
+        if asks:
+            loop = asyncio.get_running_loop()
+            answers.update(await loop.run_in_executor(None, self._read, group, asks))
+        return OffsetFetchResponse(version=0, topics=[
+            _FetchTopic(name=t.name, partitions=[
+                _FetchPartition(partition_index=p, committed_offset=answers[(t.name, p)][0], metadata="",
+                                error_code=int(answers[(t.name, p)][1]))
+                for p in t.partition_indexes])
+            for t in topics])
+
+    def _read(self, group: str, asks: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
+        out: dict[tuple[str, int], tuple[int, int]] = {}
+        for topic, partition in asks:
+            try:
+                offset = self.consumers.get_offset(group, topic, partition)
+            except (KazooException, ZkConsumerError) as exc:
+                log.warning("offset fetch v0 from zookeeper failed", extra={
+                    "group": group, "topic": topic, "partition": partition, "error": repr(exc)})
+                out[(topic, partition)] = (-1, E.UNKNOWN_SERVER_ERROR)
+                continue
+            out[(topic, partition)] = (-1, E.UNKNOWN_TOPIC_OR_PARTITION) if offset is None else (offset, E.NONE)
+        return out
