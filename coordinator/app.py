@@ -342,7 +342,8 @@ class App:
             view = self.view
             ZkOffsetApis(ZkConsumers(self.zookeeper.client), view.partition_count,
                          metadata_max_bytes=int(self.config["offset.metadata.max.bytes"]),
-                         authorizer=authorizer).wrap(handlers)
+                         authorizer=authorizer,
+                         mirror_groups=self.config["offsets.zookeeper.mirror.groups"]).wrap(handlers)
         missing = set(SUPPORTED_VERSIONS) - set(handlers)
         if missing:  # the one api table must only advertise what is implemented
             raise RuntimeError(f"advertised apis without a handler: {sorted(k.name for k in missing)}")

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Literal, overload
 
 __all__ = ["ConfigError", "Config", "Setting", "SettingValue", "IntSetting", "FlagSetting", "TextSetting", "SETTINGS",
-           "parse_properties", "load_config", "parse_host_port", "parse_zookeeper_connect"]
+           "parse_properties", "load_config", "parse_host_port", "parse_zookeeper_connect", "parse_group_patterns"]
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
@@ -58,7 +58,7 @@ FlagSetting = Literal[
     "allow.everyone.if.no.acl.found", "http.admin.enabled", "test.faults.enable",
 ]
 TextSetting = Literal[
-    "broker.rack", "zookeeper.connect", "listeners", "advertised.listeners", "log.dirs", "logging.level",
+    "broker.rack", "zookeeper.connect", "offsets.zookeeper.mirror.groups", "listeners", "advertised.listeners", "log.dirs", "logging.level",
     "group.consumer.assignors", "group.consumer.migration.policy",
     "listener.security.protocol.map", "inter.broker.listener.name", "security.inter.broker.protocol",
     "ssl.keystore.location", "ssl.keystore.type", "ssl.key.password", "ssl.keystore.certificate.chain",
@@ -217,6 +217,27 @@ def parse_zookeeper_connect(text: str) -> tuple[str, str]:
     if chroot and any(not part for part in chroot[1:].split("/")):
         raise ValueError
     return hosts, chroot
+
+
+def parse_group_patterns(text: str) -> tuple[frozenset[str], tuple[str, ...]]:
+    """A comma-separated list of group ids, each exact or ``prefix*``: (the exact ids, the prefixes)."""
+    names: set[str] = set()
+    prefixes: list[str] = []
+    for item in (i.strip() for i in text.split(",")):
+        if not item:
+            continue
+        if "*" in item[:-1]:
+            raise ValueError(f"'*' only ends a prefix: {item!r}")
+        if item.endswith("*"):
+            prefixes.append(item[:-1])
+        else:
+            names.add(item)
+    return frozenset(names), tuple(prefixes)
+
+
+def _group_patterns(text: str) -> str:
+    parse_group_patterns(text)
+    return text.strip()
 
 
 def _optional_zookeeper_connect(text: str) -> str:
@@ -459,6 +480,9 @@ _SETTINGS = [
             "Cluster mode: how long a commit waits for the ISR before REQUEST_TIMED_OUT."),
     Setting("offset.metadata.max.bytes", _int(0, INT32_MAX), 4096, "an integer >= 0",
             "Longest commit metadata string; longer gets OFFSET_METADATA_TOO_LARGE."),
+    Setting("offsets.zookeeper.mirror.groups", _group_patterns, "", "group ids or prefix* patterns, comma-separated",
+            "groupcoord, cluster mode: acknowledged OffsetCommits of these groups are also written to "
+            "/consumers/<group>/offsets in ZooKeeper (best effort), for tools of the ZooKeeper era."),
     # The transaction coordinator (KIP-98): Kafka's TransactionLogConfig and
     # TransactionStateManagerConfig names and defaults.
     Setting("transaction.state.log.num.partitions", _int(1, 10000), 50, "an integer 1..10000",

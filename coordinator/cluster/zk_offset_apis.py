@@ -15,22 +15,31 @@ Kafka 4.0 removed these versions (KIP-896, https://cwiki.apache.org/confluence/d
 ZooKeeper: a node of ours without ``zookeeper.connect`` advertises Kafka 4's ranges and never reaches this module
 (protocol/apis.py ``ZOOKEEPER_MODE_VERSIONS``). Newer versions go to the group coordinator as before.
 
-kazoo's calls block: each request's ZooKeeper work runs on the default executor, off the event loop.
+With ``offsets.zookeeper.mirror.groups`` (docs/configuration.md) the acknowledged OffsetCommits (v1+) of the groups
+it names are also written to ZooKeeper, like the Scala consumer's ``dual.commit.enabled`` did from the client side:
+after the commit is durable (the answer is only given then), off the request path, in one ZooKeeper transaction per
+commit on one thread (so commits land in their order); a failure is a log line, never a failed commit.
+
+kazoo's calls block: each request's ZooKeeper work runs on an executor, off the event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from kafka.protocol.consumer import OffsetCommitResponse, OffsetFetchResponse
 from kazoo.exceptions import KazooException
 
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode as E
+from protocol.hot_responses import OffsetCommitAnswer
 from protocol.kafka_types import KafkaRequest, KafkaResponse
 
+from ..config import parse_group_patterns
 from ..context import Handler, RequestContext
 from ..security.acl import AclOperation, Authorizer, ResourceType
 from ..security.request_checks import allowed
@@ -50,19 +59,31 @@ class ZkOffsetApis:
     """Wraps the group coordinator's OffsetCommit / OffsetFetch handlers: version 0 here, the rest to them."""
 
     def __init__(self, consumers: ZkConsumers, partition_count: Callable[[str], int], *, metadata_max_bytes: int,
-                 authorizer: Authorizer) -> None:
+                 authorizer: Authorizer, mirror_groups: str = "") -> None:
         self.consumers = consumers
         #: The topic's partitions in the cluster's view (0: no such topic).
         self.partition_count = partition_count
         self.metadata_max_bytes = metadata_max_bytes
         self.authorizer = authorizer
+        self._mirror_names, self._mirror_prefixes = parse_group_patterns(mirror_groups)
+        #: One thread: the mirrored commits of a group reach ZooKeeper in the order they were acknowledged.
+        self._mirror_thread: ThreadPoolExecutor | None = None
+
+    def mirrors(self, group: str) -> bool:
+        """Is ``group`` named by ``offsets.zookeeper.mirror.groups``?"""
+        return group in self._mirror_names or (bool(self._mirror_prefixes) and group.startswith(self._mirror_prefixes))
 
     def wrap(self, handlers: dict[ApiKey, Handler]) -> None:
         """Put the v0 dispatch in front of ``handlers``' OffsetCommit and OffsetFetch."""
         commit, fetch = handlers[ApiKey.OFFSET_COMMIT], handlers[ApiKey.OFFSET_FETCH]
 
         def offset_commit(ctx: RequestContext, request: KafkaRequest) -> object:
-            return self.offset_commit_v0(ctx, request) if ctx.api_version == 0 else commit(ctx, request)
+            if ctx.api_version == 0:
+                return self.offset_commit_v0(ctx, request)
+            answer = commit(ctx, request)
+            if (self._mirror_names or self._mirror_prefixes) and self.mirrors(request.group_id):
+                return self._mirrored(request, answer)
+            return answer
 
         def offset_fetch(ctx: RequestContext, request: KafkaRequest) -> object:
             return self.offset_fetch_v0(ctx, request) if ctx.api_version == 0 else fetch(ctx, request)
@@ -119,6 +140,33 @@ class ZkOffsetApis:
                     "group": group, "topic": topic, "partition": partition, "error": repr(exc)})
                 out[(topic, partition)] = E.UNKNOWN_SERVER_ERROR
         return out
+
+    # --- the mirror of Kafka commits -----------------------------------------------------------------
+
+    async def _mirrored(self, request: KafkaRequest, answer: object) -> object:
+        if inspect.isawaitable(answer):
+            answer = await answer
+        if isinstance(answer, OffsetCommitAnswer):
+            acknowledged = {(t.name, p.partition_index) for t in answer.topics for p in t.partitions
+                            if p.error_code == E.NONE}
+            offsets = {(t.name, p.partition_index): p.committed_offset for t in request.topics for p in t.partitions
+                       if (t.name, p.partition_index) in acknowledged}
+            if offsets:
+                if self._mirror_thread is None:
+                    self._mirror_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="zk-offsets-mirror")
+                done = self._mirror_thread.submit(self.consumers.set_offsets, request.group_id, offsets)
+                done.add_done_callback(lambda f: self._mirror_done(request.group_id, f))
+        return answer
+
+    @staticmethod
+    def _mirror_done(group: str, done: Future[None]) -> None:
+        exc = done.exception()
+        if exc is not None:
+            log.warning("offset commit not mirrored to zookeeper", extra={"group": group, "error": repr(exc)})
+
+    def close(self) -> None:
+        if self._mirror_thread is not None:
+            self._mirror_thread.shutdown(wait=False)
 
     # --- OffsetFetch v0 ----------------------------------------------------------------------------
 

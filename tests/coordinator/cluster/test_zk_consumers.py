@@ -102,3 +102,23 @@ def test_read_group_and_set_offsets_in_one_transaction(consumers: ZkConsumers) -
     with pytest.raises(ZkConsumerError, match="nothing written"):
         consumers.set_offsets("e", {("t", 0): 1, ("v", 0): 2})
     assert zk.exists("/consumers/e/offsets/t/0") is None
+
+
+def test_mirror_groups_setting_names_and_prefixes() -> None:
+    from coordinator.config import ConfigError, load_config, parse_group_patterns
+
+    assert parse_group_patterns("") == (frozenset(), ())
+    assert parse_group_patterns(" a, legacy-* ,b") == (frozenset({"a", "b"}), ("legacy-",))
+    with pytest.raises(ValueError, match="only ends a prefix"):
+        parse_group_patterns("a*b")
+    with pytest.raises(ConfigError, match="offsets.zookeeper.mirror.groups"):
+        load_config(None, ["offsets.zookeeper.mirror.groups=*x"])
+    assert load_config(None, ["offsets.zookeeper.mirror.groups=a,legacy-*"])["offsets.zookeeper.mirror.groups"] \
+        == "a,legacy-*"
+
+    from coordinator.cluster.zk_offset_apis import ZkOffsetApis
+    from coordinator.security.request_checks import NO_AUTHORIZER
+
+    apis = ZkOffsetApis(ZkConsumers(None), lambda _t: 0, metadata_max_bytes=1, authorizer=NO_AUTHORIZER,
+                        mirror_groups="a, legacy-*")
+    assert [g for g in ("a", "ab", "legacy-", "legacy-x", "legacy") if apis.mirrors(g)] == ["a", "legacy-", "legacy-x"]

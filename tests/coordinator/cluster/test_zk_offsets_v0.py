@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from kafka.protocol.admin import CreateTopicsRequest
 from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
-from kafka.protocol.metadata import ApiVersionsRequest
+from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest
 
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
@@ -49,7 +49,10 @@ def test_v0_offsets_live_in_zookeeper_on_a_cluster_node(zookeeper, zk_client, tm
                                                          request: pytest.FixtureRequest) -> None:
     chroot = chroot_for(request)
     node = ServerProcess(tmp_path / "zk-node", {"zookeeper.connect": zookeeper.connect + chroot, "broker.id": "1",
-                                                "zookeeper.session.timeout.ms": "4000"})
+                                                "zookeeper.session.timeout.ms": "4000",
+                                                "offsets.topic.replication.factor": "1",
+                                                "offsets.topic.num.partitions": "1",
+                                                "offsets.zookeeper.mirror.groups": "mirror-exact, mir*"})
     plain = ServerProcess(tmp_path / "plain")
     node.start()
     plain.start()
@@ -83,6 +86,28 @@ def test_v0_offsets_live_in_zookeeper_on_a_cluster_node(zookeeper, zk_client, tm
                 ("t", 0): (42, "", ErrorCode.NONE), ("t", 1): (99, "", ErrorCode.NONE),
                 ("nope", 0): (-1, "", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)}
             assert _fetch(client, "other", {"t": [0]}) == {("t", 0): (-1, "", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)}
+
+            # offsets.zookeeper.mirror.groups: an acknowledged Kafka commit (v2) of a named group is
+            # also written to ZooKeeper; other groups' are not.
+            def kafka_commit(group: str, offset: int) -> bool:
+                answer = client.request(ApiKey.OFFSET_COMMIT, 2, OffsetCommitRequest(
+                    version=2, group_id=group, generation_id_or_member_epoch=-1, member_id="", retention_time_ms=-1,
+                    topics=[CT(name="t", partitions=[CP(partition_index=0, committed_offset=offset,
+                                                        committed_metadata="m")])]))
+                return bool(answer.topics[0].partitions[0].error_code == ErrorCode.NONE)
+
+            def coordinator_ready() -> bool:
+                # FindCoordinator makes __consumer_offsets on first use, as Kafka's does.
+                found = client.request(ApiKey.FIND_COORDINATOR, 1, FindCoordinatorRequest(
+                    version=1, key="mirrored", key_type=0))
+                return found.error_code == ErrorCode.NONE and kafka_commit("mirrored", 17)
+
+            wait_for(coordinator_ready, 30, "a Kafka commit (the offsets topic made and loaded)")
+            wait_for(lambda: zk_client.exists(chroot + "/consumers/mirrored/offsets/t/0"), 10, "the mirrored znode")
+            assert zk_client.get(chroot + "/consumers/mirrored/offsets/t/0")[0] == b"17"
+            assert kafka_commit("plain-group", 5) and kafka_commit("mirrored", 18)
+            wait_for(lambda: zk_client.get(chroot + "/consumers/mirrored/offsets/t/0")[0] == b"18", 10, "the update")
+            assert zk_client.exists(chroot + "/consumers/plain-group") is None
 
         # Without ZooKeeper: Kafka 4's ranges, and a v0 request is refused as before (connection closed).
         with WireClient(plain.host, plain.port) as client:
