@@ -283,6 +283,8 @@ class App:
         #: ``test.faults.enable`` set: the fault engine (docs/testing.md), and what restarts this
         #: node for its crash-restart fault (set by whoever hosts the App, before ``run``).
         self.faults: FaultEngine | None = None
+        #: Cluster mode: OffsetCommit/OffsetFetch v0 in ZooKeeper and the commits mirrored there.
+        self.zk_offsets: ZkOffsetApis | None = None
         self.crash_restart_hook: Callable[[], None] | None = None
         self._stop = asyncio.Event()
         self._signals = 0
@@ -339,11 +341,11 @@ class App:
         handlers.update(self.transactions.handlers())
         if self.zookeeper is not None and self.view is not None:
             # OffsetCommit / OffsetFetch v0 keep their offsets in ZooKeeper, as ZooKeeper-mode Kafka did.
-            view = self.view
-            ZkOffsetApis(ZkConsumers(self.zookeeper.client), view.partition_count,
-                         metadata_max_bytes=int(self.config["offset.metadata.max.bytes"]),
-                         authorizer=authorizer,
-                         mirror_groups=self.config["offsets.zookeeper.mirror.groups"]).wrap(handlers)
+            self.zk_offsets = ZkOffsetApis(ZkConsumers(self.zookeeper.client), self.view.partition_count,
+                                           metadata_max_bytes=int(self.config["offset.metadata.max.bytes"]),
+                                           authorizer=authorizer,
+                                           mirror_groups=self.config["offsets.zookeeper.mirror.groups"])
+            self.zk_offsets.wrap(handlers)
         missing = set(SUPPORTED_VERSIONS) - set(handlers)
         if missing:  # the one api table must only advertise what is implemented
             raise RuntimeError(f"advertised apis without a handler: {sorted(k.name for k in missing)}")
@@ -710,6 +712,8 @@ class App:
         self._stop.set()
 
     def close(self) -> None:
+        if self.zk_offsets is not None:
+            self.zk_offsets.close()  # mirrored commits not yet written are dropped (best effort)
         if self.zookeeper is not None:
             # Ending the session removes /brokers/ids/<id> at once, not after the session timeout.
             self.zookeeper.close()

@@ -166,7 +166,7 @@ class ZkOffsetApis:
 
     def close(self) -> None:
         if self._mirror_thread is not None:
-            self._mirror_thread.shutdown(wait=False)
+            self._mirror_thread.shutdown(wait=False, cancel_futures=True)
 
     # --- OffsetFetch v0 ----------------------------------------------------------------------------
 
