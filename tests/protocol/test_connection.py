@@ -723,3 +723,21 @@ def test_raw_next_reads_one_frame_without_a_header() -> None:
     events = drain(conn)
     assert isinstance(events[0], RawFrame) and events[0].data == b"\x00alice\x00secret"
     assert isinstance(events[1], RequestReceived) and events[1].correlation_id == 5
+
+
+def test_a_connection_admits_by_its_servers_versions_table() -> None:
+    """A node in ZooKeeper mode admits OffsetFetch v0 (protocol/apis.py ZOOKEEPER_MODE_VERSIONS); a node
+    without ZooKeeper still refuses it, also after a ZooKeeper-mode connection in the same process
+    decoded one (the decoding plans are kept per table)."""
+    from kafka.protocol.consumer import OffsetFetchRequest
+
+    from protocol.apis import ZOOKEEPER_MODE_VERSIONS
+
+    frame = request_frame(OffsetFetchRequest(version=0, group_id="g", topics=[
+        OffsetFetchRequest.OffsetFetchRequestTopic(name="t", partition_indexes=[0])]), 0, 7)
+    zk_mode = ServerConnection()
+    zk_mode.serve_versions(ZOOKEEPER_MODE_VERSIONS)
+    zk_mode.receive_data(frame)
+    (event,) = drain(zk_mode)
+    assert isinstance(event, RequestReceived) and event.api_version == 0 and event.request.group_id == "g"
+    assert "OFFSET_FETCH version 0 outside 1..9" in only_violation(feed_all(frame)).reason
