@@ -122,3 +122,66 @@ def test_mirror_groups_setting_names_and_prefixes() -> None:
     apis = ZkOffsetApis(ZkConsumers(None), lambda _t: 0, metadata_max_bytes=1, authorizer=NO_AUTHORIZER,
                         mirror_groups="a, legacy-*")
     assert [g for g in ("a", "ab", "legacy-", "legacy-x", "legacy") if apis.mirrors(g)] == ["a", "legacy-", "legacy-x"]
+
+
+class _Acls:
+    """An authorizer allowing only what ``allowed`` lists as (operation, type, name)."""
+
+    enabled = True
+
+    def __init__(self, *allowed: tuple[object, object, str]) -> None:
+        self.allowed = set(allowed)
+
+    def authorize(self, principal: str, host: str, operation: object, resource_type: object, name: str) -> bool:
+        return (operation, resource_type, name) in self.allowed
+
+
+class _Znodes:
+    """ZkConsumers' offset calls over a dict (the v0 handlers' use of it, without a ZooKeeper)."""
+
+    def __init__(self) -> None:
+        self.offsets: dict[tuple[str, str, int], int] = {}
+
+    def set_offset(self, group: str, topic: str, partition: int, offset: int) -> None:
+        self.offsets[(group, topic, partition)] = offset
+
+    def get_offset(self, group: str, topic: str, partition: int) -> int | None:
+        return self.offsets.get((group, topic, partition))
+
+
+def test_v0_under_an_authorizer_checks_group_then_topic() -> None:
+    """Kafka 0.9+'s order for v0 (KafkaApis): the group (READ to commit, DESCRIBE to fetch), then each topic."""
+    import asyncio
+
+    from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
+
+    from coordinator.cluster.zk_offset_apis import ZkOffsetApis
+    from coordinator.context import RequestContext
+    from coordinator.security.acl import AclOperation as Op
+    from coordinator.security.acl import ResourceType as R
+    from protocol.errors import ErrorCode
+
+    znodes = _Znodes()
+    acls = _Acls((Op.READ, R.GROUP, "g"), (Op.READ, R.TOPIC, "ok"), (Op.DESCRIBE, R.GROUP, "g"),
+                 (Op.DESCRIBE, R.TOPIC, "ok"))
+    apis = ZkOffsetApis(znodes, lambda _t: 1, metadata_max_bytes=10, authorizer=acls)  # type: ignore[arg-type]
+    ctx = RequestContext(8, 0, 1, "c", "peer")
+    CT = OffsetCommitRequest.OffsetCommitRequestTopic
+    CP = CT.OffsetCommitRequestPartition
+
+    def commit(group: str) -> dict[str, int]:
+        request = OffsetCommitRequest(version=0, group_id=group, topics=[
+            CT(name=t, partitions=[CP(partition_index=0, committed_offset=3, committed_metadata="")])
+            for t in ("ok", "secret")])
+        answer = asyncio.run(apis.offset_commit_v0(ctx, request))
+        return {t.name: t.partitions[0].error_code for t in answer.topics}
+
+    assert commit("g") == {"ok": ErrorCode.NONE, "secret": ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+    assert commit("h") == {"ok": ErrorCode.GROUP_AUTHORIZATION_FAILED, "secret": ErrorCode.GROUP_AUTHORIZATION_FAILED}
+    assert znodes.offsets == {("g", "ok", 0): 3}
+
+    fetch = OffsetFetchRequest(version=0, group_id="g", topics=[
+        OffsetFetchRequest.OffsetFetchRequestTopic(name=t, partition_indexes=[0]) for t in ("ok", "secret")])
+    answer = asyncio.run(apis.offset_fetch_v0(RequestContext(9, 0, 1, "c", "peer"), fetch))
+    assert {t.name: (t.partitions[0].committed_offset, t.partitions[0].error_code) for t in answer.topics} == {
+        "ok": (3, ErrorCode.NONE), "secret": (-1, ErrorCode.TOPIC_AUTHORIZATION_FAILED)}
