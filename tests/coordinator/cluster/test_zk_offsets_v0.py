@@ -6,9 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from kafka import KafkaConsumer, TopicPartition
 from kafka.protocol.admin import CreateTopicsRequest
 from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
 from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest
+from kafka.structs import OffsetAndMetadata
 
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
@@ -108,6 +110,20 @@ def test_v0_offsets_live_in_zookeeper_on_a_cluster_node(zookeeper, zk_client, tm
             assert kafka_commit("plain-group", 5) and kafka_commit("mirrored", 18)
             wait_for(lambda: zk_client.get(chroot + "/consumers/mirrored/offsets/t/0")[0] == b"18", 10, "the update")
             assert zk_client.exists(chroot + "/consumers/plain-group") is None
+
+        # A stock client of the ZooKeeper era: kafka-python with api_version=(0, 8, 1) commits and
+        # fetches with v0 (ZooKeeper storage), asking whichever node it reaches.
+        consumer = KafkaConsumer(bootstrap_servers=node.bootstrap, group_id="kp-old", api_version=(0, 8, 1),
+                                 enable_auto_commit=False)
+        try:
+            tp = TopicPartition("t", 0)
+            consumer.assign([tp])
+            consumer.commit({tp: OffsetAndMetadata(12, "", -1)})
+            assert zk_client.get(chroot + "/consumers/kp-old/offsets/t/0")[0] == b"12"
+            zk_client.set(chroot + "/consumers/kp-old/offsets/t/0", b"13")
+            assert consumer.committed(tp) == 13
+        finally:
+            consumer.close()
 
         # Without ZooKeeper: Kafka 4's ranges, and a v0 request is refused as before (connection closed).
         with WireClient(plain.host, plain.port) as client:
