@@ -1,2 +1,138 @@
-"""``groupcoord zk-offsets``: ZooKeeper-era consumer offsets — export, import, migrate (issue 36).
-Placeholder until the command lands."""
+"""``groupcoord zk-offsets``: the ZooKeeper-era consumer offsets under ``/consumers`` (issue 36).
+
+``export`` and ``import`` do what Kafka's ExportZkOffsets and ImportZkOffsets tools did (Kafka
+0.8.2–1.1, ``core/src/main/scala/kafka/tools/``; removed in 2.0.0), in the same file format
+(coordinator/tools/zk_offsets_file.py), with two differences: ``--zookeeper`` names the ensemble
+(Kafka's ``--zkconnect``; ``groupcoord groups --zookeeper`` spells it so), and ``import`` is all or
+nothing: the whole file is checked before anything is written, a malformed line is an error naming its
+line number, and each group's offsets are written in one ZooKeeper transaction (Kafka's tool printed the
+errors and went on, line by line). docs/zk_offsets.md describes the command.
+
+Exit codes: 0 success, 1 failure (ZooKeeper unreachable, a malformed input file), 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+__all__ = ["run", "build_parser"]
+
+PROG = "groupcoord zk-offsets"
+
+
+class _Failure(Exception):
+    """A failure reported as ``groupcoord zk-offsets: <message>`` with exit status 1."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="Export, import the ZooKeeper-era consumer offsets under /consumers "
+        "(Kafka's ExportZkOffsets / ImportZkOffsets file format).")
+    parser.add_argument("--zookeeper", required=True, metavar="HOST:PORT[/CHROOT]",
+                        help="the ZooKeeper connect string (Kafka's zookeeper.connect)")
+    parser.add_argument("--timeout-ms", type=int, default=10000,
+                        help="how long to try to reach ZooKeeper; default 10000")
+    sub = parser.add_subparsers(dest="action", required=True)
+    export = sub.add_parser("export", help="write the offsets of the groups to a file, one line per partition")
+    export.add_argument("--output-file", required=True, type=Path)
+    export.add_argument("--group", dest="groups", action="append", default=[],
+                        help="a group to export; repeatable; default every group under /consumers")
+    imp = sub.add_parser("import", help="write the offsets of a file to ZooKeeper (up to its first empty line)")
+    imp.add_argument("--input-file", required=True, type=Path)
+    return parser
+
+
+@contextmanager
+def _zookeeper(connect: str, timeout_ms: int) -> Iterator[Any]:
+    from kazoo.client import KazooClient
+    from kazoo.handlers.threading import KazooTimeoutError
+
+    # kazoo's own log lines (its retries, "Failed connecting to Zookeeper ...") would reach stderr
+    # through logging's last-resort handler; this command says what failed in one line of its own.
+    logging.getLogger("kazoo").addHandler(logging.NullHandler())
+    client = KazooClient(hosts=connect, timeout=timeout_ms / 1000)
+    try:
+        client.start(timeout=timeout_ms / 1000)
+    except KazooTimeoutError:
+        client.close()
+        raise _Failure(f"cannot connect to ZooKeeper at {connect} within {timeout_ms} ms") from None
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()
+
+
+def _export(args: argparse.Namespace) -> None:
+    from .cluster.zk_consumers import ZkConsumers
+    from .tools.zk_offsets_file import format_zk_offsets
+
+    with _zookeeper(args.zookeeper, args.timeout_ms) as client:
+        consumers = ZkConsumers(client)
+        present = consumers.groups()
+        missing = [g for g in args.groups if g not in present]
+        if missing:
+            raise _Failure(f"no such group under /consumers in {args.zookeeper}: {', '.join(missing)}")
+        groups = list(dict.fromkeys(args.groups)) or present
+        offsets: dict[str, dict[tuple[str, int], int]] = {}
+        for group in groups:
+            read = consumers.read_group(group)
+            # As ExportZkOffsets did with a znode it could not read: say so, leave it out.
+            for error in read.errors:
+                if f"/consumers/{group}/offsets/" in error:
+                    print(f"{PROG}: skipped: {error}", file=sys.stderr)
+            offsets[group] = read.offsets
+    args.output_file.write_text(format_zk_offsets(offsets))
+    count = sum(len(o) for o in offsets.values())
+    print(f"Exported {count} offsets of {len(offsets)} groups to {args.output_file}")
+
+
+def _import(args: argparse.Namespace) -> None:
+    from .cluster.zk_consumers import ZkConsumers
+    from .tools.zk_offsets_file import ZkOffsetsFileError, parse_zk_offsets
+
+    try:
+        text = args.input_file.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _Failure(f"cannot read {args.input_file}: {exc}") from None
+    try:
+        lines = parse_zk_offsets(text)
+    except ZkOffsetsFileError as exc:
+        raise _Failure(f"{args.input_file} {exc}; nothing imported") from None
+    by_group: dict[str, dict[tuple[str, int], int]] = {}
+    for line in lines:
+        by_group.setdefault(line.group, {})[(line.topic, line.partition)] = line.offset
+    with _zookeeper(args.zookeeper, args.timeout_ms) as client:
+        consumers = ZkConsumers(client)
+        for group, offsets in by_group.items():
+            consumers.set_offsets(group, offsets)
+    print(f"Imported {len(lines)} offsets of {len(by_group)} groups from {args.input_file}")
+
+
+def run(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    from kazoo.exceptions import KazooException
+
+    from .cluster.zk_consumers import ZkConsumerError
+
+    try:
+        if args.action == "export":
+            _export(args)
+        else:
+            _import(args)
+    except _Failure as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 1
+    except (KazooException, ZkConsumerError) as exc:
+        print(f"{PROG}: ZooKeeper at {args.zookeeper}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,83 @@
+"""``groupcoord zk-offsets export|import`` as a subprocess against a real ZooKeeper (one per module)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coordinator.cluster.local_zookeeper import LocalZooKeeper
+from tests.conftest import REPO, free_port
+
+
+def zk_offsets(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "coordinator", "zk-offsets", *args], capture_output=True,
+                          text=True, timeout=60, env=env, cwd=REPO)
+
+
+@pytest.fixture
+def chroot(zk_client: Any, request: pytest.FixtureRequest) -> str:
+    """A chroot of this test's own, holding ``/consumers`` of two groups written as Kafka 0.8's consumer did."""
+    root = "/" + request.node.name
+    client = zk_client
+    client.create(f"{root}/consumers/billing/offsets/payments/0", b"286894308", makepath=True)
+    client.create(f"{root}/consumers/billing/offsets/payments/1", b"284803985", makepath=True)
+    client.create(f"{root}/consumers/billing/offsets/refunds/0", b"7", makepath=True)
+    client.create(f"{root}/consumers/audit/offsets/payments/0", b"12", makepath=True)
+    return root
+
+
+def test_export_then_import_into_another_group_path(zookeeper: LocalZooKeeper, zk_client: Any, chroot: str,
+                                                    tmp_path: Path) -> None:
+    connect = zookeeper.connect + chroot
+    exported = tmp_path / "offsets.txt"
+    done = zk_offsets("--zookeeper", connect, "export", "--output-file", str(exported), "--group", "billing")
+    assert done.returncode == 0, done.stderr
+    assert exported.read_text() == ("/consumers/billing/offsets/payments/0:286894308\n"
+                                    "/consumers/billing/offsets/payments/1:284803985\n"
+                                    "/consumers/billing/offsets/refunds/0:7\n")
+    # Into another group (an operator's sed), then into another chroot: parents created.
+    renamed = tmp_path / "renamed.txt"
+    renamed.write_text(exported.read_text().replace("/billing/", "/billing-copy/"))
+    done = zk_offsets("--zookeeper", connect, "import", "--input-file", str(renamed))
+    assert done.returncode == 0, done.stderr
+    assert "Imported 3 offsets of 1 groups" in done.stdout
+    client = zk_client
+    assert client.get(f"{chroot}/consumers/billing-copy/offsets/payments/0")[0] == b"286894308"
+    assert client.get(f"{chroot}/consumers/billing-copy/offsets/payments/1")[0] == b"284803985"
+    assert client.get(f"{chroot}/consumers/billing-copy/offsets/refunds/0")[0] == b"7"
+    # Every group exported by default, and the round trip reproduces every znode.
+    everything = tmp_path / "all.txt"
+    assert zk_offsets("--zookeeper", connect, "export", "--output-file", str(everything)).returncode == 0
+    elsewhere = zookeeper.connect + chroot + "-restored"
+    client.ensure_path(chroot + "-restored")
+    assert zk_offsets("--zookeeper", elsewhere, "import", "--input-file", str(everything)).returncode == 0
+    again = tmp_path / "again.txt"
+    assert zk_offsets("--zookeeper", elsewhere, "export", "--output-file", str(again)).returncode == 0
+    assert again.read_text() == everything.read_text()
+    assert everything.read_text().count("\n") == 7
+
+
+def test_malformed_line_names_it_and_writes_nothing(zookeeper: LocalZooKeeper, zk_client: Any, chroot: str,
+                                                    tmp_path: Path) -> None:
+    bad = tmp_path / "bad.txt"
+    bad.write_text("/consumers/billing/offsets/payments/0:1\n/consumers/billing/offsets/payments/1:oops\n")
+    done = zk_offsets("--zookeeper", zookeeper.connect + chroot, "import", "--input-file", str(bad))
+    assert done.returncode == 1
+    assert f"{bad} line 2: offset 'oops' is not a non-negative integer" in done.stderr
+    assert "nothing imported" in done.stderr
+    assert zk_client.get(f"{chroot}/consumers/billing/offsets/payments/0")[0] == b"286894308"
+
+
+def test_zookeeper_down_is_a_clear_error(tmp_path: Path) -> None:
+    connect = f"127.0.0.1:{free_port()}"
+    done = zk_offsets("--zookeeper", connect, "--timeout-ms", "1000", "export", "--output-file",
+                      str(tmp_path / "out.txt"))
+    assert done.returncode == 1
+    assert done.stderr.strip() == f"groupcoord zk-offsets: cannot connect to ZooKeeper at {connect} within 1000 ms"
+    assert not (tmp_path / "out.txt").exists()
