@@ -1,5 +1,8 @@
 """``groupcoord zk-offsets``: the ZooKeeper-era consumer offsets under ``/consumers`` (issue 36).
 
+``migrate`` moves one group's offsets between ZooKeeper and Kafka's offsets storage, only forward
+(coordinator/tools/zk_migration.py), a dry run unless ``--execute``.
+
 ``export`` and ``import`` do what Kafka's ExportZkOffsets and ImportZkOffsets tools did (Kafka
 0.8.2–1.1, ``core/src/main/scala/kafka/tools/``; removed in 2.0.0), in the same file format
 (coordinator/tools/zk_offsets_file.py), with two differences: ``--zookeeper`` names the ensemble
@@ -21,6 +24,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from .tools.zk_migration import TO_KAFKA, TO_ZOOKEEPER
+
 __all__ = ["run", "build_parser"]
 
 PROG = "groupcoord zk-offsets"
@@ -32,7 +37,7 @@ class _Failure(Exception):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog=PROG, description="Export, import the ZooKeeper-era consumer offsets under /consumers "
+        prog=PROG, description="Export, import, migrate the ZooKeeper-era consumer offsets under /consumers "
         "(Kafka's ExportZkOffsets / ImportZkOffsets file format).")
     parser.add_argument("--zookeeper", required=True, metavar="HOST:PORT[/CHROOT]",
                         help="the ZooKeeper connect string (Kafka's zookeeper.connect)")
@@ -45,6 +50,15 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a group to export; repeatable; default every group under /consumers")
     imp = sub.add_parser("import", help="write the offsets of a file to ZooKeeper (up to its first empty line)")
     imp.add_argument("--input-file", required=True, type=Path)
+    migrate = sub.add_parser("migrate", help="move a group's offsets between ZooKeeper and Kafka's offsets storage "
+                             "(a dry run unless --execute)")
+    migrate.add_argument("--group", required=True)
+    migrate.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,...]")
+    migrate.add_argument("--direction", choices=(TO_KAFKA, TO_ZOOKEEPER), default=TO_KAFKA,
+                         help=f"where the offsets go; default {TO_KAFKA}")
+    migrate.add_argument("--execute", action="store_true", help="write the offsets marked 'moves'")
+    migrate.add_argument("--force", action="store_true",
+                         help="write even while the group has live members in ZooKeeper or in Kafka")
     return parser
 
 
@@ -115,22 +129,75 @@ def _import(args: argparse.Namespace) -> None:
     print(f"Imported {len(lines)} offsets of {len(by_group)} groups from {args.input_file}")
 
 
+def _migrate(args: argparse.Namespace) -> None:
+    from protocol.errors import ErrorCode
+
+    from .cluster.zk_consumers import ZkConsumers, ids_path
+    from .tools.group_admin import GroupAdmin
+    from .tools.zk_migration import format_plan, moved_offsets, plan_migration
+
+    group = args.group
+    with _zookeeper(args.zookeeper, args.timeout_ms) as client:
+        consumers = ZkConsumers(client)
+        read = consumers.read_group(group)
+        for error in read.errors:
+            print(f"{PROG}: skipped: {error}", file=sys.stderr)
+        with GroupAdmin(args.bootstrap_server, timeout_ms=args.timeout_ms) as admin:
+            committed = admin.committed_offsets([group]).get(group, {})
+            kafka = {tp: c.offset for tp, c in committed.items() if c.offset >= 0}
+            live = []
+            if read.members:
+                live.append(f"{len(read.members)} consumer(s) registered in ZooKeeper ({ids_path(group)})")
+            described = admin.describe_groups([group]).get(group)
+            if described is not None and described.members:
+                live.append(f"{len(described.members)} member(s) in Kafka (state {described.state})")
+            rows = plan_migration(group, read.offsets, kafka, args.direction)
+            print(format_plan(rows), end="")
+            moved = moved_offsets(rows, args.direction)
+            if not args.execute:
+                print(f"Dry run: nothing written; --execute moves the {len(moved)} offset(s) marked 'moves'.")
+                for what in live:
+                    print(f"Note: the group has {what}; --execute would need --force.", file=sys.stderr)
+                return
+            if live and not args.force:
+                # A live consumer would overwrite the moved offsets with its own next commit, or
+                # (Kafka) the coordinator refuses offsets from outside the generation.
+                raise _Failure(f"group {group} has {' and '.join(live)}: stop them first or pass --force; "
+                               "nothing written")
+            if args.direction == TO_KAFKA:
+                answers = admin.alter_offsets(group, moved) if moved else {}
+                failed = {tp: code for tp, code in answers.items() if code != 0}
+                if failed:
+                    names = ", ".join(f"{t}-{p}: {ErrorCode(code).name}" for (t, p), code in sorted(failed.items()))
+                    raise _Failure(f"Kafka at {args.bootstrap_server} refused offsets of group {group}: {names}")
+            else:
+                consumers.set_offsets(group, moved)
+    print(f"Moved {len(moved)} offset(s) of group {group} {args.direction}.")
+
+
 def run(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     from kazoo.exceptions import KazooException
 
+    from .admin_client import ClientConfigError, ClientError
     from .cluster.zk_consumers import ZkConsumerError
+    from .tools.group_admin import GroupAdminError
 
     try:
         if args.action == "export":
             _export(args)
-        else:
+        elif args.action == "import":
             _import(args)
+        else:
+            _migrate(args)
     except _Failure as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
     except (KazooException, ZkConsumerError) as exc:
         print(f"{PROG}: ZooKeeper at {args.zookeeper}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    except (GroupAdminError, ClientError, ClientConfigError) as exc:
+        print(f"{PROG}: Kafka at {args.bootstrap_server}: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from coordinator.cluster.local_zookeeper import LocalZooKeeper
-from tests.conftest import REPO, free_port
+from tests.conftest import REPO, ServerProcess, free_port
 
 
 def zk_offsets(*args: str) -> subprocess.CompletedProcess[str]:
@@ -81,3 +81,53 @@ def test_zookeeper_down_is_a_clear_error(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert done.stderr.strip() == f"groupcoord zk-offsets: cannot connect to ZooKeeper at {connect} within 1000 ms"
     assert not (tmp_path / "out.txt").exists()
+
+
+def test_migrate_dry_run_refusal_execute_and_back(zookeeper: LocalZooKeeper, zk_client: Any, chroot: str,
+                                                  shared_server: ServerProcess) -> None:
+    from coordinator.tools.group_admin import GroupAdmin
+    from tests.clients.records_io import create_topic
+
+    create_topic(shared_server.bootstrap, "payments", partitions=2)
+    with GroupAdmin(shared_server.bootstrap) as admin:
+        assert admin.alter_offsets("billing", {("payments", 1): 284803990}) == {("payments", 1): 0}
+    common = ["--zookeeper", zookeeper.connect + chroot, "migrate", "--group", "billing",
+              "--bootstrap-server", shared_server.bootstrap]
+
+    def kafka_offsets() -> dict[tuple[str, int], int]:
+        with GroupAdmin(shared_server.bootstrap) as admin:
+            return {tp: c.offset for tp, c in admin.committed_offsets(["billing"])["billing"].items()}
+
+    dry = zk_offsets(*common)
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.splitlines() == [
+        "GROUP   TOPIC    PARTITION ZK-OFFSET KAFKA-OFFSET ACTION",
+        "billing payments 0         286894308 -            moves",
+        "billing payments 1         284803985 284803990    kept: other side newer",
+        "billing refunds  0         7         -            moves",
+        "Dry run: nothing written; --execute moves the 2 offset(s) marked 'moves'.",
+    ]
+    assert kafka_offsets() == {("payments", 1): 284803990}
+
+    # A consumer still registered in ZooKeeper: refused, nothing written.
+    member = f"{chroot}/consumers/billing/ids/billing_host-1-abcd1234"
+    zk_client.create(member, b'{"version":1,"subscription":{"payments":1},"pattern":"static","timestamp":"1"}',
+                     ephemeral=True, makepath=True)
+    refused = zk_offsets(*common, "--execute")
+    assert refused.returncode == 1
+    assert "group billing has 1 consumer(s) registered in ZooKeeper" in refused.stderr
+    assert "nothing written" in refused.stderr
+    assert kafka_offsets() == {("payments", 1): 284803990}
+    zk_client.delete(member)
+
+    create_topic(shared_server.bootstrap, "refunds", partitions=1)
+    done = zk_offsets(*common, "--execute")
+    assert done.returncode == 0, done.stderr
+    assert "Moved 2 offset(s) of group billing to-kafka." in done.stdout
+    assert kafka_offsets() == {("payments", 0): 286894308, ("payments", 1): 284803990, ("refunds", 0): 7}
+
+    back = zk_offsets(*common, "--direction", "to-zookeeper", "--execute")
+    assert back.returncode == 0, back.stderr
+    assert "Moved 1 offset(s) of group billing to-zookeeper." in back.stdout
+    assert zk_client.get(f"{chroot}/consumers/billing/offsets/payments/1")[0] == b"284803990"
+    assert zk_client.get(f"{chroot}/consumers/billing/offsets/payments/0")[0] == b"286894308"
