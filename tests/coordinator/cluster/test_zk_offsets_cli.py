@@ -131,3 +131,31 @@ def test_migrate_dry_run_refusal_execute_and_back(zookeeper: LocalZooKeeper, zk_
     assert "Moved 1 offset(s) of group billing to-zookeeper." in back.stdout
     assert zk_client.get(f"{chroot}/consumers/billing/offsets/payments/1")[0] == b"284803990"
     assert zk_client.get(f"{chroot}/consumers/billing/offsets/payments/0")[0] == b"286894308"
+
+
+def test_export_skips_a_malformed_znode_naming_it(zookeeper: LocalZooKeeper, zk_client: Any, chroot: str,
+                                                  tmp_path: Path) -> None:
+    zk_client.create(f"{chroot}/consumers/audit/offsets/payments/1", b"twelve", makepath=True)
+    out = tmp_path / "audit.txt"
+    done = zk_offsets("--zookeeper", zookeeper.connect + chroot, "export", "--output-file", str(out),
+                      "--group", "audit")
+    assert done.returncode == 0, done.stderr
+    assert out.read_text() == "/consumers/audit/offsets/payments/0:12\n"
+    assert "skipped: " in done.stderr and "/consumers/audit/offsets/payments/1" in done.stderr
+
+
+def test_export_of_an_unknown_group_is_an_error(zookeeper: LocalZooKeeper, chroot: str, tmp_path: Path) -> None:
+    connect = zookeeper.connect + chroot
+    done = zk_offsets("--zookeeper", connect, "export", "--output-file", str(tmp_path / "x.txt"), "--group", "nope")
+    assert done.returncode == 1
+    assert done.stderr.strip() == f"groupcoord zk-offsets: no such group under /consumers in {connect}: nope"
+    assert not (tmp_path / "x.txt").exists()
+
+
+def test_migrate_with_kafka_down_names_the_bootstrap(zookeeper: LocalZooKeeper, chroot: str) -> None:
+    bootstrap = f"127.0.0.1:{free_port()}"
+    done = zk_offsets("--zookeeper", zookeeper.connect + chroot, "--timeout-ms", "2000", "migrate",
+                      "--group", "billing", "--bootstrap-server", bootstrap)
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"groupcoord zk-offsets: Kafka at {bootstrap}: ")
+    assert "Traceback" not in done.stderr
