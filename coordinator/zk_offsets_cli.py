@@ -122,10 +122,23 @@ def _import(args: argparse.Namespace) -> None:
     by_group: dict[str, dict[tuple[str, int], int]] = {}
     for line in lines:
         by_group.setdefault(line.group, {})[(line.topic, line.partition)] = line.offset
+    from kazoo.exceptions import KazooException
+
+    from .cluster.zk_consumers import ZkConsumerError
+
     with _zookeeper(args.zookeeper, args.timeout_ms) as client:
         consumers = ZkConsumers(client)
+        written: list[str] = []
         for group, offsets in by_group.items():
-            consumers.set_offsets(group, offsets)
+            try:
+                consumers.set_offsets(group, offsets)
+            except (KazooException, ZkConsumerError) as exc:
+                # One transaction per group (zk_consumers.set_offsets): the groups before this one
+                # stay written; say which, so the operator can run the rest again.
+                done = ", ".join(written) if written else "none"
+                raise _Failure(f"ZooKeeper at {args.zookeeper}: writing group {group} failed ({exc}); groups "
+                               f"already written: {done}") from None
+            written.append(group)
     print(f"Imported {len(lines)} offsets of {len(by_group)} groups from {args.input_file}")
 
 

@@ -159,3 +159,18 @@ def test_migrate_with_kafka_down_names_the_bootstrap(zookeeper: LocalZooKeeper, 
     assert done.returncode == 1
     assert done.stderr.startswith(f"groupcoord zk-offsets: Kafka at {bootstrap}: ")
     assert "Traceback" not in done.stderr
+
+
+def test_import_failing_in_a_later_group_names_the_groups_written(zookeeper: LocalZooKeeper, zk_client: Any,
+                                                                 chroot: str, tmp_path: Path) -> None:
+    from kazoo.security import make_acl
+
+    # A group znode nobody may create children under: its transaction cannot be written.
+    zk_client.create(f"{chroot}/consumers/locked", b"", acl=[make_acl("world", "anyone", read=True)])
+    source = tmp_path / "two.txt"
+    source.write_text("/consumers/first/offsets/t/0:1\n/consumers/locked/offsets/t/0:2\n")
+    done = zk_offsets("--zookeeper", zookeeper.connect + chroot, "import", "--input-file", str(source))
+    assert done.returncode == 1
+    assert "writing group locked failed" in done.stderr
+    assert done.stderr.rstrip().endswith("groups already written: first")
+    assert zk_client.get(f"{chroot}/consumers/first/offsets/t/0")[0] == b"1"
