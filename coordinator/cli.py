@@ -70,7 +70,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("faults", help="inject, list and clear faults on a node started with test.faults.enable=true "
                    "(see `groupcoord faults --help`)", add_help=False)
     # Parsed by coordinator/zk_offsets_cli.py; listed here for --help.
-    sub.add_parser("zk-offsets", help="export, import ZooKeeper-era consumer offsets (Kafka's ExportZkOffsets / "
+    sub.add_parser("zk-offsets", help="export, import, migrate ZooKeeper-era consumer offsets (Kafka's ExportZkOffsets / "
                    "ImportZkOffsets format; see `groupcoord zk-offsets --help`)", add_help=False)
     pipeline = sub.add_parser("pipeline", help="offsets analytics on Spark (see `groupcoord pipeline run --help`)",
                               add_help=False)
