@@ -1,5 +1,5 @@
 """The ``groupcoord`` command: ``serve``, ``dump-log``, ``cluster up``, ``users``, ``acls``, ``groups``, ``faults``,
-``pipeline`` and ``--version``.
+``pipeline``, ``zk-offsets`` and ``--version``.
 
 Exit codes: 0 success, 1 runtime failure, 2 bad usage or bad configuration (argparse's convention);
 ``dump-log`` exits 141 (as if killed by SIGPIPE) when the reader of its output goes away; ``groups`` keeps
@@ -69,6 +69,9 @@ def _parser() -> argparse.ArgumentParser:
     # Parsed by coordinator/faults_cli.py; listed here for --help.
     sub.add_parser("faults", help="inject, list and clear faults on a node started with test.faults.enable=true "
                    "(see `groupcoord faults --help`)", add_help=False)
+    # Parsed by coordinator/zk_offsets_cli.py; listed here for --help.
+    sub.add_parser("zk-offsets", help="export, import, migrate ZooKeeper-era consumer offsets (Kafka's ExportZkOffsets / "
+                   "ImportZkOffsets format; see `groupcoord zk-offsets --help`)", add_help=False)
     pipeline = sub.add_parser("pipeline", help="offsets analytics on Spark (see `groupcoord pipeline run --help`)",
                               add_help=False)
     pipeline.add_argument("rest", nargs=argparse.REMAINDER)
@@ -90,6 +93,10 @@ def main(argv: list[str] | None = None) -> int:
         from .faults_cli import run as run_faults
 
         return run_faults(argv[1:])
+    if argv[:1] == ["zk-offsets"]:
+        from .zk_offsets_cli import run as run_zk_offsets
+
+        return run_zk_offsets(argv[1:])
     args = _parser().parse_args(argv)
     if args.command == "serve":
         return _serve(args)
