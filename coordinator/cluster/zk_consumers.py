@@ -1,0 +1,242 @@
+"""ZooKeeper-era consumer groups: the ``/consumers`` znodes the Scala consumer and Kafka 0.8.2–2.x brokers wrote.
+
+Layout (Kafka 0.10's design docs, "ZooKeeper Directories",
+https://kafka.apache.org/0100/documentation.html#impl_zookeeper):
+
+- ``/consumers/<group>/ids/<consumer_id>``: ephemeral, the member's JSON registration;
+- ``/consumers/<group>/owners/<topic>/<partition>``: ephemeral, the owning consumer thread id;
+- ``/consumers/<group>/offsets/<topic>/<partition>``: persistent, the next offset to consume as a plain
+  decimal in UTF-8, no metadata (``ZkUtils``/``ZkData.ConsumerOffset`` in
+  https://github.com/apache/kafka/blob/2.8/core/src/main/scala/kafka/zk/ZkData.scala).
+
+Readers never crash on a foreign or corrupt znode: parse errors are :class:`ZkConsumerError` naming the path,
+and :meth:`ZkConsumers.read_group` collects them beside what it could read. The kazoo client is passed in
+(the node's session, coordinator/cluster/zookeeper.py, or a tool's own); its calls block.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from kazoo.exceptions import NodeExistsError, NoNodeError
+
+__all__ = ["ZkConsumerError", "ConsumerRegistration", "ZkGroup", "ZkConsumers", "consumers_path", "ids_path",
+           "owners_path", "offsets_path", "offset_path", "parse_offset", "format_offset", "parse_registration"]
+
+CONSUMERS = "/consumers"
+
+
+class ZkConsumerError(Exception):
+    """A ``/consumers`` znode whose value is not what Kafka's ZooKeeper-era consumers write there."""
+
+
+def consumers_path() -> str:
+    return CONSUMERS
+
+
+def group_path(group: str) -> str:
+    return f"{CONSUMERS}/{group}"
+
+
+def ids_path(group: str) -> str:
+    return f"{CONSUMERS}/{group}/ids"
+
+
+def owners_path(group: str, topic: str) -> str:
+    return f"{CONSUMERS}/{group}/owners/{topic}"
+
+
+def offsets_path(group: str, topic: str | None = None) -> str:
+    """``/consumers/<g>/offsets`` or, with a topic, ``/consumers/<g>/offsets/<t>``."""
+    base = f"{CONSUMERS}/{group}/offsets"
+    return base if topic is None else f"{base}/{topic}"
+
+
+def offset_path(group: str, topic: str, partition: int) -> str:
+    return f"{CONSUMERS}/{group}/offsets/{topic}/{partition}"
+
+
+def format_offset(offset: int) -> bytes:
+    """The znode value: ``offset.toString`` in UTF-8 (Kafka's ``ConsumerOffset.encode``)."""
+    return str(int(offset)).encode()
+
+
+def parse_offset(path: str, data: bytes | None) -> int:
+    """The offset in a znode's value; ZkConsumerError naming the path and the value if it is not a decimal."""
+    try:
+        text = (data or b"").decode("utf-8")
+    except UnicodeDecodeError:
+        raise ZkConsumerError(f"{path}: offset is not UTF-8: {data!r}") from None
+    stripped = text.strip()
+    # Kafka decodes with Scala's ``toLong``: an optional sign and ASCII digits only (no '_', no '+'
+    # inside, which Python's int() would also take).
+    body = stripped[1:] if stripped[:1] == "-" else stripped
+    if not body or not body.isascii() or not body.isdigit():
+        raise ZkConsumerError(f"{path}: offset is not a decimal number: {text!r}")
+    value = int(stripped)
+    if not -(2 ** 63) <= value < 2 ** 63:
+        raise ZkConsumerError(f"{path}: offset out of the 64-bit range: {text!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class ConsumerRegistration:
+    """A member's ``ids`` znode (Kafka 0.8's ``ZookeeperConsumerConnector.registerConsumerInZK``)."""
+
+    consumer_id: str
+    #: topic (or, for a wildcard subscription, the pattern) → number of streams
+    subscription: dict[str, int]
+    pattern: str
+    timestamp_ms: int
+
+
+def parse_registration(path: str, data: bytes | None) -> ConsumerRegistration:
+    """A registration ``{"version":1,"subscription":{...},"pattern":"static","timestamp":"..."}``;
+    ZkConsumerError naming the path when it is not one. The consumer id is the znode's name."""
+    try:
+        value: Any = json.loads((data or b"").decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ZkConsumerError(f"{path}: consumer registration is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ZkConsumerError(f"{path}: consumer registration is not a JSON object: {data!r}")
+    subscription = value.get("subscription", {})
+    if not isinstance(subscription, dict) or not all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in subscription.items()):
+        raise ZkConsumerError(f"{path}: subscription is not a map of topic to stream count: {subscription!r}")
+    pattern = value.get("pattern", "static")
+    if not isinstance(pattern, str):
+        raise ZkConsumerError(f"{path}: pattern is not a string: {pattern!r}")
+    raw_timestamp = value.get("timestamp", "-1")
+    try:
+        # Kafka writes the timestamp as a string of milliseconds; accept a number too.
+        if isinstance(raw_timestamp, bool):
+            raise ValueError
+        timestamp_ms = int(raw_timestamp)
+    except (TypeError, ValueError):
+        raise ZkConsumerError(f"{path}: timestamp is not a number: {raw_timestamp!r}") from None
+    return ConsumerRegistration(path.rsplit("/", 1)[-1], dict(subscription), pattern, timestamp_ms)
+
+
+@dataclass
+class ZkGroup:
+    """All a ZooKeeper-era group has in ``/consumers/<group>``; ``errors`` names each znode that could not be read."""
+
+    group: str
+    members: list[ConsumerRegistration] = field(default_factory=list)
+    owners: dict[tuple[str, int], str] = field(default_factory=dict)
+    offsets: dict[tuple[str, int], int] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+
+def _partition(path: str, name: str) -> int:
+    if not name.isascii() or not name.isdigit():
+        raise ZkConsumerError(f"{path}: partition znode name is not a number: {name!r}")
+    return int(name)
+
+
+class ZkConsumers:
+    """Reads and writes ``/consumers`` through a started kazoo client (blocking calls)."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def _children(self, path: str) -> list[str]:
+        try:
+            return sorted(self.client.get_children(path))
+        except NoNodeError:
+            return []
+
+    def groups(self) -> list[str]:
+        return self._children(CONSUMERS)
+
+    def offsets(self, group: str) -> dict[tuple[str, int], int]:
+        """The group's committed offsets; malformed znodes are left out (read_group names them)."""
+        return self._read_offsets(group, [])
+
+    def get_offset(self, group: str, topic: str, partition: int) -> int | None:
+        """One partition's offset, None when its znode is absent; ZkConsumerError when malformed."""
+        path = offset_path(group, topic, partition)
+        try:
+            data, _ = self.client.get(path)
+        except NoNodeError:
+            return None
+        return parse_offset(path, data)
+
+    def _read_offsets(self, group: str, errors: list[str]) -> dict[tuple[str, int], int]:
+        offsets: dict[tuple[str, int], int] = {}
+        for topic in self._children(offsets_path(group)):
+            for name in self._children(offsets_path(group, topic)):
+                path = f"{offsets_path(group, topic)}/{name}"
+                try:
+                    partition = _partition(path, name)
+                    data, _ = self.client.get(path)
+                    offsets[(topic, partition)] = parse_offset(path, data)
+                except NoNodeError:
+                    continue  # deleted between the listing and the read
+                except ZkConsumerError as exc:
+                    errors.append(str(exc))
+        return offsets
+
+    def read_group(self, group: str) -> ZkGroup:
+        result = ZkGroup(group)
+        for member in self._children(ids_path(group)):
+            path = f"{ids_path(group)}/{member}"
+            try:
+                data, _ = self.client.get(path)
+                result.members.append(parse_registration(path, data))
+            except NoNodeError:
+                continue  # an ephemeral gone with its session
+            except ZkConsumerError as exc:
+                result.errors.append(str(exc))
+        owners_root = f"{CONSUMERS}/{group}/owners"
+        for topic in self._children(owners_root):
+            for name in self._children(owners_path(group, topic)):
+                path = f"{owners_path(group, topic)}/{name}"
+                try:
+                    partition = _partition(path, name)
+                    data, _ = self.client.get(path)
+                    result.owners[(topic, partition)] = (data or b"").decode("utf-8", "replace")
+                except NoNodeError:
+                    continue
+                except ZkConsumerError as exc:
+                    result.errors.append(str(exc))
+        result.offsets = self._read_offsets(group, result.errors)
+        return result
+
+    def set_offset(self, group: str, topic: str, partition: int, offset: int) -> None:
+        """Set the znode, creating it and its parents when absent (Kafka 1.1+'s ``setOrCreateConsumerOffset``)."""
+        path = offset_path(group, topic, partition)
+        data = format_offset(offset)
+        try:
+            self.client.set(path, data)
+        except NoNodeError:
+            try:
+                self.client.create(path, data, makepath=True)
+            except NodeExistsError:
+                self.client.set(path, data)
+
+    def set_offsets(self, group: str, offsets: dict[tuple[str, int], int]) -> None:
+        """Write all ``offsets`` in one ZooKeeper transaction: all or nothing.
+
+        The parents are ensured first (empty persistent znodes, harmless if the transaction then fails);
+        each offset znode is set if it exists, created otherwise. A znode created or deleted by someone
+        else between the check and the commit fails the transaction (raised, nothing written)."""
+        if not offsets:
+            return
+        for topic in sorted({t for t, _ in offsets}):
+            self.client.ensure_path(offsets_path(group, topic))
+        transaction = self.client.transaction()
+        for (topic, partition), offset in sorted(offsets.items()):
+            path = offset_path(group, topic, partition)
+            data = format_offset(offset)
+            if self.client.exists(path) is not None:
+                transaction.set_data(path, data)
+            else:
+                transaction.create(path, data)
+        results = transaction.commit()
+        failures = [r for r in results if isinstance(r, Exception)]
+        if failures:
+            raise ZkConsumerError(f"ZooKeeper transaction writing offsets of group {group} failed, nothing written: "
+                                  f"{failures[0]!r}")

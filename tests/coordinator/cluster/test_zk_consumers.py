@@ -1,0 +1,104 @@
+"""ZooKeeper-era /consumers znodes: values parsed and written as Kafka 0.8.2–2.x did, bad ones named, writes atomic."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from coordinator.cluster.local_zookeeper import LocalZooKeeper
+from coordinator.cluster.zk_consumers import (
+    ConsumerRegistration,
+    ZkConsumerError,
+    ZkConsumers,
+    format_offset,
+    ids_path,
+    offset_path,
+    owners_path,
+    parse_offset,
+    parse_registration,
+)
+from tests.coordinator.cluster.conftest import chroot_for
+
+
+def test_paths_are_kafkas() -> None:
+    assert offset_path("g", "t", 3) == "/consumers/g/offsets/t/3"
+    assert ids_path("g") == "/consumers/g/ids"
+    assert owners_path("g", "t") == "/consumers/g/owners/t"
+
+
+def test_offset_is_a_plain_decimal() -> None:
+    assert format_offset(286894308) == b"286894308"
+    assert parse_offset("/p", b"286894308") == 286894308
+    assert parse_offset("/p", b"-1") == -1
+    assert parse_offset("/p", format_offset(2 ** 63 - 1)) == 2 ** 63 - 1
+
+
+@pytest.mark.parametrize("bad", [b"", b"abc", b"1_000", b"+5", b"12.5", b"\xff", b"9223372036854775808",
+                                 "\u0661".encode()])
+def test_bad_offset_names_path_and_value(bad: bytes) -> None:
+    with pytest.raises(ZkConsumerError) as info:
+        parse_offset("/consumers/g/offsets/t/0", bad)
+    assert "/consumers/g/offsets/t/0" in str(info.value)
+
+
+def test_registration_as_kafka_08_writes_it() -> None:
+    data = b'{"version":1,"subscription":{"t1":2},"pattern":"static","timestamp":"1700000000000"}'
+    assert parse_registration("/consumers/g/ids/g_host-1-abcd", data) == ConsumerRegistration(
+        "g_host-1-abcd", {"t1": 2}, "static", 1700000000000)
+
+
+@pytest.mark.parametrize("bad", [b"{", b"[1]", b'{"subscription":{"t":"x"}}', b'{"timestamp":"soon"}',
+                                 b'{"pattern":3}'])
+def test_bad_registration_names_path(bad: bytes) -> None:
+    with pytest.raises(ZkConsumerError, match="/consumers/g/ids/c1"):
+        parse_registration("/consumers/g/ids/c1", bad)
+
+
+@pytest.fixture
+def consumers(zookeeper: LocalZooKeeper, zk_client: object, request: pytest.FixtureRequest) -> Iterator[ZkConsumers]:
+    from kazoo.client import KazooClient
+
+    chroot = chroot_for(request)
+    zk_client.ensure_path(chroot)  # type: ignore[attr-defined]
+    client = KazooClient(hosts=zookeeper.connect + chroot, timeout=10.0)
+    client.start(timeout=10)
+    yield ZkConsumers(client)
+    client.stop()
+    client.close()
+
+
+def test_read_group_and_set_offsets_in_one_transaction(consumers: ZkConsumers) -> None:
+    zk = consumers.client
+    zk.create("/consumers/g/ids/c1", b'{"version":1,"subscription":{"t":1},"pattern":"static","timestamp":"5"}',
+              makepath=True)
+    zk.create("/consumers/g/ids/c2", b"not json", makepath=True)
+    zk.create("/consumers/g/owners/t/0", b"c1-0", makepath=True)
+    zk.create("/consumers/g/offsets/t/0", b"10", makepath=True)
+    zk.create("/consumers/g/offsets/t/1", b"ten", makepath=True)
+    zk.create("/consumers/g/offsets/t/x", b"3", makepath=True)
+
+    group = consumers.read_group("g")
+    assert group.members == [ConsumerRegistration("c1", {"t": 1}, "static", 5)]
+    assert group.owners == {("t", 0): "c1-0"}
+    assert group.offsets == {("t", 0): 10}
+    assert len(group.errors) == 3
+    assert any("/consumers/g/ids/c2" in e for e in group.errors)
+    assert any("/consumers/g/offsets/t/1" in e and "ten" in e for e in group.errors)
+    assert consumers.groups() == ["g"]
+
+    # Set one existing znode and create new ones (parents too), all in one transaction.
+    consumers.set_offsets("g", {("t", 0): 11, ("u", 2): 7})
+    assert zk.get("/consumers/g/offsets/t/0")[0] == b"11"
+    assert zk.get("/consumers/g/offsets/u/2")[0] == b"7"
+    consumers.set_offset("h", "t", 0, 42)
+    assert consumers.get_offset("h", "t", 0) == 42 and consumers.get_offset("h", "t", 1) is None
+    assert consumers.offsets("h") == {("t", 0): 42}
+
+    # A transaction that cannot commit writes nothing: ZooKeeper refuses a child of an ephemeral
+    # znode, so the second create fails and the first is rolled back with it.
+    zk.create("/consumers/e/offsets/t", b"", ephemeral=False, makepath=True)
+    zk.create("/consumers/e/offsets/v", b"", ephemeral=True)
+    with pytest.raises(ZkConsumerError, match="nothing written"):
+        consumers.set_offsets("e", {("t", 0): 1, ("v", 0): 2})
+    assert zk.exists("/consumers/e/offsets/t/0") is None
