@@ -112,9 +112,9 @@ def registered_brokers(client: Any) -> tuple[list[str], list[str]]:
 def describe_group(client: Any, group: str, timeout_ms: int) -> ZkGroupView:
     """The rows of one group: every partition of the topics it has offsets or owners for (Kafka 1.1 described
     all partitions of those topics), sorted by topic and partition."""
-    from ..cluster.zk_consumers import ZkConsumers
+    from ..cluster.zk_consumers import ZkConsumers, group_path
 
-    if client.exists(f"/consumers/{group}") is None:
+    if client.exists(group_path(group)) is None:
         return ZkGroupView(group, exists=False)
     zk_group = ZkConsumers(client).read_group(group)
     view = ZkGroupView(group, exists=True, errors=list(zk_group.errors))
