@@ -5,6 +5,8 @@ of the old high-level consumer that keep their members and offsets under ``/cons
 Directories", https://kafka.apache.org/0100/documentation.html#impl_zookeeper).
 
 - ``--list``: the children of ``/consumers``, one per line.
+- ``--delete --group G``: removes ``/consumers/G`` unless a consumer is registered under ``/consumers/G/ids``
+  (Kafka 1.1's ``AdminUtils.deleteConsumerGroupInZK``), with 1.1's messages.
 - ``--describe --group G``: per partition TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID, the
   current offset from ``/consumers/G/offsets/T/P``, the consumer from the owner znode (the thread id
   ``<consumer id>-<thread>`` without its thread), the log end offset asked of each partition's leader among the
@@ -31,8 +33,8 @@ NOTE = "Note: This will only show information about consumers that use ZooKeeper
 
 MISSING = "-"
 _THREAD_SUFFIX = re.compile(r"-\d+$")
-#: The actions Kafka 1.1's ZooKeeper mode had besides --reset-offsets (which it refused) and --delete (not here yet).
-_ZK_ACTIONS = ("list", "describe")
+#: The actions of Kafka 1.1's ZooKeeper mode (it refused --reset-offsets; --delete-offsets came with 2.4).
+_ZK_ACTIONS = ("list", "describe", "delete")
 
 
 def check_zk_args(seen: dict[str, list[str | None]]) -> None:
@@ -41,19 +43,20 @@ def check_zk_args(seen: dict[str, list[str | None]]) -> None:
     has = seen.__contains__
     if has("bootstrap-server"):
         raise UsageError("Option [bootstrap-server] is not valid with [zookeeper].")
-    for other in ("reset-offsets", "delete-offsets", "delete", "all-groups", "command-config", "watch", "members",
+    for other in ("reset-offsets", "delete-offsets", "all-groups", "command-config", "watch", "members",
                   "state", "type"):
         if has(other):
             raise UsageError(f"Option [{other}] is not valid with [zookeeper].")
     if sum(has(a) for a in _ZK_ACTIONS) != 1:
         raise UsageError("Command must include exactly one action: " + ", ".join(f"--{a}" for a in _ZK_ACTIONS))
-    if has("describe") and not has("group"):
-        raise UsageError("Option [describe] takes the option: [group]")
+    for action in ("describe", "delete"):
+        if has(action) and not has("group"):
+            raise UsageError(f"Option [{action}] takes the option: [group]")
     if has("list") and has("group"):
         raise UsageError('Option "[group]" can\'t be used with option "[list]"')
-    if has("topic"):
-        raise UsageError('Option "[topic]" can\'t be used with option "[describe]"' if has("describe")
-                         else 'Option "[topic]" can\'t be used with option "[list]"')
+    if has("topic"):  # 1.1's topic-wide delete is not offered: the topic is refused with every action
+        action = next(a for a in _ZK_ACTIONS if has(a))
+        raise UsageError(f'Option "[topic]" can\'t be used with option "[{action}]"')
     if has("output") and seen["output"][-1] != "json":
         raise UsageError(f"Invalid output format '{seen['output'][-1]}'. Valid formats are: json")
 
@@ -140,6 +143,23 @@ def describe_group(client: Any, group: str, timeout_ms: int) -> ZkGroupView:
     return view
 
 
+def delete_group(client: Any, group: str) -> str:
+    """Kafka 1.1's deleteConsumerGroupInZK: refused while a consumer is registered; a group with no znodes at all
+    is "deleted" too, as 1.1 answered."""
+    from kazoo.exceptions import NoNodeError
+
+    from ..cluster.zk_consumers import group_path, ids_path
+
+    try:
+        registered = client.get_children(ids_path(group))
+    except NoNodeError:
+        registered = []
+    if registered:
+        return f"Delete for group '{group}' failed because its consumers are still active."
+    client.delete(group_path(group), recursive=True)
+    return f"Deleted all consumer group information for group '{group}' in zookeeper."
+
+
 def _text(value: object) -> str:
     return MISSING if value is None else str(value)
 
@@ -186,6 +206,7 @@ def run_zk(args: Any, out: TextIO, err: TextIO) -> int:
     try:
         client.start(timeout=args.timeout / 1000.0)
     except KazooTimeoutError:
+        client.stop()
         client.close()
         print(f"\nError: Executing consumer group command failed due to Could not connect to ZooKeeper at "
               f"{connect} within {args.timeout} ms", file=out)
@@ -209,6 +230,10 @@ def _act(client: Any, args: Any, out: TextIO, err: TextIO) -> int:
         else:
             for g in groups:
                 print(g, file=out)
+        return 0
+    if args.delete:
+        for group in dict.fromkeys(args.group):
+            print(delete_group(client, group), file=out)
         return 0
     views: Sequence[ZkGroupView] = [describe_group(client, g, args.timeout) for g in dict.fromkeys(args.group)]
     if as_json:

@@ -137,3 +137,33 @@ def test_malformed_znodes_are_reported_by_path(cluster: LocalCluster, zk: Any) -
     assert "/brokers/ids/99" in err
     rows = _rows(out)
     assert rows[0][:3] == [TOPIC, "0", "7"] and rows[1][:3] == [TOPIC, "1", "-"]
+
+
+def test_delete_is_refused_while_a_consumer_is_registered(cluster: LocalCluster, zk: Any) -> None:
+    write_0_8_group(zk, "active", {0: b"3"})
+    connect = cluster.zookeeper.connect
+    status, out, _ = groups("--zookeeper", connect, "--delete", "--group", "active")
+    assert status == 0 and out.strip() == "Delete for group 'active' failed because its consumers are still active."
+    assert zk.exists(f"/consumers/active/offsets/{TOPIC}/0") is not None
+    zk.delete(f"/consumers/active/ids/{CONSUMER}")  # the consumer's ephemeral registration is gone
+    status, out, _ = groups("--zookeeper", connect, "--delete", "--group", "active")
+    assert out.strip() == "Deleted all consumer group information for group 'active' in zookeeper."
+    assert zk.exists("/consumers/active") is None
+
+
+def test_a_chroot_in_the_connect_string_is_where_consumers_are_read(cluster: LocalCluster, zk: Any) -> None:
+    zk.create("/chrooted/consumers/inside/offsets", b"", makepath=True)
+    try:
+        status, out, _ = groups("--zookeeper", cluster.zookeeper.connect + "/chrooted", "--list")
+    finally:
+        zk.delete("/chrooted", recursive=True)
+    assert status == 0 and out.split() == ["inside"]
+
+
+def test_an_unreachable_zookeeper_is_an_error_naming_it() -> None:
+    from tests.conftest import free_port
+
+    connect = f"127.0.0.1:{free_port()}"
+    status, out, err = groups("--zookeeper", connect, "--list", "--timeout", "500")
+    assert status == 0 and err.splitlines()[0] == NOTE
+    assert f"Could not connect to ZooKeeper at {connect}" in out
