@@ -1,0 +1,81 @@
+"""The ZooKeeper-era groups sampler of the ops wing against a real ZooKeeper: groups under /consumers as
+Kafka 0.8's high-level consumer wrote them are read off the event loop and refreshed on the interval; a
+malformed znode is an error naming its path, never a failed read."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from coordinator.cluster.local_zookeeper import LocalZooKeeper
+from coordinator.ops.zk_era_groups import ZkEraGroups
+
+pytestmark = pytest.mark.timeout(60)
+
+CONSUMER = "old_host-1700000000000-0badcafe"
+
+
+@pytest.fixture
+def zk(zookeeper: LocalZooKeeper, request: pytest.FixtureRequest) -> Iterator[Any]:
+    from kazoo.client import KazooClient
+
+    from tests.coordinator.cluster.conftest import chroot_for
+
+    root = KazooClient(hosts=zookeeper.connect, timeout=10.0)
+    root.start(timeout=10)
+    chroot = chroot_for(request)
+    root.ensure_path(chroot)
+    client = KazooClient(hosts=zookeeper.connect + chroot, timeout=10.0)
+    client.start(timeout=10)
+    yield client
+    client.stop()
+    client.close()
+    root.delete(chroot, recursive=True)
+    root.stop()
+    root.close()
+
+
+def _write(zk: Any, group: str, offset: bytes) -> None:
+    registration = {"version": 1, "subscription": {"t": 1}, "pattern": "static", "timestamp": "1700000000000"}
+    zk.create(f"/consumers/{group}/ids/{CONSUMER}", json.dumps(registration).encode(), makepath=True)
+    zk.create(f"/consumers/{group}/owners/t/0", f"{CONSUMER}-0".encode(), makepath=True)
+    zk.create(f"/consumers/{group}/offsets/t/0", offset, makepath=True)
+
+
+def test_reads_every_group_and_reports_malformed_znodes(zk: Any) -> None:
+    _write(zk, "good", b"42")
+    _write(zk, "bad", b"forty-two")
+    groups = ZkEraGroups(zk)
+    asyncio.run(groups.sample())
+    assert [g.group for g in groups.groups] == ["bad", "good"]
+    good = groups.groups[1]
+    assert good.offsets == {("t", 0): 42} and good.owners == {("t", 0): f"{CONSUMER}-0"}
+    assert [m.consumer_id for m in good.members] == [CONSUMER]
+    assert groups.groups[0].offsets == {}
+    assert len(groups.errors) == 1 and "/consumers/bad/offsets/t/0" in groups.errors[0]
+
+
+def test_refreshes_on_the_interval_and_keeps_the_last_read_when_zookeeper_fails(zk: Any) -> None:
+    async def scenario() -> None:
+        groups = ZkEraGroups(zk, interval_ms=100)
+        groups.start()
+        try:
+            while groups.reads == 0:
+                await asyncio.sleep(0.01)
+            assert groups.groups == []
+            _write(zk, "later", b"7")
+            while not groups.groups:
+                await asyncio.sleep(0.01)
+            assert groups.groups[0].offsets == {("t", 0): 7}
+        finally:
+            await groups.stop()
+        zk.stop()  # no session: a read fails as a whole
+        reads = groups.reads
+        await groups.sample()
+        assert groups.reads == reads and groups.groups[0].group == "later"
+
+    asyncio.run(scenario())
