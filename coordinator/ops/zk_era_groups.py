@@ -7,6 +7,13 @@ Every ``lag.sample.interval.ms`` the whole of ``/consumers`` is read through
 only swaps the finished read in), and the last read is kept: ``groups`` for the exposition, ``errors`` the
 malformed znodes found (each naming its path; a bad znode never stops the read of the others). A read that
 fails as a whole (ZooKeeper unreachable) keeps the previous one and is logged once per failure streak.
+
+``lag_rows`` turns the last read into rows the lag exposition (``metrics_lag.py``) writes in
+kafka-lag-exporter's families like any other group's: on a cluster node, only the partitions this node
+leads, with their high watermark as log end (every node reads the same ``/consumers``; each partition's series
+then comes from one node, as ``StateView.led_partition_offsets`` does for ``kafka_partition_latest_offset``).
+The consumer is the owner znode's thread id without its ``-<thread>`` (Kafka's ``ConsumerThreadId``); host,
+client id and lag in seconds are unknown for these groups (NaN / ``unknown``, as kafka-lag-exporter writes them).
 """
 
 from __future__ import annotations
@@ -14,13 +21,55 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..cluster.zk_consumers import ZkConsumers, ZkGroup
 
-__all__ = ["ZkEraGroups"]
+__all__ = ["ZkEraGroups", "ZkPartitionLag", "lag_rows"]
 
 log = logging.getLogger("groupcoord.ops")
+
+_THREAD_SUFFIX = re.compile(r"-\d+$")
+
+
+@dataclass(frozen=True, slots=True)
+class ZkPartitionLag:
+    """The fields of a ``lag_monitor.PartitionLag`` the lag exposition reads, for a ZooKeeper-era partition."""
+
+    group: str
+    topic: str
+    partition: int
+    committed: int | None
+    log_end: int | None
+    member_id: str | None
+    host: str | None = None
+    client_id: str | None = None
+    lag_seconds: float | None = None
+    status: Any = None
+    expiring_within_day: bool = False
+    expires_at_ms: int | None = None
+
+
+def lag_rows(groups: Sequence[ZkGroup], led: Mapping[tuple[str, int], tuple[int, int]] | None,
+             latest: Callable[[str, int], int | None] | None) -> list[ZkPartitionLag]:
+    """Rows per group (groups sorted, partitions sorted): with ``led`` (cluster mode) only the partitions in it,
+    log end its high watermark; without (one node) every partition, log end from ``latest``."""
+    rows: list[ZkPartitionLag] = []
+    for g in groups:
+        for tp in sorted(set(g.offsets) | set(g.owners)):
+            if led is None:
+                log_end = None if latest is None else latest(*tp)
+            elif tp in led:
+                log_end = led[tp][0]
+            else:
+                continue
+            owner = g.owners.get(tp)
+            rows.append(ZkPartitionLag(g.group, tp[0], tp[1], g.offsets.get(tp), log_end,
+                                       None if owner is None else _THREAD_SUFFIX.sub("", owner)))
+    return rows
 
 
 class ZkEraGroups:

@@ -79,3 +79,32 @@ def test_refreshes_on_the_interval_and_keeps_the_last_read_when_zookeeper_fails(
         assert groups.reads == reads and groups.groups[0].group == "later"
 
     asyncio.run(scenario())
+
+
+def test_zookeeper_era_groups_in_kafka_lag_exporters_families_for_led_partitions() -> None:
+    from types import SimpleNamespace
+
+    from coordinator.cluster.zk_consumers import ZkGroup
+    from coordinator.ops.metrics_lag import LagExposition
+    from tests.coordinator.ops.fakes import FakeLag, FakeView, make_ctx, partition_lag
+
+    class LeadingView(FakeView):
+        def led_partition_offsets(self) -> dict[tuple[str, int], tuple[int, int]] | None:
+            return {("t", 0): (50, 0), ("kafka-topic", 0): (9, 0)}  # ("t", 1) is led by another node
+
+    old = ZkGroup("old-group", owners={("t", 0): f"{CONSUMER}-3"}, offsets={("t", 0): 45, ("t", 1): 5})
+    ctx = make_ctx(view=LeadingView(), lag=FakeLag([partition_lag("new-group", "kafka-topic", 0, 4, 9)]))
+    ctx.zk_era = SimpleNamespace(groups=[old])
+    exposition = LagExposition(ctx)
+    text = asyncio.run(exposition.text())
+    labels = (f'cluster_name="cluster-A",group="old-group",topic="t",partition="0",member_host="unknown",'
+              f'consumer_id="{CONSUMER}",client_id="unknown"')
+    assert f"kafka_consumergroup_group_lag{{{labels}}} 5\n" in text
+    assert f"kafka_consumergroup_group_offset{{{labels}}} 45\n" in text
+    assert 'group="old-group",topic="t",partition="1"' not in text  # not led here: another node's series
+    assert 'kafka_consumergroup_group_sum_lag{cluster_name="cluster-A",group="old-group"} 5\n' in text
+    assert 'kafka_consumergroup_group_lag{cluster_name="cluster-A",group="new-group",topic="kafka-topic"' in text
+    # A new read of /consumers is a new list: the next scrape renders it.
+    ctx.zk_era.groups = [ZkGroup("old-group", offsets={("t", 0): 50})]
+    assert 'kafka_consumergroup_group_sum_lag{cluster_name="cluster-A",group="old-group"} 0\n' in \
+        asyncio.run(exposition.text())
