@@ -52,7 +52,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
     from tests.conftest import free_ports
 
-    local = LocalCluster(tmp_path_factory.mktemp("zkmode"), 1, free_ports(1), tick_time_ms=500)
+    # http.listen: the node's /metrics shows the ZooKeeper-era groups too (coordinator/ops/zk_era_groups.py).
+    local = LocalCluster(tmp_path_factory.mktemp("zkmode"), 1, free_ports(1), tick_time_ms=500,
+                         settings=["http.listen=127.0.0.1:0", "lag.sample.interval.ms=100"])
     local.start()
     try:
         admin = AdminClient({"bootstrap.servers": local.bootstrap})
@@ -167,3 +169,22 @@ def test_an_unreachable_zookeeper_is_an_error_naming_it() -> None:
     status, out, err = groups("--zookeeper", connect, "--list", "--timeout", "500")
     assert status == 0 and err.splitlines()[0] == NOTE
     assert f"Could not connect to ZooKeeper at {connect}" in out
+
+
+def test_the_nodes_metrics_show_the_zookeeper_era_group_lag(cluster: LocalCluster, zk: Any) -> None:
+    import re
+    import urllib.request
+
+    write_0_8_group(zk, "scraped", {0: b"6"})
+    log = cluster.log_path(1)
+    port = int(wait_for(lambda: re.search(r"http_listen=\S+:(\d+)", log.read_text(errors="replace")), 30,
+                        "the node's http listener").group(1))
+    line = (f'kafka_consumergroup_group_lag{{cluster_name="{{}}",group="scraped",topic="{TOPIC}",partition="0",'
+            f'member_host="unknown",consumer_id="{CONSUMER}",client_id="unknown"}} 4')
+
+    def scraped() -> bool:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+            body = answer.read().decode()
+        return any(re.fullmatch(re.escape(line).replace(re.escape("{}"), '[^"]*'), text)
+                   for text in body.splitlines())
+    wait_for(scraped, 30, "the ZooKeeper-era group's lag in /metrics")
