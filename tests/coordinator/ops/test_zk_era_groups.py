@@ -108,3 +108,30 @@ def test_zookeeper_era_groups_in_kafka_lag_exporters_families_for_led_partitions
     ctx.zk_era.groups = [ZkGroup("old-group", offsets={("t", 0): 50})]
     assert 'kafka_consumergroup_group_sum_lag{cluster_name="cluster-A",group="old-group"} 0\n' in \
         asyncio.run(exposition.text())
+
+
+def test_dashboard_lists_zookeeper_era_groups_and_their_malformed_znodes() -> None:
+    from types import SimpleNamespace
+
+    from coordinator.cluster.zk_consumers import ConsumerRegistration, ZkGroup
+    from coordinator.ops.dashboard.pages import groups_page
+    from coordinator.ops.dashboard.rows import ZOOKEEPER_ERA, group_rows, zk_era_errors
+    from tests.coordinator.ops.fakes import FakeView, make_ctx
+
+    class LeadingView(FakeView):
+        def led_partition_offsets(self) -> dict[tuple[str, int], tuple[int, int]] | None:
+            return {("t", 0): (50, 0), ("t", 1): (10, 0)}
+
+    member = ConsumerRegistration(CONSUMER, {"t": 1}, "static", 1700000000000)
+    live = ZkGroup("live", members=[member], owners={("t", 0): f"{CONSUMER}-0"},
+                   offsets={("t", 0): 45, ("t", 1): 8})
+    broken = ZkGroup("broken", errors=["/consumers/broken/offsets/t/0: 'x' is not an offset"])
+    ctx = make_ctx(view=LeadingView())
+    ctx.zk_era = SimpleNamespace(groups=[broken, live], errors=broken.errors)
+    rows = {r.group_id: r for r in group_rows(ctx)}
+    assert rows["live"].protocol_type == ZOOKEEPER_ERA and rows["live"].state == "Stable"
+    assert rows["live"].lag == 7 and rows["live"].members == 1 and rows["live"].partitions == 2
+    assert rows["broken"].state == "Empty" and rows["broken"].lag is None
+    html = groups_page(group_rows(ctx), zk_era_errors(ctx))
+    assert ZOOKEEPER_ERA in html and "/consumers/broken/offsets/t/0" in html
+    assert 'href="/groups/live"' not in html  # no page of its own
