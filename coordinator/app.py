@@ -516,6 +516,11 @@ class App:
             handlers=self.handlers, authorizer=self.authorizer, scram_store=self.scram_store,
             plain_users=plain_users, admin_enabled=config["http.admin.enabled"], cluster_id=node.cluster_id,
             node_id=node.node_id, clock_ms=_now_ms, faults=self.faults)
+        if self.zookeeper is not None:
+            # ZooKeeper-era groups (/consumers) beside the node's own in /metrics (ops/zk_era_groups.py).
+            from .ops.zk_era_groups import ZkEraGroups
+
+            ctx.zk_era = ZkEraGroups(self.zookeeper.client, interval_ms=config["lag.sample.interval.ms"])
         hooks = register_metrics(ctx)
         self.server.request_observer = hooks.requests.observe
         set_fsync_observer(hooks.fsyncs.observe)
@@ -525,10 +530,14 @@ class App:
         if view.remote is not None:
             view.remote.start()
         lag.start()
+        if ctx.zk_era is not None:
+            ctx.zk_era.start()
 
     async def _stop_ops(self) -> None:
         if self.ops is not None:
             await self.ops.lag.stop()
+            if self.ops.zk_era is not None:
+                await self.ops.zk_era.stop()
             if self.ops.view.remote is not None:
                 await self.ops.view.remote.stop()
         if self.http is not None:

@@ -63,7 +63,14 @@ def run(argv: Sequence[str], out: TextIO | None = None, err: TextIO | None = Non
         if "version" in seen:
             print(_version(), file=out)
             return 0
-        check_args(seen, err)
+        if "zookeeper" in seen:
+            from .tools.zk_mode import check_zk_args
+
+            check_zk_args(seen)
+            zk_args = to_namespace(seen)
+        else:
+            zk_args = None
+            check_args(seen, err)
         if "reset-offsets" in seen:
             validate_reset_scope(seen)
         args = to_namespace(seen)
@@ -71,6 +78,10 @@ def run(argv: Sequence[str], out: TextIO | None = None, err: TextIO | None = Non
         types = parse_types(args.type) if args.list and args.type else []
     except UsageError as exc:
         return print_usage(str(exc), err)
+    if zk_args is not None:
+        from .tools.zk_mode import run_zk
+
+        return run_zk(zk_args, out, err)
     try:
         props = read_properties(Path(args.command_config)) if args.command_config else {}
         with GroupAdmin(args.bootstrap_server, props, timeout_ms=args.timeout) as admin:

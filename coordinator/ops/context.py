@@ -64,6 +64,8 @@ class OpsContext:
     metrics: Exposition | None = None
     #: ``test.faults.enable``: the node's fault engine, served on /faults (ops/faults_routes.py).
     faults: FaultEngine | None = None
+    #: Cluster mode with ``http.listen``: ZooKeeper-era groups read from /consumers (ops/zk_era_groups.py).
+    zk_era: Any = None
 
     @property
     def cluster_name(self) -> str:

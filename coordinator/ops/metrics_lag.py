@@ -412,7 +412,7 @@ class LagExposition:
     def __init__(self, ctx: OpsContext) -> None:
         self._ctx = ctx
         #: The sample (lags list, statuses) the cached text was rendered from.
-        self._rendered: tuple[object, object, str] | None = None
+        self._rendered: tuple[object, object, str, object] | None = None
         self._body = b""
         self._renderer = LagRenderer()
         # The renderer keeps state between renders: two scrapes at once wait for one render.
@@ -432,7 +432,13 @@ class LagExposition:
 
     def _current(self, lags: object, statuses: object, cluster: str) -> bool:
         cached = self._rendered
-        return cached is not None and cached[0] is lags and cached[1] is statuses and cached[2] == cluster
+        return cached is not None and cached[0] is lags and cached[1] is statuses and cached[2] == cluster \
+            and cached[3] is self._zk_groups()
+
+    def _zk_groups(self) -> object:
+        """The last read of ZooKeeper-era groups (a new list per read), or None without them."""
+        zk_era = self._ctx.zk_era
+        return None if zk_era is None else zk_era.groups
 
     async def body(self) -> bytes:
         """The lag families, encoded."""
@@ -444,11 +450,18 @@ class LagExposition:
         async with self._lock:
             lags, statuses = ctx.lag.lags(), ctx.lag.group_statuses()
             if not self._current(lags, statuses, cluster):
+                zk_groups = self._zk_groups()
                 earliest = self._earliest(lags)
                 led = ctx.view.led_partition_offsets()
-                self._body = await asyncio.to_thread(self._render, cluster, lags, statuses, ctx.lag.poll_time_ms,
+                rows: Sequence[Any] = lags
+                if zk_groups:
+                    # ZooKeeper-era groups after this node's own, in the same families (ops/zk_era_groups.py).
+                    from .zk_era_groups import lag_rows
+
+                    rows = [*lags, *lag_rows(ctx.zk_era.groups, led, None if led is not None else ctx.view.latest)]
+                self._body = await asyncio.to_thread(self._render, cluster, rows, statuses, ctx.lag.poll_time_ms,
                                                      earliest, led)
-                self._rendered = (lags, statuses, cluster)
+                self._rendered = (lags, statuses, cluster, zk_groups)
             return self._body
 
     def _render(self, cluster: str, lags: Sequence[Any], statuses: Mapping[str, Any], poll_time_ms: float | None,

@@ -88,6 +88,9 @@ _OPTIONS = [
     Option("version", FLAG, "Print the version and exit."),
     Option("watch", OPTIONAL, "With --describe: a table of lag and state, refreshed every SECONDS (default 2) "
                               "until Ctrl-C.", "SECONDS", available_if=("describe",)),
+    Option("zookeeper", REQUIRED, "The ZooKeeper of old (ZooKeeper-based) consumers, HOST:PORT[/chroot]: --list, "
+                                  "--describe and --delete act on their groups in /consumers (Kafka 1.1's ZooKeeper mode).",
+           "urls"),
 ]
 _BY_NAME = {o.name: o for o in _OPTIONS}
 

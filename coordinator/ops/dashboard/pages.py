@@ -10,7 +10,7 @@ from . import csrf
 from .chart import lag_chart
 from .markup import Markup, el, join, page, path_segment
 from .reset import SCENARIOS, Plan, ResetForm
-from .rows import ClusterInfo, GroupDetail, GroupRow, TopicRow
+from .rows import ZOOKEEPER_ERA, ClusterInfo, GroupDetail, GroupRow, TopicRow
 
 __all__ = ["groups_page", "group_page", "reset_page", "topics_page", "cluster_page", "not_found_page",
            "message_page", "fmt_seconds", "fmt_time"]
@@ -62,10 +62,12 @@ def _state(state: str) -> Markup:
     return el("span", state, class_=f"state state-{state.lower()}")
 
 
-def groups_page(rows: Sequence[GroupRow]) -> str:
+def groups_page(rows: Sequence[GroupRow], zk_errors: Sequence[str] = ()) -> str:
     filter_box = el("p", el("label", "Filter ", el("input", type="search", id="group-filter", placeholder="group, state, type…",
                                                    autocomplete="off", data_filter="groups-table")), class_="filter")
-    table_rows = [[el("a", r.group_id, href=_group_link(r.group_id)), _state(r.state), r.type,
+    # A ZooKeeper-era group has no page: its state is znodes, not this node's offsets topic.
+    table_rows = [[r.group_id if r.protocol_type == ZOOKEEPER_ERA else el("a", r.group_id, href=_group_link(r.group_id)),
+                   _state(r.state), r.type,
                    r.protocol_type or DASH, r.assignor or DASH, r.members, r.lag, fmt_seconds(r.lag_seconds),
                    _status(r.status)] for r in rows]
     attrs = [{"data_search": f"{r.group_id} {r.state} {r.type} {r.protocol_type} {r.assignor} {r.status}".lower()}
@@ -73,7 +75,11 @@ def groups_page(rows: Sequence[GroupRow]) -> str:
     table = _table(["Group", "State", "Type", "Protocol", "Assignor", "Members", "Lag", "Lag (time)", "Status"],
                    table_rows, id_="groups-table", empty="No consumer groups on this node.", row_attrs=attrs)
     count = el("p", f"{len(rows)} group{'s' if len(rows) != 1 else ''} coordinated by this node.", class_="muted")
-    return page("Consumer groups", join([count, filter_box, table]), active="/")
+    parts = [count, filter_box, table]
+    if zk_errors:
+        parts.append(el("h2", "ZooKeeper-era groups: malformed znodes"))
+        parts.append(el("ul", *(el("li", e) for e in zk_errors), class_="errors"))
+    return page("Consumer groups", join(parts), active="/")
 
 
 def _assignment(assignment: Sequence[tuple[str, int]]) -> str:

@@ -24,7 +24,7 @@ from aiohttp import web
 from . import csrf, pages
 from .basic_auth import REALM, BasicAuth
 from .reset import ResetError, execute_plan, make_plan, parse_form
-from .rows import cluster_info, group_detail, group_rows, topic_rows
+from .rows import cluster_info, group_detail, group_rows, topic_rows, zk_era_errors
 
 __all__ = ["Dashboard", "add_routes", "ASSETS"]
 
@@ -89,7 +89,7 @@ class Dashboard:
     # --- reads -------------------------------------------------------------------------------
 
     async def groups(self, request: web.Request) -> web.Response:
-        return _html(pages.groups_page(group_rows(self.ctx)))
+        return _html(pages.groups_page(group_rows(self.ctx), zk_era_errors(self.ctx)))
 
     async def group(self, request: web.Request) -> web.Response:
         group_id = request.match_info["id"]

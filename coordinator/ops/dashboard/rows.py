@@ -146,12 +146,41 @@ def _log_ends(ctx: Any) -> dict[tuple[str, int], int]:
     return {tp: p.log_end for tp, p in ctx.view.partitions().items()}
 
 
+#: The protocol column of a group of Kafka's old ZooKeeper-based consumer (ops/zk_era_groups.py).
+ZOOKEEPER_ERA = "ZooKeeper-era"
+
+
 def group_rows(ctx: Any) -> list[GroupRow]:
     lags = _lags_by_group(ctx)
     statuses = ctx.lag.group_statuses()
     ends = _log_ends(ctx)
-    return sorted((_summary(g, lags.get(g.group_id, ()), statuses, ends) for g in ctx.view.groups()),
-                  key=lambda r: r.group_id)
+    rows = [_summary(g, lags.get(g.group_id, ()), statuses, ends) for g in ctx.view.groups()]
+    return sorted([*rows, *zk_era_rows(ctx)], key=lambda r: r.group_id)
+
+
+def zk_era_rows(ctx: Any) -> list[GroupRow]:
+    """The ZooKeeper-era groups of the last /consumers read: lag over the partitions this node leads (one node:
+    those it hosts), as in /metrics; state Stable while a consumer is registered, else Empty."""
+    zk_era = getattr(ctx, "zk_era", None)
+    if zk_era is None:
+        return []
+    from ..zk_era_groups import lag_rows
+
+    led = ctx.view.led_partition_offsets()
+    lags: dict[str, list[int]] = {}
+    for r in lag_rows(zk_era.groups, led, None if led is not None else ctx.view.latest):
+        if r.committed is not None and r.log_end is not None:
+            lags.setdefault(r.group, []).append(r.log_end - r.committed)
+    return [GroupRow(group_id=g.group, type="classic", state="Stable" if g.members else "Empty",
+                     protocol_type=ZOOKEEPER_ERA, assignor="", epoch=None, members=len(g.members),
+                     partitions=len(g.offsets), lag=sum(lags[g.group]) if g.group in lags else None,
+                     lag_seconds=None, status="-") for g in zk_era.groups]
+
+
+def zk_era_errors(ctx: Any) -> list[str]:
+    """The malformed znodes of the last /consumers read, each naming its path."""
+    zk_era = getattr(ctx, "zk_era", None)
+    return [] if zk_era is None else list(zk_era.errors)
 
 
 def group_detail(ctx: Any, group_id: str) -> GroupDetail | None:

@@ -1,0 +1,190 @@
+"""``groupcoord groups --zookeeper``: Kafka 1.1's ZooKeeper mode against a real ZooKeeper and a one-node
+cluster registered in it, with /consumers znodes written as Kafka 0.8's high-level consumer wrote them
+(registration JSON under ids/, thread ids under owners/, plain decimal offsets under offsets/)."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from coordinator.cluster.local_cluster import LocalCluster
+from coordinator.groups_cli import run
+from coordinator.tools.zk_mode import NOTE, consumer_of
+from tests.coordinator.cluster.conftest import wait_for
+
+pytestmark = pytest.mark.timeout(120)
+
+TOPIC = "zk-era"
+CONSUMER = "legacy_host1-1700000000000-1a2b3c4d"
+
+
+def groups(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    status = run(list(argv), out, err)
+    return status, out.getvalue(), err.getvalue()
+
+
+def test_bootstrap_server_is_refused_beside_zookeeper() -> None:
+    status, out, err = groups("--zookeeper", "127.0.0.1:1", "--bootstrap-server", "127.0.0.1:2", "--list")
+    assert status == 1 and out == ""
+    assert err.splitlines()[0] == "Option [bootstrap-server] is not valid with [zookeeper]."
+
+
+def test_describe_needs_a_group_and_one_action() -> None:
+    assert groups("--zookeeper", "127.0.0.1:1", "--describe")[2].startswith("Option [describe] takes the option: [group]")
+    assert groups("--zookeeper", "127.0.0.1:1", "--list", "--describe", "--group", "g")[2].startswith(
+        "Command must include exactly one action: --list, --describe")
+
+
+def test_consumer_id_is_the_thread_id_without_its_thread() -> None:
+    assert consumer_of(f"{CONSUMER}-0") == CONSUMER
+    assert consumer_of(f"{CONSUMER}-12") == CONSUMER
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from tests.conftest import free_ports
+
+    # http.listen: the node's /metrics shows the ZooKeeper-era groups too (coordinator/ops/zk_era_groups.py).
+    local = LocalCluster(tmp_path_factory.mktemp("zkmode"), 1, free_ports(1), tick_time_ms=500,
+                         settings=["http.listen=127.0.0.1:0", "lag.sample.interval.ms=100"])
+    local.start()
+    try:
+        admin = AdminClient({"bootstrap.servers": local.bootstrap})
+        admin.create_topics([NewTopic(TOPIC, 2, 1)], request_timeout=20)[TOPIC].result(timeout=30)
+        producer = Producer({"bootstrap.servers": local.bootstrap})
+        for p, count in ((0, 10), (1, 4)):
+            for _ in range(count):
+                producer.produce(TOPIC, b"x", partition=p)
+        assert producer.flush(30) == 0
+        yield local
+    finally:
+        local.stop()
+
+
+@pytest.fixture
+def zk(cluster: LocalCluster) -> Iterator[Any]:
+    from kazoo.client import KazooClient
+
+    client = KazooClient(hosts=cluster.zookeeper.connect, timeout=10.0)
+    client.start(timeout=10)
+    yield client
+    client.delete("/consumers", recursive=True)
+    client.stop()
+    client.close()
+
+
+def write_0_8_group(zk: Any, group: str, offsets: dict[int, bytes]) -> None:
+    """What a 0.8 high-level consumer with offsets.storage=zookeeper left: its registration, the owner of
+    partition 0 (thread 0), an offset per partition as written by commitOffsetToZooKeeper."""
+    registration = {"version": 1, "subscription": {TOPIC: 1}, "pattern": "static", "timestamp": "1700000000000"}
+    zk.create(f"/consumers/{group}/ids/{CONSUMER}", json.dumps(registration).encode(), makepath=True)
+    zk.create(f"/consumers/{group}/owners/{TOPIC}/0", f"{CONSUMER}-0".encode(), makepath=True)
+    for partition, value in offsets.items():
+        zk.create(f"/consumers/{group}/offsets/{TOPIC}/{partition}", value, makepath=True)
+
+
+def _rows(out: str) -> list[list[str]]:
+    return [line.split() for line in out.splitlines() if line.startswith(TOPIC)]
+
+
+def test_list_and_describe_show_the_lag(cluster: LocalCluster, zk: Any) -> None:
+    write_0_8_group(zk, "legacy", {0: b"7", 1: b"4"})
+    zk.create("/consumers/other/offsets", b"", makepath=True)
+    connect = cluster.zookeeper.connect
+    status, out, err = groups("--zookeeper", connect, "--list")
+    assert status == 0 and sorted(out.split()) == ["legacy", "other"]
+    assert err.splitlines()[0] == NOTE
+
+    def described() -> list[list[str]] | None:
+        status, out, err = groups("--zookeeper", connect, "--describe", "--group", "legacy")
+        assert status == 0, (out, err)
+        rows = _rows(out)
+        return rows if rows and all(r[3] != "-" for r in rows) else None
+
+    rows = wait_for(described, 30, "log end offsets from the registered broker")
+    assert rows == [[TOPIC, "0", "7", "10", "3", CONSUMER], [TOPIC, "1", "4", "4", "0", "-"]]
+    status, out, _ = groups("--zookeeper", connect, "--describe", "--group", "legacy")
+    assert "TOPIC                          PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG             CONSUMER-ID" in out
+
+    status, out, _ = groups("--zookeeper", connect, "--describe", "--group", "legacy", "--output", "json")
+    assert json.loads(out) == [{"group": "legacy", "storage": "zookeeper", "errors": [], "partitions": [
+        {"topic": TOPIC, "partition": 0, "current_offset": 7, "log_end_offset": 10, "lag": 3, "consumer_id": CONSUMER},
+        {"topic": TOPIC, "partition": 1, "current_offset": 4, "log_end_offset": 4, "lag": 0, "consumer_id": None}]}]
+
+
+def test_a_group_that_is_not_there(cluster: LocalCluster, zk: Any) -> None:
+    status, out, _ = groups("--zookeeper", cluster.zookeeper.connect, "--describe", "--group", "absent")
+    assert status == 0 and "Error: The consumer group 'absent' does not exist." in out
+
+
+def test_malformed_znodes_are_reported_by_path(cluster: LocalCluster, zk: Any) -> None:
+    write_0_8_group(zk, "broken", {0: b"7", 1: b"not-a-number"})
+    zk.set(f"/consumers/broken/ids/{CONSUMER}", b"{not json")
+    zk.create("/brokers/ids/99", b"{bad ids json", makepath=True)
+    try:
+        status, out, err = groups("--zookeeper", cluster.zookeeper.connect, "--describe", "--group", "broken")
+    finally:
+        zk.delete("/brokers/ids/99")
+    assert status == 0, (out, err)
+    assert f"/consumers/broken/offsets/{TOPIC}/1" in err and "not-a-number" in err
+    assert f"/consumers/broken/ids/{CONSUMER}" in err
+    assert "/brokers/ids/99" in err
+    rows = _rows(out)
+    assert rows[0][:3] == [TOPIC, "0", "7"] and rows[1][:3] == [TOPIC, "1", "-"]
+
+
+def test_delete_is_refused_while_a_consumer_is_registered(cluster: LocalCluster, zk: Any) -> None:
+    write_0_8_group(zk, "active", {0: b"3"})
+    connect = cluster.zookeeper.connect
+    status, out, _ = groups("--zookeeper", connect, "--delete", "--group", "active")
+    assert status == 0 and out.strip() == "Delete for group 'active' failed because its consumers are still active."
+    assert zk.exists(f"/consumers/active/offsets/{TOPIC}/0") is not None
+    zk.delete(f"/consumers/active/ids/{CONSUMER}")  # the consumer's ephemeral registration is gone
+    status, out, _ = groups("--zookeeper", connect, "--delete", "--group", "active")
+    assert out.strip() == "Deleted all consumer group information for group 'active' in zookeeper."
+    assert zk.exists("/consumers/active") is None
+
+
+def test_a_chroot_in_the_connect_string_is_where_consumers_are_read(cluster: LocalCluster, zk: Any) -> None:
+    zk.create("/chrooted/consumers/inside/offsets", b"", makepath=True)
+    try:
+        status, out, _ = groups("--zookeeper", cluster.zookeeper.connect + "/chrooted", "--list")
+    finally:
+        zk.delete("/chrooted", recursive=True)
+    assert status == 0 and out.split() == ["inside"]
+
+
+def test_an_unreachable_zookeeper_is_an_error_naming_it() -> None:
+    from tests.conftest import free_port
+
+    connect = f"127.0.0.1:{free_port()}"
+    status, out, err = groups("--zookeeper", connect, "--list", "--timeout", "500")
+    assert status == 0 and err.splitlines()[0] == NOTE
+    assert f"Could not connect to ZooKeeper at {connect}" in out
+
+
+def test_the_nodes_metrics_show_the_zookeeper_era_group_lag(cluster: LocalCluster, zk: Any) -> None:
+    import re
+    import urllib.request
+
+    write_0_8_group(zk, "scraped", {0: b"6"})
+    log = cluster.log_path(1)
+    port = int(wait_for(lambda: re.search(r"http_listen=\S+:(\d+)", log.read_text(errors="replace")), 30,
+                        "the node's http listener").group(1))
+    line = (f'kafka_consumergroup_group_lag{{cluster_name="{{}}",group="scraped",topic="{TOPIC}",partition="0",'
+            f'member_host="unknown",consumer_id="{CONSUMER}",client_id="unknown"}} 4')
+
+    def scraped() -> bool:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+            body = answer.read().decode()
+        return any(re.fullmatch(re.escape(line).replace(re.escape("{}"), '[^"]*'), text)
+                   for text in body.splitlines())
+    wait_for(scraped, 30, "the ZooKeeper-era group's lag in /metrics")
