@@ -15,7 +15,6 @@ corrupt or foreign znode is a log line, never a crash).
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import threading
 from collections.abc import Callable
@@ -113,9 +112,8 @@ class ZkWatcher:
         for child in children:
             path = f"{BROKER_IDS}/{child}"
             try:
-                data, stat = self.zk.client.get(path)
-                # The czxid is the broker epoch (KIP-380): a new one is a bounced broker.
-                reg = dataclasses.replace(decode_broker(path, data), epoch=int(stat.czxid))
+                data, _stat = self.zk.client.get(path)
+                reg = decode_broker(path, data)
             except NoNodeError:
                 continue
             except ZnodeError as exc:
@@ -261,7 +259,7 @@ class ZkWatcher:
             return True  # not created yet: the controller will
         path = partition_state_path(topic, partition)
         try:
-            state = decode_partition_state(path, data, stat.version, int(stat.mzxid))
+            state = decode_partition_state(path, data, stat.version)
         except ZnodeError as exc:
             log.error("ignoring a partition state", extra={"error": str(exc)})
             return True
