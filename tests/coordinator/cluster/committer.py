@@ -55,6 +55,11 @@ class Committer:
                                  auto_offset_reset="earliest", session_timeout_ms=30000, heartbeat_interval_ms=1000,
                                  max_poll_records=self.max_poll_records, request_timeout_ms=40000,
                                  retry_backoff_ms=100)
+        # The topic's partitions known before the first join: kafka-python 3.0 otherwise may join
+        # before its metadata comes, be assigned nothing and rebalance again (docs/testing.md).
+        deadline = time.monotonic() + 30
+        while not consumer.partitions_for_topic(self.topic) and time.monotonic() < deadline:
+            time.sleep(0.05)
         consumer.subscribe([self.topic], listener=Count())
         try:
             while not self._stop.is_set():
