@@ -236,13 +236,18 @@ def run_scale_to_four_scenario(server, tmp: Path, kind: str,  # type: ignore[no-
     create_topic(bs, topic, P)
     produce(bs, topic, 0, batch)
     total = batch
-    first = start_member(kind, f"a-{kind}", bs, topic, group, "consumer", tmp)
+    # Java members seek their new partitions to the committed offsets: kafka-clients 3.9.1 can reset a
+    # partition assigned while it updates its fetch positions to auto.offset.reset (KAFKA-17066), a
+    # client race a CI run hit here (d read partition 10 from 0 over the group's 100; FINDINGS.md).
+    seek = kind == "java"
+    first = start_member(kind, f"a-{kind}", bs, topic, group, "consumer", tmp, seek_committed=seek)
     members = [first]
     try:
         _consumed(members, total, server, "one member")
         _settled(members, server, "one member")
 
-        others = [start_member(kind, f"{n}-{kind}", bs, topic, group, "consumer", tmp) for n in "bcd"]
+        others = [start_member(kind, f"{n}-{kind}", bs, topic, group, "consumer", tmp, seek_committed=seek)
+                  for n in "bcd"]
         members += others
         _settled(members, server, "four members")
         assert all(len(m.assignment() or ()) == P // 4 for m in members), \
@@ -281,7 +286,7 @@ def run_scale_to_four_scenario(server, tmp: Path, kind: str,  # type: ignore[no-
             f"{got_confluent}, committed {want}\n{server.log_text()[-3000:]}"
         produce(bs, topic, total, batch)
         total += batch
-        again = start_member(kind, f"e-{kind}", bs, topic, group, "consumer", tmp)
+        again = start_member(kind, f"e-{kind}", bs, topic, group, "consumer", tmp, seek_committed=seek)
         members.append(again)
         _consumed([again], batch, server, "a new member after the restart")
         bad = ownership_violations([again], want)

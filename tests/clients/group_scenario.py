@@ -134,11 +134,19 @@ class Member:
 
 
 def start_member(kind: str, name: str, bootstrap: str, topic: str, group: str, strategy: str, tmp: Path,
-                 instance: str = "-", session_ms: int = SESSION_MS, delay_ms: int = 30, max_poll: int = 25) -> Member:
+                 instance: str = "-", session_ms: int = SESSION_MS, delay_ms: int = 30, max_poll: int = 25,
+                 seek_committed: bool = False) -> Member:
+    """A member process. ``seek_committed`` (Java, consumer protocol only): GroupConsumer.java's
+    "seek-committed", the workaround for kafka-clients 3.9.1 resetting a partition assigned while
+    it updates fetch positions to ``auto.offset.reset`` instead of its committed offset
+    (KAFKA-17066, https://issues.apache.org/jira/browse/KAFKA-17066; tests/clients/FINDINGS.md)."""
+    assert not seek_committed or (kind == "java" and strategy.startswith("consumer")), \
+        "seek_committed: Java consumer-protocol members only"
     stop = tmp / f"stop-{name}-{uuid.uuid4().hex[:6]}"
     common = [bootstrap, topic, group]
     if kind == "java":
-        bg = start_java("GroupConsumer", [*common, strategy, instance, session_ms, stop, delay_ms, max_poll],
+        seek = ["seek-committed"] if seek_committed else []
+        bg = start_java("GroupConsumer", [*common, strategy, instance, session_ms, stop, delay_ms, max_poll, *seek],
                         sources=["GroupConsumer.java"])
     elif kind in ("confluent", "kafka-python", "aiokafka"):
         bg = Background([sys.executable, str(HERE / "group_member.py"), kind, *common, strategy, instance,

@@ -28,10 +28,8 @@ from pathlib import Path
 import pytest
 from kafka.protocol.admin import ListGroupsRequest
 
-from tests.clients.background import start_java
 from tests.clients.group_consumer_protocol import CONSUMER_PROTOCOL_SERVER
 from tests.clients.group_scenario import (
-    SESSION_MS,
     Member,
     P,
     all_consumed,
@@ -191,12 +189,8 @@ def start(kind: str, name: str, bootstrap: str, topic: str, group: str, strategy
     (GroupConsumer.java's "seek-committed": kafka-clients 3.9.1 can otherwise reset a partition
     assigned during a committed-offsets fetch to auto.offset.reset, KAFKA-17066, a client race
     the server cannot prevent: its OffsetFetch answers were right, and no fetch was even sent)."""
-    if kind != "java" or not strategy.startswith("consumer"):
-        return start_member(kind, name, bootstrap, topic, group, strategy, tmp)
-    stop = tmp / f"stop-{name}-{uid('')}"
-    bg = start_java("GroupConsumer", [bootstrap, topic, group, strategy, "-", str(SESSION_MS), str(stop), "30", "25",
-                                      "seek-committed"], sources=["GroupConsumer.java"])
-    return Member(name, kind, bg, stop, log_path=tmp / f"member-{name}-{uid('')}.log")
+    seek = kind == "java" and strategy.startswith("consumer")
+    return start_member(kind, name, bootstrap, topic, group, strategy, tmp, seek_committed=seek)
 
 
 def run_rolling_upgrade(server, tmp: Path, kind: str, classic: str, modern: str = "consumer") -> None:  # type: ignore[no-untyped-def]

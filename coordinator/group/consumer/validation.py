@@ -126,4 +126,8 @@ class OffsetChecks:
         member = group.members.get(member_id or "")
         if member is None:
             return E.UNKNOWN_MEMBER_ID
-        return E.NONE if member_epoch == member.member_epoch else E.STALE_MEMBER_EPOCH
+        if member_epoch == member.member_epoch:
+            return E.NONE
+        # A classic member's epoch is its generation: a mismatch is ILLEGAL_GENERATION, as for its
+        # commits (Kafka ``ConsumerGroup.validateOffsetFetch``/``validateMemberEpoch``).
+        return E.ILLEGAL_GENERATION if member.uses_classic_protocol else E.STALE_MEMBER_EPOCH

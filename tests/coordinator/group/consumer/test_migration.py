@@ -9,6 +9,7 @@ import struct
 from typing import Any
 
 import pytest
+from kafka.protocol.consumer import OffsetFetchRequest
 
 from coordinator.group.config import GroupConfig
 from coordinator.group.consumer.group import ConsumerGroupState
@@ -248,6 +249,27 @@ def test_classic_members_commit_with_their_generation(ctx: ConsumerGroupTestCont
     assert stale.topics[0].partitions[0].error_code == E.ILLEGAL_GENERATION
     described = ctx.shard.consumer_group_describe(["g"], 1, False)[0]
     assert {m.member_id: m.member_type for m in described.members} == {a: 0, b: 0, "m1": 1}
+
+
+def test_classic_members_fetch_offsets_with_their_generation(ctx: ConsumerGroupTestContext) -> None:
+    # Kafka ConsumerGroup.validateOffsetFetch: a classic member's epoch is its generation, and a
+    # mismatch is ILLEGAL_GENERATION (STALE_MEMBER_EPOCH is the consumer protocol's answer).
+    a, b = classic_group(ctx)
+    ctx.cg_heartbeat(member_id="m1")
+    ctx.commit_offsets("g", {("foo", 2): 11}, generation_id=GEN, member_id=b, version=8)
+
+    def fetch(member_id: str, epoch: int) -> Any:
+        request = OffsetFetchRequest(version=9, require_stable=False, groups=[
+            OffsetFetchRequest.OffsetFetchRequestGroup(group_id="g", member_id=member_id, member_epoch=epoch,
+                                                       topics=None)])
+        groups = ctx.shard.fetch_offsets(request, 9).groups
+        assert groups is not None
+        return groups[0]
+
+    ok = fetch(b, GEN)
+    assert ok.error_code == 0 and ok.topics[0].partitions[0].committed_offset == 11
+    assert fetch(b, GEN + 1).error_code == E.ILLEGAL_GENERATION
+    assert fetch("m1", ctx.cgroups["g"].members["m1"].member_epoch + 1).error_code == E.STALE_MEMBER_EPOCH
 
 
 def test_classic_leave_fences_and_bumps_the_epoch(ctx: ConsumerGroupTestContext) -> None:
