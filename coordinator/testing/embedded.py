@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..faults_cli import FaultError
 from .kafka_python_warnings import import_quietly
-from .settings import server_settings
+from .server_base import ServerBase
 
 if TYPE_CHECKING:
     from ..app import App
@@ -46,26 +46,17 @@ class ServerError(RuntimeError):
     """The node failed to start, stop or restart; ``__cause__`` is what it raised, if anything."""
 
 
-class EmbeddedServer:
+class EmbeddedServer(ServerBase):
     def __init__(self, data_dir: str | Path, settings: Mapping[str, object] | None = None, port: int = 0) -> None:
-        self.data_dir = Path(data_dir)
-        self.settings = server_settings(settings)
-        self.host = "127.0.0.1"
-        #: The Kafka listener's port: the one asked for, then the one the first start bound.
-        self.port = port
+        super().__init__(data_dir, settings, port)
         self.app: App | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._run: asyncio.Future[int] | None = None
         self._restart: asyncio.Task[None] | None = None
         self._lock = threading.RLock()
-        self._faults: FaultHandle | None = None
 
     # --- what tests use -----------------------------------------------------------------------
-
-    @property
-    def bootstrap_servers(self) -> str:
-        return f"{self.host}:{self.port}"
 
     @property
     def config(self) -> Config:
@@ -83,11 +74,6 @@ class EmbeddedServer:
 
             self._faults = FaultHandle(LocalTransport(_CurrentEngine(self), self.loop), restart=self.crash_restart)
         return self._faults
-
-    @property
-    def faults_used(self) -> bool:
-        """Whether ``faults`` was asked for (the plugin clears faults only then)."""
-        return self._faults is not None
 
     @property
     def running(self) -> bool:

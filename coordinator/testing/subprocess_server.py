@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .kafka_python_warnings import kafka_python_warnings_ignored
-from .settings import free_port, server_settings
+from .server_base import ServerBase
+from .settings import free_port
 
 if TYPE_CHECKING:
     from .faults import FaultHandle
@@ -33,23 +34,15 @@ __all__ = ["SubprocessServer"]
 _LISTENING = re.compile(r"\bmsg=listening\b")
 
 
-class SubprocessServer:
+class SubprocessServer(ServerBase):
     def __init__(self, data_dir: str | Path, settings: Mapping[str, object] | None = None, port: int = 0) -> None:
-        self.data_dir = Path(data_dir)
-        self.settings = server_settings(settings)
+        super().__init__(data_dir, settings, port)
         self.settings["test.faults.enable"] = "true"
-        self.host = "127.0.0.1"
-        self.port = port
         #: The HTTP listener's port: the caller's ``http.listen`` one, else picked at the first start.
         self.http_port = int(self.settings.get("http.listen", "").rpartition(":")[2] or 0)
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}-server.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self._log_offset = 0
-        self._faults: FaultHandle | None = None
-
-    @property
-    def bootstrap_servers(self) -> str:
-        return f"{self.host}:{self.port}"
 
     @property
     def http_url(self) -> str:
@@ -71,11 +64,6 @@ class SubprocessServer:
 
             self._faults = FaultHandle(HttpTransport(self.http_url), restart=self.crash_restart)
         return self._faults
-
-    @property
-    def faults_used(self) -> bool:
-        """Whether ``faults`` was asked for (the plugin clears faults only then)."""
-        return self._faults is not None
 
     @property
     def running(self) -> bool:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from coordinator.testing.cluster import GroupcoordCluster, zookeeper_missing
+from tests.conftest import wait_for
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -70,16 +71,6 @@ def _committed(cluster: GroupcoordCluster, group: str) -> dict[int, int]:
     finally:
         admin.close()
     return {tp.partition: meta.offset for tp, meta in offsets.items() if tp.topic == TOPIC}
-
-
-def _wait(condition: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"not within {timeout} s: {what}")
 
 
 class Member:
@@ -160,7 +151,7 @@ def _run_through(cluster: GroupcoordCluster, group: str, fault: Callable[[], Non
     """A member consumes part of the topic, ``fault`` happens, more records come; returns the
     member once its acknowledged commits reached the end of the topic."""
     with Member(cluster, group) as member:
-        _wait(lambda: sum(member.last_acked().values()) >= 100, 60, "commits acknowledged before the fault")
+        wait_for(lambda: sum(member.last_acked().values()) >= 100, 60, "commits acknowledged before the fault")
         at_fault = member.last_acked()
         fault()
         # Every commit acknowledged before the fault is at the coordinator now.
@@ -168,7 +159,7 @@ def _run_through(cluster: GroupcoordCluster, group: str, fault: Callable[[], Non
         assert all(committed.get(p, -1) >= offset for p, offset in at_fault.items()), (at_fault, committed)
         _produce(cluster, 200)
         ends = _end_offsets(cluster)
-        _wait(lambda: member.last_acked() == ends, 90, f"commits acknowledged up to the end {ends}")
+        wait_for(lambda: member.last_acked() == ends, 90, f"commits acknowledged up to the end {ends}")
     assert _committed(cluster, group) == ends
     _check_nothing_lost(member, ends)
     return member
@@ -241,7 +232,7 @@ def test_move_coordinator_of_an_unknown_group_or_with_timed_windows_is_refused(c
     assert unknown.value.status == 404
     group = "windowed-group"
     with Member(cluster, group) as member:
-        _wait(lambda: member.last_acked(), 60, "a commit acknowledged")
+        wait_for(lambda: member.last_acked(), 60, "a commit acknowledged")
         coordinator = cluster.coordinator_of(group)
         with pytest.raises(FaultError, match="load_ms and not_coordinator_ms apply to a single node") as windowed:
             cluster.faults.move_coordinator(group, load_ms=500)

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from coordinator.cluster.local_cluster import LocalCluster
 from coordinator.cluster.local_zookeeper import LocalZooKeeper, zookeeper_classpath
 from coordinator.cluster.zookeeper import ClusterError
+from tests.conftest import wait_for  # noqa: F401  (the cluster tests import it from here)
 
 
 @pytest.fixture
@@ -31,17 +30,6 @@ def zk_client(zookeeper: LocalZooKeeper) -> Iterator[object]:
 def chroot_for(request: pytest.FixtureRequest) -> str:
     """A chroot of its own per test, so tests sharing one ZooKeeper do not see each other."""
     return "/" + request.node.name.replace("[", "_").replace("]", "_").replace("-", "_")
-
-
-def wait_for(condition: Callable[[], Any], timeout: float, what: str) -> Any:
-    """Poll ``condition`` until it returns something true (returned), or fail naming ``what``."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"not within {timeout}s: {what}")
 
 
 #: The ZooKeeper session of the nodes in the cluster tests: short, so failovers are quick.

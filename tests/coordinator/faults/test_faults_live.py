@@ -21,7 +21,7 @@ from coordinator.ops.faults_routes import FAULTS_OFF
 from protocol.apis import ApiKey, request_class
 from protocol.client import decode_response, encode_request
 from protocol.errors import ErrorCode
-from tests.conftest import ServerProcess, free_port
+from tests.conftest import ServerProcess, free_port, wait_for
 from tests.wire_client import WireClient
 
 TOPIC = "faulty"
@@ -76,8 +76,8 @@ def create_topic(server: ServerProcess) -> None:
     with WireClient(server.host, server.port) as client:
         find = request_class(ApiKey.FIND_COORDINATOR)(version=4, key_type=0, coordinator_keys=["warm-up"])
         wait_for(lambda: client.request(ApiKey.FIND_COORDINATOR, 4, find).coordinators[0].error_code == 0,
-                 "a group coordinator")
-        wait_for(lambda: commit(client, "warm-up") == ErrorCode.NONE, "the group coordinator to be loaded")
+                 20, "a group coordinator")
+        wait_for(lambda: commit(client, "warm-up") == ErrorCode.NONE, 20, "the group coordinator to be loaded")
 
 
 @pytest.fixture(scope="module")
@@ -94,16 +94,6 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
 def no_faults_left(node: Node) -> Iterator[None]:
     yield
     node.http.call("DELETE", "/faults")
-
-
-def wait_for(condition: Callable[[], Any], what: str, timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def commit(client: WireClient, group: str, offset: int = 5) -> int:
@@ -166,7 +156,7 @@ def test_fault_expires_by_its_duration(node: Node) -> None:
                       "group": "g-expire", "duration_ms": 300})
     with node.wire() as client:
         assert commit(client, "g-expire") == ErrorCode.NOT_COORDINATOR
-        wait_for(lambda: node.http.faults() == [], "the fault to expire")
+        wait_for(lambda: node.http.faults() == [], 20, "the fault to expire")
         assert commit(client, "g-expire") == ErrorCode.NONE
 
 
@@ -242,17 +232,17 @@ def test_pause_heartbeats_expires_a_kafka_python_member(node: Node) -> None:
     try:
         # The topic's metadata before the first join: kafka-python 3.0 can otherwise join before it
         # knows the partitions and lose the rejoin's assignment (docs/testing.md, kafka-python).
-        wait_for(lambda: consumer.partitions_for_topic(TOPIC), "the topic's metadata")
-        wait_for(lambda: consumer.poll(timeout_ms=100) is not None and consumer.assignment(), "an assignment")
+        wait_for(lambda: consumer.partitions_for_topic(TOPIC), 20, "the topic's metadata")
+        wait_for(lambda: consumer.poll(timeout_ms=100) is not None and consumer.assignment(), 20, "an assignment")
         with node.wire() as client:
             assert describe_members(client, "g-pause") == 1
             node.http.inject({"fault": "pause-heartbeats", "group": "g-pause", "duration_ms": 30_000})
             # Heartbeats held, the session runs out: the coordinator expires the member.
-            wait_for(lambda: describe_members(client, "g-pause") == 0, "the member to expire")
+            wait_for(lambda: describe_members(client, "g-pause") == 0, 20, "the member to expire")
             assert node.http.faults()[0]["fault"] == "pause-heartbeats"
         node.http.call("DELETE", "/faults")
         # Released, the consumer learns it was expired and joins again.
-        wait_for(lambda: consumer.poll(timeout_ms=100) is not None and consumer.assignment(), "a new assignment")
+        wait_for(lambda: consumer.poll(timeout_ms=100) is not None and consumer.assignment(), 20, "a new assignment")
     finally:
         consumer.close()
 
@@ -291,7 +281,7 @@ def test_crash_restart_reexecs_on_the_same_port_with_the_offsets(
     assert server.proc is not None
     pid = server.proc.pid
     assert http.inject({"fault": "crash-restart"}) == {"result": {"restarting": True}}
-    wait_for(lambda: server.log_text().count("msg=listening") == 2, "the node to listen again")
+    wait_for(lambda: server.log_text().count("msg=listening") == 2, 20, "the node to listen again")
     assert server.alive() and server.proc.pid == pid
     assert "crash-restart requested (test.faults.enable)" in server.log_text()
     consumer = KafkaConsumer(bootstrap_servers=server.bootstrap, group_id="g-crash", enable_auto_commit=False)
@@ -318,21 +308,21 @@ def test_rebalance_and_kick_member_of_a_kafka_python_group(node: Node) -> None:
     consumer = KafkaConsumer(TOPIC, bootstrap_servers=node.server.bootstrap, group_id="g-rebalance",
                              session_timeout_ms=6000, heartbeat_interval_ms=200, enable_auto_commit=False)
     try:
-        wait_for(lambda: consumer.partitions_for_topic(TOPIC), "the topic's metadata")  # as above
-        wait_for(lambda: joined(consumer), "an assignment")
+        wait_for(lambda: consumer.partitions_for_topic(TOPIC), 20, "the topic's metadata")  # as above
+        wait_for(lambda: joined(consumer), 20, "an assignment")
         generation = consumer._coordinator._generation.generation_id
         result = node.http.inject({"fault": "rebalance", "group": "g-rebalance"})["result"]
         assert result["group"] == "g-rebalance" and result["protocol"] == "classic"
         assert int(result["generation"]) >= generation and result["rebalanced"] is True
         # The member learns of the rebalance on its next heartbeat and joins the new generation.
         wait_for(lambda: joined(consumer) and consumer._coordinator._generation.generation_id > generation,
-                 "the member to rejoin")
+                 20, "the member to rejoin")
         member = consumer._coordinator._generation.member_id
         result = node.http.inject({"fault": "kick-member", "group": "g-rebalance"})["result"]
         assert (result["group"], result["member"]) == ("g-rebalance", member)
         # Removed as if its session expired: it joins again under a new member id.
         wait_for(lambda: joined(consumer) and consumer._coordinator._generation.member_id not in ("", member),
-                 "the kicked member to join again")
+                 20, "the kicked member to join again")
         status, answer = node.http.call("POST", "/faults", {"fault": "kick-member", "group": "g-rebalance",
                                                             "member": "nobody"})
         assert status == 404 and "nobody" in answer["error"]
