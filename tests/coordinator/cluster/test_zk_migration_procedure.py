@@ -260,7 +260,7 @@ def test_zookeeper_to_kafka_and_back_loses_and_rewinds_nothing(node: ServerProce
                                                       [TOPIC, "1", "25", "40", "15", "-"]]
 
     # The last commits, acknowledged just before the node stops, reach ZooKeeper: a stopping node writes
-    # the mirror's queue before its ZooKeeper session ends (tests/coordinator/cluster/test_zk_offsets_mirror.py
+    # the mirror's queue before its ZooKeeper session ends (tests/coordinator/cluster/test_zk_offset_apis.py
     # holds ZooKeeper back to show it).
     new.read_until(30)
     new.commit((0,))
