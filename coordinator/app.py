@@ -722,7 +722,7 @@ class App:
 
     def close(self) -> None:
         if self.zk_offsets is not None:
-            self.zk_offsets.close()  # mirrored commits not yet written are dropped (best effort)
+            self.zk_offsets.close()  # writes the queued mirror writes (a bounded wait) while the session is up
         if self.zookeeper is not None:
             # Ending the session removes /brokers/ids/<id> at once, not after the session timeout.
             self.zookeeper.close()

@@ -18,7 +18,9 @@ ZooKeeper: a node of ours without ``zookeeper.connect`` advertises Kafka 4's ran
 With ``offsets.zookeeper.mirror.groups`` (docs/configuration.md) the acknowledged OffsetCommits (v1+) of the groups
 it names are also written to ZooKeeper, like the Scala consumer's ``dual.commit.enabled`` did from the client side:
 after the commit is durable (the answer is only given then), off the request path, in one ZooKeeper transaction per
-commit on one thread (so commits land in their order); a failure is a log line, never a failed commit.
+commit on one thread (so commits land in their order); a failure is a log line, never a failed commit. At a
+clean stop the writes still queued are made before the node's ZooKeeper session ends (``close``, a bounded
+wait): a commit acknowledged just before the stop reaches ZooKeeper too.
 
 kazoo's calls block: each request's ZooKeeper work runs on an executor, off the event loop.
 """
@@ -28,8 +30,9 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 from kafka.protocol.consumer import OffsetCommitResponse, OffsetFetchResponse
 from kazoo.exceptions import KazooException
@@ -45,7 +48,7 @@ from ..security.acl import AclOperation, Authorizer, ResourceType
 from ..security.request_checks import allowed
 from .zk_consumers import ZkConsumerError, ZkConsumers
 
-__all__ = ["ZkOffsetApis"]
+__all__ = ["ZkOffsetApis", "MIRROR_FLUSH_S"]
 
 log = logging.getLogger("groupcoord.cluster.zk_offsets")
 
@@ -53,6 +56,10 @@ _CommitTopic = OffsetCommitResponse.OffsetCommitResponseTopic
 _CommitPartition = _CommitTopic.OffsetCommitResponsePartition
 _FetchTopic = OffsetFetchResponse.OffsetFetchResponseTopic
 _FetchPartition = _FetchTopic.OffsetFetchResponsePartition
+
+#: How long a stopping node waits for its queued mirror writes: a ZooKeeper that answers takes
+#: milliseconds per write; one that does not must not hold the stop for long (what is left is logged).
+MIRROR_FLUSH_S = 5.0
 
 
 class ZkOffsetApis:
@@ -68,6 +75,9 @@ class ZkOffsetApis:
         self._mirror_names, self._mirror_prefixes = parse_group_patterns(mirror_groups)
         #: One thread: the mirrored commits of a group reach ZooKeeper in the order they were acknowledged.
         self._mirror_thread: ThreadPoolExecutor | None = None
+        #: The mirror writes submitted and not yet done, for the flush at ``close``.
+        self._mirror_pending: set[Future[None]] = set()
+        self._mirror_lock = threading.Lock()  # the set is also changed on the mirror's thread
 
     def mirrors(self, group: str) -> bool:
         """Is ``group`` named by ``offsets.zookeeper.mirror.groups``?"""
@@ -155,18 +165,35 @@ class ZkOffsetApis:
                 if self._mirror_thread is None:
                     self._mirror_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="zk-offsets-mirror")
                 done = self._mirror_thread.submit(self.consumers.set_offsets, request.group_id, offsets)
+                with self._mirror_lock:
+                    self._mirror_pending.add(done)
                 done.add_done_callback(lambda f: self._mirror_done(request.group_id, f))
         return answer
 
-    @staticmethod
-    def _mirror_done(group: str, done: Future[None]) -> None:
+    def _mirror_done(self, group: str, done: Future[None]) -> None:
+        with self._mirror_lock:
+            self._mirror_pending.discard(done)
+        if done.cancelled():
+            return  # counted by close
         exc = done.exception()
         if exc is not None:
             log.warning("offset commit not mirrored to zookeeper", extra={"group": group, "error": repr(exc)})
 
-    def close(self) -> None:
-        if self._mirror_thread is not None:
-            self._mirror_thread.shutdown(wait=False, cancel_futures=True)
+    def close(self, timeout: float = MIRROR_FLUSH_S) -> None:
+        """Write the queued mirror writes (waiting at most ``timeout`` seconds), then stop the mirror's thread.
+        Called when the node no longer takes requests and before its ZooKeeper session ends; a write
+        still queued after the wait is dropped, and the log says how many."""
+        if self._mirror_thread is None:
+            return
+        with self._mirror_lock:
+            pending = list(self._mirror_pending)
+        if pending:
+            wait(pending, timeout=timeout)
+        left = [f for f in pending if f.cancel() or not f.done()]
+        if left:
+            log.warning("offset commits not mirrored to zookeeper: the stop did not wait longer",
+                        extra={"writes": len(left), "waited_s": timeout})
+        self._mirror_thread.shutdown(wait=False, cancel_futures=True)
 
     # --- OffsetFetch v0 ----------------------------------------------------------------------------
 
