@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kazoo.exceptions import NodeExistsError, NoNodeError, RolledBackError
+from kazoo.handlers.threading import KazooTimeoutError
 
 __all__ = ["ZkConsumerError", "TransactionTooLarge", "MAX_TRANSACTION_BYTES", "estimate_transaction_bytes",
            "ConsumerRegistration", "ZkGroup", "ZkConsumers", "consumers_path", "ids_path", "owners_path", "offsets_path", "offset_path", "parse_offset", "format_offset", "parse_registration"]
@@ -152,10 +153,28 @@ def _partition(path: str, name: str) -> int:
 
 
 class ZkConsumers:
-    """Reads and writes ``/consumers`` through a started kazoo client (blocking calls)."""
+    """Reads and writes ``/consumers`` through a started kazoo client (blocking calls).
 
-    def __init__(self, client: Any) -> None:
+    kazoo queues a request made while ZooKeeper is unreachable until the session reconnects, so a call
+    may block for as long as ZooKeeper is down. With ``request_timeout_s`` the calls a broker makes for a
+    client's request (get_offset, set_offset, set_groups_offsets) give up after that long with a
+    ZkConsumerError instead. Kafka 1.1–2.x brokers waited without bound there (``KafkaZkClient``'s
+    ``retryRequestsUntilConnected`` and ``ZooKeeperClient.waitUntilConnected``, "Wait indefinitely",
+    https://github.com/apache/kafka/blob/2.8/core/src/main/scala/kafka/zookeeper/ZooKeeperClient.scala),
+    so their clients saw no answer until their own request timeout; as there, the request given up on
+    stays queued and reaches ZooKeeper when it is back."""
+
+    def __init__(self, client: Any, *, request_timeout_s: float | None = None) -> None:
         self.client = client
+        self.request_timeout_s = request_timeout_s
+
+    def _wait(self, pending: Any) -> Any:
+        """The result of a kazoo ``*_async`` call, waiting at most ``request_timeout_s``."""
+        try:
+            return pending.get(timeout=self.request_timeout_s)
+        except KazooTimeoutError:
+            raise ZkConsumerError(f"ZooKeeper did not answer within {self.request_timeout_s:g} s "
+                                  f"(state {self.client.state})") from None
 
     def _children(self, path: str) -> list[str]:
         try:
@@ -174,7 +193,7 @@ class ZkConsumers:
         """One partition's offset, None when its znode is absent; ZkConsumerError when malformed."""
         path = offset_path(group, topic, partition)
         try:
-            data, _ = self.client.get(path)
+            data, _ = self._wait(self.client.get_async(path))
         except NoNodeError:
             return None
         return parse_offset(path, data)
@@ -225,12 +244,12 @@ class ZkConsumers:
         path = offset_path(group, topic, partition)
         data = format_offset(offset)
         try:
-            self.client.set(path, data)
+            self._wait(self.client.set_async(path, data))
         except NoNodeError:
             try:
-                self.client.create(path, data, makepath=True)
+                self._wait(self.client.create_async(path, data, makepath=True))
             except NodeExistsError:
-                self.client.set(path, data)
+                self._wait(self.client.set_async(path, data))
 
     def set_offsets(self, group: str, offsets: dict[tuple[str, int], int]) -> None:
         """Write all ``offsets`` of ``group`` in one ZooKeeper transaction: all or nothing (see set_groups_offsets)."""
@@ -269,7 +288,7 @@ class ZkConsumers:
                         if parent not in created:
                             created.add(parent)
                             transaction.create(parent, b"")
-                    present[(group, topic)] = set() if missing else set(self._children(offsets_path(group, topic)))
+                    present[(group, topic)] = set() if missing else set(self._listing(offsets_path(group, topic)))
             for group, by_partition in wanted.items():
                 for (topic, partition), offset in sorted(by_partition.items()):
                     path = offset_path(group, topic, partition)
@@ -278,7 +297,7 @@ class ZkConsumers:
                         transaction.set_data(path, data)
                     else:
                         transaction.create(path, data)
-            results = transaction.commit()
+            results = self._wait(transaction.commit_async())
             failures = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
             if not failures:
                 return
@@ -292,10 +311,16 @@ class ZkConsumers:
     def _missing_parents(self, path: str) -> list[str]:
         """The ancestors of ``path`` and ``path`` itself that do not exist, outermost first."""
         missing: list[str] = []
-        while path and path != "/" and self.client.exists(path) is None:
+        while path and path != "/" and self._wait(self.client.exists_async(path)) is None:
             missing.append(path)
             path = path.rsplit("/", 1)[0]
         return missing[::-1]
+
+    def _listing(self, path: str) -> list[str]:
+        try:
+            return list(self._wait(self.client.get_children_async(path)))
+        except NoNodeError:
+            return []
 
 
 
