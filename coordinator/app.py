@@ -300,7 +300,8 @@ class App:
             return gate_factory(mechanisms, jaas, self.scram_store.get,
                                 max_receive_size=int(config.for_listener(name, "sasl.server.max.receive.size")),
                                 reauth_ms=int(config.for_listener(name, "connections.max.reauth.ms")),
-                                failed_delay_ms=int(config.for_listener(name, "connection.failed.authentication.delay.ms")))
+                                failed_delay_ms=int(config.for_listener(name, "connection.failed.authentication.delay.ms")),
+                                versions=ZOOKEEPER_MODE_VERSIONS if self.zookeeper is not None else SUPPORTED_VERSIONS)
         except ValueError as exc:
             raise ConfigError(f"listener {name} ({listener.protocol}): {exc}") from None
 
