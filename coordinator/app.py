@@ -300,7 +300,8 @@ class App:
             return gate_factory(mechanisms, jaas, self.scram_store.get,
                                 max_receive_size=int(config.for_listener(name, "sasl.server.max.receive.size")),
                                 reauth_ms=int(config.for_listener(name, "connections.max.reauth.ms")),
-                                failed_delay_ms=int(config.for_listener(name, "connection.failed.authentication.delay.ms")))
+                                failed_delay_ms=int(config.for_listener(name, "connection.failed.authentication.delay.ms")),
+                                versions=ZOOKEEPER_MODE_VERSIONS if self.zookeeper is not None else SUPPORTED_VERSIONS)
         except ValueError as exc:
             raise ConfigError(f"listener {name} ({listener.protocol}): {exc}") from None
 
@@ -341,7 +342,10 @@ class App:
         handlers.update(self.transactions.handlers())
         if self.zookeeper is not None and self.view is not None:
             # OffsetCommit / OffsetFetch v0 keep their offsets in ZooKeeper, as ZooKeeper-mode Kafka did.
-            self.zk_offsets = ZkOffsetApis(ZkConsumers(self.zookeeper.client), self.view.partition_count,
+            # A v0 request gives up on a ZooKeeper that does not answer within the session timeout
+            # (coordinator/cluster/zk_consumers.py says how Kafka 2.x differed).
+            consumers = ZkConsumers(self.zookeeper.client, request_timeout_s=self.zookeeper.session_timeout_ms / 1000)
+            self.zk_offsets = ZkOffsetApis(consumers, self.view.partition_count,
                                            metadata_max_bytes=int(self.config["offset.metadata.max.bytes"]),
                                            authorizer=authorizer,
                                            mirror_groups=self.config["offsets.zookeeper.mirror.groups"])

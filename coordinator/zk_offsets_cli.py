@@ -8,8 +8,9 @@
 (coordinator/tools/zk_offsets_file.py), with two differences: ``--zookeeper`` names the ensemble
 (Kafka's ``--zkconnect``; ``groupcoord groups --zookeeper`` spells it so), and ``import`` is all or
 nothing: the whole file is checked before anything is written, a malformed line is an error naming its
-line number, and each group's offsets are written in one ZooKeeper transaction (Kafka's tool printed the
-errors and went on, line by line). docs/zk_offsets.md describes the command.
+line number, and the whole file is written in one ZooKeeper transaction (Kafka's tool printed the errors
+and went on, line by line); a file too large for one ZooKeeper request (``jute.maxbuffer``, about 1 MB,
+some 9,000 lines of 50 characters) is refused before anything is written. docs/zk_offsets.md describes the command.
 
 Exit codes: 0 success, 1 failure (ZooKeeper unreachable, a malformed input file), 2 bad usage.
 """
@@ -122,23 +123,24 @@ def _import(args: argparse.Namespace) -> None:
     by_group: dict[str, dict[tuple[str, int], int]] = {}
     for line in lines:
         by_group.setdefault(line.group, {})[(line.topic, line.partition)] = line.offset
-    from kazoo.exceptions import KazooException
+    from kazoo.exceptions import ConnectionLoss, KazooException, SessionExpiredError
+    from kazoo.handlers.threading import KazooTimeoutError
 
-    from .cluster.zk_consumers import ZkConsumerError
+    from .cluster.zk_consumers import TransactionTooLarge, ZkConsumerError
 
     with _zookeeper(args.zookeeper, args.timeout_ms) as client:
-        consumers = ZkConsumers(client)
-        written: list[str] = []
-        for group, offsets in by_group.items():
-            try:
-                consumers.set_offsets(group, offsets)
-            except (KazooException, ZkConsumerError) as exc:
-                # One transaction per group (zk_consumers.set_offsets): the groups before this one
-                # stay written; say which, so the operator can run the rest again.
-                done = ", ".join(written) if written else "none"
-                raise _Failure(f"ZooKeeper at {args.zookeeper}: writing group {group} failed ({exc}); groups "
-                               f"already written: {done}") from None
-            written.append(group)
+        try:
+            # The whole file in one ZooKeeper transaction (zk_consumers.set_groups_offsets): all or nothing,
+            # or refused before sending when it is more than one ZooKeeper request may carry.
+            ZkConsumers(client).set_groups_offsets(by_group)
+        except TransactionTooLarge as exc:
+            raise _Failure(f"{args.input_file}: {exc}; split the file by group and import each part") from None
+        except (ConnectionLoss, SessionExpiredError, KazooTimeoutError) as exc:
+            # The transaction was sent but its answer lost: ZooKeeper applied all of it or none.
+            raise _Failure(f"ZooKeeper at {args.zookeeper}: connection lost while importing ({type(exc).__name__}): "
+                           "either every offset of the file or none was written; export to see which") from None
+        except (KazooException, ZkConsumerError) as exc:
+            raise _Failure(f"ZooKeeper at {args.zookeeper}: {exc}; nothing imported") from None
     print(f"Imported {len(lines)} offsets of {len(by_group)} groups from {args.input_file}")
 
 

@@ -17,19 +17,35 @@ and :meth:`ZkConsumers.read_group` collects them beside what it could read. The 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import NodeExistsError, NoNodeError, RolledBackError
+from kazoo.handlers.threading import KazooTimeoutError
 
-__all__ = ["ZkConsumerError", "ConsumerRegistration", "ZkGroup", "ZkConsumers", "consumers_path", "ids_path",
-           "owners_path", "offsets_path", "offset_path", "parse_offset", "format_offset", "parse_registration"]
+__all__ = ["ZkConsumerError", "TransactionTooLarge", "MAX_TRANSACTION_BYTES", "estimate_transaction_bytes",
+           "ConsumerRegistration", "ZkGroup", "ZkConsumers", "consumers_path", "ids_path", "owners_path", "offsets_path", "offset_path", "parse_offset", "format_offset", "parse_registration"]
 
 CONSUMERS = "/consumers"
 
+#: What one ZooKeeper request may carry: ``jute.maxbuffer``'s default, 0xfffff bytes, less a margin for
+#: the request's framing (ZooKeeper 3.8 closes the connection of a longer request, "Len error").
+MAX_TRANSACTION_BYTES = 0xFFFFF - 4096
+
+#: Per operation of a ``multi`` beyond its path and data: the op header (type, done, err), the two
+#: length prefixes, and for a create the world-anyone ACL and the flags (ZooKeeper's jute records
+#: MultiHeader, CreateRequest, SetDataRequest).
+_OP_OVERHEAD_BYTES = 64
+
 
 class ZkConsumerError(Exception):
-    """A ``/consumers`` znode whose value is not what Kafka's ZooKeeper-era consumers write there."""
+    """A ``/consumers`` znode whose value is not what Kafka's ZooKeeper-era consumers write there, or a
+    transaction on them that ZooKeeper refused."""
+
+
+class TransactionTooLarge(ZkConsumerError):
+    """Offsets too many for one ZooKeeper request (``jute.maxbuffer``); nothing was sent."""
 
 
 def consumers_path() -> str:
@@ -137,10 +153,28 @@ def _partition(path: str, name: str) -> int:
 
 
 class ZkConsumers:
-    """Reads and writes ``/consumers`` through a started kazoo client (blocking calls)."""
+    """Reads and writes ``/consumers`` through a started kazoo client (blocking calls).
 
-    def __init__(self, client: Any) -> None:
+    kazoo queues a request made while ZooKeeper is unreachable until the session reconnects, so a call
+    may block for as long as ZooKeeper is down. With ``request_timeout_s`` the calls a broker makes for a
+    client's request (get_offset, set_offset, set_groups_offsets) give up after that long with a
+    ZkConsumerError instead. Kafka 1.1–2.x brokers waited without bound there (``KafkaZkClient``'s
+    ``retryRequestsUntilConnected`` and ``ZooKeeperClient.waitUntilConnected``, "Wait indefinitely",
+    https://github.com/apache/kafka/blob/2.8/core/src/main/scala/kafka/zookeeper/ZooKeeperClient.scala),
+    so their clients saw no answer until their own request timeout; as there, the request given up on
+    stays queued and reaches ZooKeeper when it is back."""
+
+    def __init__(self, client: Any, *, request_timeout_s: float | None = None) -> None:
         self.client = client
+        self.request_timeout_s = request_timeout_s
+
+    def _wait(self, pending: Any) -> Any:
+        """The result of a kazoo ``*_async`` call, waiting at most ``request_timeout_s``."""
+        try:
+            return pending.get(timeout=self.request_timeout_s)
+        except KazooTimeoutError:
+            raise ZkConsumerError(f"ZooKeeper did not answer within {self.request_timeout_s:g} s "
+                                  f"(state {self.client.state})") from None
 
     def _children(self, path: str) -> list[str]:
         try:
@@ -159,7 +193,7 @@ class ZkConsumers:
         """One partition's offset, None when its znode is absent; ZkConsumerError when malformed."""
         path = offset_path(group, topic, partition)
         try:
-            data, _ = self.client.get(path)
+            data, _ = self._wait(self.client.get_async(path))
         except NoNodeError:
             return None
         return parse_offset(path, data)
@@ -210,33 +244,94 @@ class ZkConsumers:
         path = offset_path(group, topic, partition)
         data = format_offset(offset)
         try:
-            self.client.set(path, data)
+            self._wait(self.client.set_async(path, data))
         except NoNodeError:
             try:
-                self.client.create(path, data, makepath=True)
+                self._wait(self.client.create_async(path, data, makepath=True))
             except NodeExistsError:
-                self.client.set(path, data)
+                self._wait(self.client.set_async(path, data))
 
     def set_offsets(self, group: str, offsets: dict[tuple[str, int], int]) -> None:
-        """Write all ``offsets`` in one ZooKeeper transaction: all or nothing.
+        """Write all ``offsets`` of ``group`` in one ZooKeeper transaction: all or nothing (see set_groups_offsets)."""
+        self.set_groups_offsets({group: offsets})
 
-        The parents are ensured first (empty persistent znodes, harmless if the transaction then fails);
-        each offset znode is set if it exists, created otherwise. A znode created or deleted by someone
-        else between the check and the commit fails the transaction (raised, nothing written)."""
-        if not offsets:
+    def set_groups_offsets(self, offsets: Mapping[str, Mapping[tuple[str, int], int]], *,
+                           max_request_bytes: int = MAX_TRANSACTION_BYTES) -> None:
+        """Write the offsets of every group in ``offsets`` in one ZooKeeper transaction: all or nothing.
+
+        Missing parents (``/consumers/<g>/offsets/<t>`` and above) are created inside the same transaction,
+        so a failed one leaves no empty group behind either; each offset znode is set if it exists, created
+        otherwise. ZooKeeper refuses a request larger than its ``jute.maxbuffer`` (default 0xfffff bytes,
+        https://zookeeper.apache.org/doc/r3.8.0/zookeeperAdmin.html, "jute.maxbuffer") by closing the
+        connection, so a transaction estimated above ``max_request_bytes`` is refused here, before anything
+        is sent (TransactionTooLarge). A znode created or deleted by someone else between the checks and the
+        commit fails the transaction; it is planned again, up to three times, then raised (nothing written)."""
+        wanted = {g: dict(o) for g, o in offsets.items() if o}
+        if not wanted:
             return
-        for topic in sorted({t for t, _ in offsets}):
-            self.client.ensure_path(offsets_path(group, topic))
-        transaction = self.client.transaction()
-        for (topic, partition), offset in sorted(offsets.items()):
-            path = offset_path(group, topic, partition)
-            data = format_offset(offset)
-            if self.client.exists(path) is not None:
-                transaction.set_data(path, data)
-            else:
-                transaction.create(path, data)
-        results = transaction.commit()
-        failures = [r for r in results if isinstance(r, Exception)]
-        if failures:
-            raise ZkConsumerError(f"ZooKeeper transaction writing offsets of group {group} failed, nothing written: "
+        size = estimate_transaction_bytes(wanted)
+        if size > max_request_bytes:
+            count = sum(len(o) for o in wanted.values())
+            raise TransactionTooLarge(
+                f"{count} offsets of {len(wanted)} groups make a ZooKeeper transaction of about {size} bytes, "
+                f"more than the {max_request_bytes} one request may carry (ZooKeeper's jute.maxbuffer); "
+                "nothing written")
+        for attempt in range(3):
+            transaction = self.client.transaction()
+            # One listing per topic tells which offset znodes exist (set) and which do not (create).
+            present: dict[tuple[str, str], set[str]] = {}
+            created: set[str] = set()
+            for group, by_partition in wanted.items():
+                for topic in sorted({t for t, _ in by_partition}):
+                    missing = self._missing_parents(offsets_path(group, topic))
+                    for parent in missing:
+                        if parent not in created:
+                            created.add(parent)
+                            transaction.create(parent, b"")
+                    present[(group, topic)] = set() if missing else set(self._listing(offsets_path(group, topic)))
+            for group, by_partition in wanted.items():
+                for (topic, partition), offset in sorted(by_partition.items()):
+                    path = offset_path(group, topic, partition)
+                    data = format_offset(offset)
+                    if str(partition) in present[(group, topic)]:
+                        transaction.set_data(path, data)
+                    else:
+                        transaction.create(path, data)
+            results = self._wait(transaction.commit_async())
+            failures = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+            if not failures:
+                return
+            # A race with another writer (a parent or znode appeared or vanished): plan again.
+            if attempt < 2 and all(isinstance(f, (NodeExistsError, NoNodeError)) for f in failures):
+                continue
+            groups = ("group " if len(wanted) == 1 else "groups ") + ", ".join(wanted)
+            raise ZkConsumerError(f"ZooKeeper transaction writing offsets of {groups} failed, nothing written: "
                                   f"{failures[0]!r}")
+
+    def _missing_parents(self, path: str) -> list[str]:
+        """The ancestors of ``path`` and ``path`` itself that do not exist, outermost first."""
+        missing: list[str] = []
+        while path and path != "/" and self._wait(self.client.exists_async(path)) is None:
+            missing.append(path)
+            path = path.rsplit("/", 1)[0]
+        return missing[::-1]
+
+    def _listing(self, path: str) -> list[str]:
+        try:
+            return list(self._wait(self.client.get_children_async(path)))
+        except NoNodeError:
+            return []
+
+
+
+def estimate_transaction_bytes(offsets: Mapping[str, Mapping[tuple[str, int], int]]) -> int:
+    """An upper bound on the bytes of the ``multi`` request that set_groups_offsets sends for ``offsets``
+    (every parent counted as created)."""
+    size = 0
+    for group, by_partition in offsets.items():
+        parents = {group_path(group), offsets_path(group)} | {offsets_path(group, t) for t, _ in by_partition}
+        size += sum(len(p.encode()) + _OP_OVERHEAD_BYTES for p in parents)
+        for (topic, partition), offset in by_partition.items():
+            size += len(offset_path(group, topic, partition).encode()) + len(format_offset(offset)) \
+                + _OP_OVERHEAD_BYTES
+    return size + len(CONSUMERS) + _OP_OVERHEAD_BYTES

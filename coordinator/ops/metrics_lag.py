@@ -455,10 +455,12 @@ class LagExposition:
                 led = ctx.view.led_partition_offsets()
                 rows: Sequence[Any] = lags
                 if zk_groups:
-                    # ZooKeeper-era groups after this node's own, in the same families (ops/zk_era_groups.py).
-                    from .zk_era_groups import lag_rows
+                    # ZooKeeper-era groups after this node's own, in the same families; one named like a
+                    # Kafka group shows once, Kafka's offsets first (ops/zk_era_groups.py).
+                    from .zk_era_groups import lag_rows, merge_rows
 
-                    rows = [*lags, *lag_rows(ctx.zk_era.groups, led, None if led is not None else ctx.view.latest)]
+                    zk_rows = lag_rows(ctx.zk_era.groups, led, None if led is not None else ctx.view.latest)
+                    rows = await asyncio.to_thread(merge_rows, lags, zk_rows)
                 self._body = await asyncio.to_thread(self._render, cluster, rows, statuses, ctx.lag.poll_time_ms,
                                                      earliest, led)
                 self._rendered = (lags, statuses, cluster, zk_groups)

@@ -14,6 +14,14 @@ leads, with their high watermark as log end (every node reads the same ``/consum
 then comes from one node, as ``StateView.led_partition_offsets`` does for ``kafka_partition_latest_offset``).
 The consumer is the owner znode's thread id without its ``-<thread>`` (Kafka's ``ConsumerThreadId``); host,
 client id and lag in seconds are unknown for these groups (NaN / ``unknown``, as kafka-lag-exporter writes them).
+
+A group id names one group whichever storage holds its offsets: a group under ``/consumers`` named like a group
+of this node's coordinator is a group in the middle of a migration (dual commit). ``merge_rows`` gives /metrics
+one series per partition for it, as Kafka 1.1's ``kafka-consumer-groups`` and ConsumerOffsetChecker showed a
+mixed group: Kafka's offset where Kafka has one, ZooKeeper's for the partitions it has not
+(https://github.com/apache/kafka/blob/1.1/core/src/main/scala/kafka/admin/ConsumerGroupCommand.scala,
+``ZkConsumerGroupService``: OffsetFetch first, the znode on NoOffset). The dashboard lists the two apart, the
+ZooKeeper one marked "ZooKeeper-era" (dashboard/rows.py).
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ from typing import Any
 
 from ..cluster.zk_consumers import ZkConsumers, ZkGroup
 
-__all__ = ["ZkEraGroups", "ZkPartitionLag", "lag_rows"]
+__all__ = ["ZkEraGroups", "ZkPartitionLag", "lag_rows", "merge_rows"]
 
 log = logging.getLogger("groupcoord.ops")
 
@@ -70,6 +78,32 @@ def lag_rows(groups: Sequence[ZkGroup], led: Mapping[tuple[str, int], tuple[int,
             rows.append(ZkPartitionLag(g.group, tp[0], tp[1], g.offsets.get(tp), log_end,
                                        None if owner is None else _THREAD_SUFFIX.sub("", owner)))
     return rows
+
+
+def merge_rows(kafka_rows: Sequence[Any], zk_rows: Sequence[ZkPartitionLag]) -> list[Any]:
+    """``kafka_rows`` (the lag monitor's, each group's rows together), each group's ZooKeeper-era rows of the
+    same name for the partitions Kafka has no row of right after its rows, then the ZooKeeper-era groups of
+    names Kafka has not (module docstring). Pure: runs in a thread."""
+    by_group: dict[str, list[ZkPartitionLag]] = {}
+    for row in zk_rows:
+        by_group.setdefault(row.group, []).append(row)
+    covered: dict[str, set[tuple[str, int]]] = {}
+    for row in kafka_rows:
+        if row.group in by_group:
+            covered.setdefault(row.group, set()).add((row.topic, row.partition))
+    if not covered:
+        return [*kafka_rows, *zk_rows]
+    out: list[Any] = []
+    count = len(kafka_rows)
+    for i, row in enumerate(kafka_rows):
+        out.append(row)
+        group = row.group
+        if group in covered and (i + 1 == count or kafka_rows[i + 1].group != group):
+            seen = covered[group]
+            out.extend(r for r in by_group.pop(group, ()) if (r.topic, r.partition) not in seen)
+    for rows in by_group.values():
+        out.extend(rows)
+    return out
 
 
 class ZkEraGroups:

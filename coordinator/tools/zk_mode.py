@@ -7,6 +7,11 @@ Directories", https://kafka.apache.org/0100/documentation.html#impl_zookeeper).
 - ``--list``: the children of ``/consumers``, one per line.
 - ``--delete --group G``: removes ``/consumers/G`` unless a consumer is registered under ``/consumers/G/ids``
   (Kafka 1.1's ``AdminUtils.deleteConsumerGroupInZK``), with 1.1's messages.
+- ``--delete --group G --topic T``: removes the group's ``owners/T`` and ``offsets/T`` unless a consumer is
+  registered (the whole group when T is the only topic it owns partitions of); ``--delete --topic T``: that for
+  every group with offsets of T, skipping the active ones (1.1's ``deleteConsumerGroupInfoForTopicInZK`` and
+  ``deleteAllConsumerGroupInfoForTopicInZK``,
+  https://github.com/apache/kafka/blob/1.1/core/src/main/scala/kafka/admin/AdminUtils.scala).
 - ``--describe --group G``: per partition TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID, the
   current offset from ``/consumers/G/offsets/T/P``, the consumer from the owner znode (the thread id
   ``<consumer id>-<thread>`` without its thread), the log end offset asked of each partition's leader among the
@@ -49,12 +54,14 @@ def check_zk_args(seen: dict[str, list[str | None]]) -> None:
             raise UsageError(f"Option [{other}] is not valid with [zookeeper].")
     if sum(has(a) for a in _ZK_ACTIONS) != 1:
         raise UsageError("Command must include exactly one action: " + ", ".join(f"--{a}" for a in _ZK_ACTIONS))
-    for action in ("describe", "delete"):
-        if has(action) and not has("group"):
-            raise UsageError(f"Option [{action}] takes the option: [group]")
+    if has("describe") and not has("group"):
+        raise UsageError("Option [describe] takes the option: [group]")
+    if has("delete") and not has("group") and not has("topic"):
+        # Kafka 1.1's ConsumerGroupCommandOptions.checkArgs, joptsimple's "[name]" spelling.
+        raise UsageError("Option [delete] either takes [group], [topic], or both")
     if has("list") and has("group"):
         raise UsageError('Option "[group]" can\'t be used with option "[list]"')
-    if has("topic"):  # 1.1's topic-wide delete is not offered: the topic is refused with every action
+    if has("topic") and not has("delete"):  # 1.1: --topic only with --delete
         action = next(a for a in _ZK_ACTIONS if has(a))
         raise UsageError(f'Option "[topic]" can\'t be used with option "[{action}]"')
     if has("output") and seen["output"][-1] != "json":
@@ -146,18 +153,61 @@ def describe_group(client: Any, group: str, timeout_ms: int) -> ZkGroupView:
 def delete_group(client: Any, group: str) -> str:
     """Kafka 1.1's deleteConsumerGroupInZK: refused while a consumer is registered; a group with no znodes at all
     is "deleted" too, as 1.1 answered."""
-    from kazoo.exceptions import NoNodeError
+    from ..cluster.zk_consumers import group_path
 
-    from ..cluster.zk_consumers import group_path, ids_path
-
-    try:
-        registered = client.get_children(ids_path(group))
-    except NoNodeError:
-        registered = []
-    if registered:
-        return f"Delete for group '{group}' failed because its consumers are still active."
+    # The refusal is 1.1's printError line: "Error: " first, on stdout.
+    if _active(client, group):
+        return f"Error: Delete for group '{group}' failed because its consumers are still active."
     client.delete(group_path(group), recursive=True)
     return f"Deleted all consumer group information for group '{group}' in zookeeper."
+
+
+def _active(client: Any, group: str) -> bool:
+    """A consumer registered under ``/consumers/<group>/ids`` (Kafka's ``isConsumerGroupActive``)."""
+    from kazoo.exceptions import NoNodeError
+
+    from ..cluster.zk_consumers import ids_path
+
+    try:
+        return bool(client.get_children(ids_path(group)))
+    except NoNodeError:
+        return False
+
+
+def _children(client: Any, path: str) -> list[str]:
+    from kazoo.exceptions import NoNodeError
+
+    try:
+        return sorted(client.get_children(path))
+    except NoNodeError:
+        return []
+
+
+def delete_group_topic(client: Any, group: str, topic: str) -> str:
+    """Kafka 1.1's deleteConsumerGroupInfoForTopicInZK: refused while a consumer is registered; the whole group
+    goes when ``topic`` is the only topic under its ``owners``, else its ``owners/<topic>`` and
+    ``offsets/<topic>``. Messages as 1.1's ``deleteForTopic``."""
+    from ..cluster.zk_consumers import group_path, offsets_path, owners_path
+
+    if _active(client, group):
+        return f"Error: Delete for group '{group}' topic '{topic}' failed because its consumers are still active."
+    if _children(client, f"{group_path(group)}/owners") == [topic]:
+        client.delete(group_path(group), recursive=True)
+    else:
+        for path in (owners_path(group, topic), offsets_path(group, topic)):
+            client.delete(path, recursive=True)
+    return f"Deleted consumer group information for group '{group}' topic '{topic}' in zookeeper."
+
+
+def delete_topic_of_all_groups(client: Any, topic: str) -> str:
+    """Kafka 1.1's deleteAllConsumerGroupInfoForTopicInZK: the groups with offsets of ``topic``, active ones
+    left as they are."""
+    from ..cluster.zk_consumers import CONSUMERS, offsets_path
+
+    for group in _children(client, CONSUMERS):
+        if topic in _children(client, offsets_path(group)):
+            delete_group_topic(client, group, topic)
+    return f"Deleted consumer group information for all inactive consumer groups for topic '{topic}' in zookeeper."
 
 
 def _text(value: object) -> str:
@@ -232,8 +282,19 @@ def _act(client: Any, args: Any, out: TextIO, err: TextIO) -> int:
                 print(g, file=out)
         return 0
     if args.delete:
+        topic = args.topic[-1] if args.topic else None
+        if topic is not None:
+            from ..topics.registry import topic_name_error
+
+            problem = topic_name_error(topic)
+            if problem is not None:  # Kafka's Topic.validate, thrown to main's catch-all
+                print(f"Error: Executing consumer group command failed due to {problem}", file=out)
+                return 0
+            if not args.group:
+                print(delete_topic_of_all_groups(client, topic), file=out)
+                return 0
         for group in dict.fromkeys(args.group):
-            print(delete_group(client, group), file=out)
+            print(delete_group(client, group) if topic is None else delete_group_topic(client, group, topic), file=out)
         return 0
     views: Sequence[ZkGroupView] = [describe_group(client, g, args.timeout) for g in dict.fromkeys(args.group)]
     if as_json:

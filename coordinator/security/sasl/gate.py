@@ -95,8 +95,12 @@ class SaslGate:
     def __init__(self, mechanisms: Mapping[str, Callable[[], Authenticator]], *,
                  max_receive_size: int = DEFAULT_MAX_RECEIVE_SIZE, reauth_ms: int = DEFAULT_REAUTH_MS,
                  failed_delay_ms: int = DEFAULT_FAILED_DELAY_MS,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 versions: Mapping[ApiKey, tuple[int, int]] = SUPPORTED_VERSIONS) -> None:
         self._factories = mechanisms
+        #: The versions the server admits (protocol/apis.py): ``ZOOKEEPER_MODE_VERSIONS`` on a cluster node,
+        #: whose OffsetCommit v0 during the exchange gets its error response like any known version.
+        self._versions = versions
         self._enabled = list(mechanisms)
         self._max_receive_size = max_receive_size
         self._reauth_ms = reauth_ms
@@ -140,7 +144,7 @@ class SaslGate:
                 return self._versioned(api_key, api_version, _AUTHENTICATE_VERSIONS)
             return Verdict.SERVE
         if state is GateState.INITIAL and api_key == ApiKey.API_VERSIONS:
-            low, high = SUPPORTED_VERSIONS[ApiKey.API_VERSIONS]
+            low, high = self._versions[ApiKey.API_VERSIONS]
             if low <= api_version <= high:  # an unsupported one gets its v0 reply, state unchanged
                 self.state = GateState.HANDSHAKE
             return Verdict.SERVE
@@ -151,7 +155,7 @@ class SaslGate:
         if state is GateState.AUTHENTICATE and not self._raw:
             if api_key == ApiKey.SASL_AUTHENTICATE:
                 return self._versioned(api_key, api_version, _AUTHENTICATE_VERSIONS)
-            low, high = SUPPORTED_VERSIONS.get(api_key, (0, -1))  # type: ignore[call-overload]
+            low, high = self._versions.get(api_key, (0, -1))  # type: ignore[call-overload]
             if low <= api_version <= high:
                 return Verdict.SASL  # respond() answers it with ILLEGAL_SASL_STATE, then closes
             return self._close(f"Unexpected Kafka request of type {_name(api_key)} during SASL authentication.")
@@ -307,10 +311,12 @@ def jaas_config_keys(listener_name: str, mechanism: str) -> tuple[str, str]:
 def gate_factory(enabled_mechanisms: Sequence[str] | str, jaas_configs: Mapping[str, str],
                  credentials: CredentialLookup | None, *, max_receive_size: int = DEFAULT_MAX_RECEIVE_SIZE,
                  reauth_ms: int = DEFAULT_REAUTH_MS, failed_delay_ms: int = DEFAULT_FAILED_DELAY_MS,
-                 clock: Callable[[], float] = time.monotonic) -> Callable[[], SaslGate]:
+                 clock: Callable[[], float] = time.monotonic,
+                 versions: Mapping[ApiKey, tuple[int, int]] = SUPPORTED_VERSIONS) -> Callable[[], SaslGate]:
     """Gates for one listener. ``enabled_mechanisms`` is ``sasl.enabled.mechanisms`` (a list or its
     comma-separated string); ``jaas_configs`` maps a mechanism to its JAAS config string (the first of
-    :func:`jaas_config_keys` that is set); ``credentials`` finds SCRAM credentials (a store's ``get``).
+    :func:`jaas_config_keys` that is set); ``credentials`` finds SCRAM credentials (a store's ``get``);
+    ``versions`` is the server's table of admitted versions.
     Raises ValueError for a configuration Kafka would refuse at start-up."""
     if isinstance(enabled_mechanisms, str):
         enabled_mechanisms = [m.strip() for m in enabled_mechanisms.split(",") if m.strip()]
@@ -330,7 +336,7 @@ def gate_factory(enabled_mechanisms: Sequence[str] | str, jaas_configs: Mapping[
 
     def new_gate() -> SaslGate:
         return SaslGate(factories, max_receive_size=max_receive_size, reauth_ms=reauth_ms,
-                        failed_delay_ms=failed_delay_ms, clock=clock)
+                        failed_delay_ms=failed_delay_ms, clock=clock, versions=versions)
 
     return new_gate
 

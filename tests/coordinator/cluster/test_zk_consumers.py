@@ -9,6 +9,7 @@ import pytest
 from coordinator.cluster.local_zookeeper import LocalZooKeeper
 from coordinator.cluster.zk_consumers import (
     ConsumerRegistration,
+    TransactionTooLarge,
     ZkConsumerError,
     ZkConsumers,
     format_offset,
@@ -102,6 +103,17 @@ def test_read_group_and_set_offsets_in_one_transaction(consumers: ZkConsumers) -
     with pytest.raises(ZkConsumerError, match="nothing written"):
         consumers.set_offsets("e", {("t", 0): 1, ("v", 0): 2})
     assert zk.exists("/consumers/e/offsets/t/0") is None
+
+    # Several groups in one transaction: parents created inside it, so a failure leaves no empty group.
+    with pytest.raises(ZkConsumerError, match="groups f, e failed, nothing written"):
+        consumers.set_groups_offsets({"f": {("t", 0): 1}, "e": {("v", 0): 2}})
+    assert zk.exists("/consumers/f") is None
+    consumers.set_groups_offsets({"f": {("t", 0): 1}, "g": {("t", 0): 12, ("t", 5): 3}})
+    assert consumers.offsets("f") == {("t", 0): 1}
+    assert consumers.offsets("g") == {("t", 0): 12, ("t", 5): 3, ("u", 2): 7}
+    with pytest.raises(TransactionTooLarge, match="2 offsets of 1 groups .* nothing written"):
+        consumers.set_groups_offsets({"f": {("t", 0): 2, ("t", 1): 2}}, max_request_bytes=200)
+    assert consumers.offsets("f") == {("t", 0): 1}
 
 
 def test_mirror_groups_setting_names_and_prefixes() -> None:

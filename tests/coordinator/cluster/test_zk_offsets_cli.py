@@ -161,16 +161,49 @@ def test_migrate_with_kafka_down_names_the_bootstrap(zookeeper: LocalZooKeeper, 
     assert "Traceback" not in done.stderr
 
 
-def test_import_failing_in_a_later_group_names_the_groups_written(zookeeper: LocalZooKeeper, zk_client: Any,
-                                                                 chroot: str, tmp_path: Path) -> None:
+def test_import_failing_in_a_later_group_writes_no_group(zookeeper: LocalZooKeeper, zk_client: Any,
+                                                         chroot: str, tmp_path: Path) -> None:
     from kazoo.security import make_acl
 
-    # A group znode nobody may create children under: its transaction cannot be written.
+    # A group znode nobody may create children under: the file's transaction cannot be written.
     zk_client.create(f"{chroot}/consumers/locked", b"", acl=[make_acl("world", "anyone", read=True)])
     source = tmp_path / "two.txt"
     source.write_text("/consumers/first/offsets/t/0:1\n/consumers/locked/offsets/t/0:2\n")
     done = zk_offsets("--zookeeper", zookeeper.connect + chroot, "import", "--input-file", str(source))
     assert done.returncode == 1
-    assert "writing group locked failed" in done.stderr
-    assert done.stderr.rstrip().endswith("groups already written: first")
-    assert zk_client.get(f"{chroot}/consumers/first/offsets/t/0")[0] == b"1"
+    assert "writing offsets of groups first, locked failed, nothing written: NoAuthError()" in done.stderr
+    assert done.stderr.rstrip().endswith("nothing imported")
+    assert zk_client.exists(f"{chroot}/consumers/first") is None
+
+
+def test_import_writes_the_whole_file_in_one_transaction(zookeeper: LocalZooKeeper, zk_client: Any, chroot: str,
+                                                         tmp_path: Path) -> None:
+    """A later group's failed write leaves the earlier groups of the file untouched (not even their parents)."""
+    # ZooKeeper refuses a child of an ephemeral znode: group 'blocked' cannot get its offset znode.
+    zk_client.create(f"{chroot}/consumers/blocked/offsets/payments", b"", ephemeral=True, makepath=True)
+    file = tmp_path / "offsets.txt"
+    file.write_text("/consumers/billing/offsets/payments/0:1\n"
+                    "/consumers/fresh/offsets/payments/0:5\n"
+                    "/consumers/blocked/offsets/payments/0:9\n")
+    done = zk_offsets("--zookeeper", zookeeper.connect + chroot, "import", "--input-file", str(file))
+    assert done.returncode == 1
+    assert "groups billing, fresh, blocked failed, nothing written" in done.stderr
+    assert "nothing imported" in done.stderr
+    assert zk_client.get(f"{chroot}/consumers/billing/offsets/payments/0")[0] == b"286894308"
+    assert zk_client.exists(f"{chroot}/consumers/fresh") is None
+    assert zk_client.exists(f"{chroot}/consumers/blocked/offsets/payments/0") is None
+
+
+def test_import_of_a_file_too_large_for_one_zookeeper_request_is_refused(
+        zookeeper: LocalZooKeeper, zk_client: Any, chroot: str, tmp_path: Path) -> None:
+    # 10,000 partitions of 50-character lines: over ZooKeeper's default jute.maxbuffer (0xfffff bytes)
+    # in one transaction (ZooKeeper would drop the connection); refused before anything is sent.
+    file = tmp_path / "big.txt"
+    file.write_text("".join(f"/consumers/huge/offsets/payments/{p}:286894308\n" for p in range(10000))
+                    + "/consumers/billing/offsets/payments/0:1\n")
+    done = zk_offsets("--zookeeper", zookeeper.connect + chroot, "import", "--input-file", str(file))
+    assert done.returncode == 1
+    assert f"{file}: 10001 offsets of 2 groups make a ZooKeeper transaction of about" in done.stderr
+    assert "(ZooKeeper's jute.maxbuffer); nothing written; split the file by group" in done.stderr
+    assert zk_client.exists(f"{chroot}/consumers/huge") is None
+    assert zk_client.get(f"{chroot}/consumers/billing/offsets/payments/0")[0] == b"286894308"

@@ -110,6 +110,43 @@ def test_zookeeper_era_groups_in_kafka_lag_exporters_families_for_led_partitions
         asyncio.run(exposition.text())
 
 
+def test_a_zookeeper_era_group_named_like_a_kafka_group_is_one_group_in_metrics() -> None:
+    """Mid-migration the group has offsets in both storages: one series per partition, Kafka's offset where
+    Kafka has one, ZooKeeper's for the others (Kafka 1.1's kafka-consumer-groups); one set of group sums."""
+    from types import SimpleNamespace
+
+    from coordinator.cluster.zk_consumers import ZkGroup
+    from coordinator.ops.metrics_lag import LagExposition
+    from tests.coordinator.ops.fakes import FakeLag, FakeView, make_ctx, partition_lag
+
+    class LeadingView(FakeView):
+        def led_partition_offsets(self) -> dict[tuple[str, int], tuple[int, int]] | None:
+            return {("t", 0): (50, 0), ("t", 1): (10, 0), ("u", 0): (7, 0)}
+
+    kafka = [partition_lag("aaa", "u", 0, 7, 7), partition_lag("billing", "t", 0, 40, 50, member_id="m-1"),
+             partition_lag("zzz", "u", 0, 6, 7)]
+    zk_billing = ZkGroup("billing", offsets={("t", 0): 30, ("t", 1): 5})
+    zk_only = ZkGroup("old-only", offsets={("u", 0): 2})
+    ctx = make_ctx(view=LeadingView(), lag=FakeLag(kafka))
+    ctx.zk_era = SimpleNamespace(groups=[zk_billing, zk_only])
+    text = asyncio.run(LagExposition(ctx).text())
+    lags = [line for line in text.splitlines() if line.startswith("kafka_consumergroup_group_lag{")]
+    billing = [line for line in lags if 'group="billing"' in line]
+    assert billing == [
+        'kafka_consumergroup_group_lag{cluster_name="cluster-A",group="billing",topic="t",partition="0",'
+        'member_host="unknown",consumer_id="m-1",client_id="unknown"} 10',
+        'kafka_consumergroup_group_lag{cluster_name="cluster-A",group="billing",topic="t",partition="1",'
+        'member_host="unknown",consumer_id="unknown",client_id="unknown"} 5']
+    assert text.count('kafka_consumergroup_group_sum_lag{cluster_name="cluster-A",group="billing"}') == 1
+    assert 'kafka_consumergroup_group_sum_lag{cluster_name="cluster-A",group="billing"} 15\n' in text
+    assert 'kafka_consumergroup_group_sum_lag{cluster_name="cluster-A",group="old-only"} 5\n' in text
+    assert [line.split('group="')[1].split('"')[0] for line in lags] == ["aaa", "billing", "billing", "zzz",
+                                                                        "old-only"]
+    # No series twice: each line's labels are its own.
+    assert len({line.rsplit(" ", 1)[0] for line in text.splitlines() if not line.startswith("#")}) == \
+        len([line for line in text.splitlines() if not line.startswith("#")])
+
+
 def test_dashboard_lists_zookeeper_era_groups_and_their_malformed_znodes() -> None:
     from types import SimpleNamespace
 

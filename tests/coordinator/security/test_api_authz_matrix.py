@@ -107,9 +107,10 @@ TOPIC_IDS: dict[str, Any] = {}
 
 
 class Node:
-    """``groupcoord serve`` with one SASL_PLAINTEXT listener (PLAIN users admin and alice)."""
+    """``groupcoord serve`` with one SASL_PLAINTEXT listener (PLAIN users admin and alice), plus ``settings``
+    (``key=value``; test_api_authz_zk_v0.py adds ZooKeeper)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *settings: str) -> None:
         self.port = free_port()
         self.log = root / "server.log"
         args = [sys.executable, "-m", "coordinator", "serve", "--data-dir", str(root / "data"),
@@ -119,6 +120,8 @@ class Node:
                 "--set", "super.users=User:admin", "--set", "offsets.topic.num.partitions=1",
                 "--set", "offsets.topic.replication.factor=1", "--set", "group.initial.rebalance.delay.ms=0",
                 "--set", "connection.failed.authentication.delay.ms=0"]
+        for setting in settings:
+            args += ["--set", setting]
         with open(self.log, "wb") as out:
             self.proc = subprocess.Popen(args, cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 20

@@ -145,12 +145,64 @@ def test_delete_is_refused_while_a_consumer_is_registered(cluster: LocalCluster,
     write_0_8_group(zk, "active", {0: b"3"})
     connect = cluster.zookeeper.connect
     status, out, _ = groups("--zookeeper", connect, "--delete", "--group", "active")
-    assert status == 0 and out.strip() == "Delete for group 'active' failed because its consumers are still active."
+    # Kafka 1.1 printed the refusal with its printError: "Error: " first, on stdout.
+    assert status == 0 and out.strip() == \
+        "Error: Delete for group 'active' failed because its consumers are still active."
     assert zk.exists(f"/consumers/active/offsets/{TOPIC}/0") is not None
     zk.delete(f"/consumers/active/ids/{CONSUMER}")  # the consumer's ephemeral registration is gone
     status, out, _ = groups("--zookeeper", connect, "--delete", "--group", "active")
     assert out.strip() == "Deleted all consumer group information for group 'active' in zookeeper."
     assert zk.exists("/consumers/active") is None
+
+
+def test_delete_of_one_topic_of_a_group_is_refused_while_a_consumer_is_registered(cluster: LocalCluster,
+                                                                                  zk: Any) -> None:
+    """Kafka 1.1's --delete --group G --topic T (deleteConsumerGroupInfoForTopicInZK): the group's owners and
+    offsets of that topic only; refused while a consumer is registered; the whole group when it is the only
+    topic the group owns partitions of."""
+    write_0_8_group(zk, "two-topics", {0: b"3", 1: b"4"})
+    zk.create("/consumers/two-topics/offsets/other/0", b"9", makepath=True)
+    connect = cluster.zookeeper.connect
+    args = ("--zookeeper", connect, "--delete", "--group", "two-topics", "--topic", "other")
+    status, out, err = groups(*args)
+    assert status == 0 and out.strip() == \
+        "Error: Delete for group 'two-topics' topic 'other' failed because its consumers are still active."
+    assert zk.exists("/consumers/two-topics/offsets/other/0") is not None
+    zk.delete(f"/consumers/two-topics/ids/{CONSUMER}")
+    zk.delete(f"/consumers/two-topics/owners/{TOPIC}", recursive=True)  # ephemerals gone with the consumer
+    status, out, _ = groups(*args)
+    assert status == 0 and out.strip() == \
+        "Deleted consumer group information for group 'two-topics' topic 'other' in zookeeper."
+    assert zk.exists("/consumers/two-topics/offsets/other") is None
+    assert zk.get(f"/consumers/two-topics/offsets/{TOPIC}/1")[0] == b"4"  # the other topic untouched
+
+    # The only topic it owns partitions of: the whole group goes (an owner left by a consumer that died).
+    zk.create(f"/consumers/two-topics/owners/{TOPIC}/0", b"gone-0", makepath=True)
+    status, out, _ = groups("--zookeeper", connect, "--delete", "--group", "two-topics", "--topic", TOPIC)
+    assert out.strip() == f"Deleted consumer group information for group 'two-topics' topic '{TOPIC}' in zookeeper."
+    assert zk.exists("/consumers/two-topics") is None
+
+    # --topic alone: every inactive group with offsets of the topic.
+    write_0_8_group(zk, "busy", {0: b"1"})
+    zk.create(f"/consumers/idle/offsets/{TOPIC}/0", b"2", makepath=True)
+    zk.create("/consumers/idle/offsets/kept/0", b"5", makepath=True)
+    status, out, _ = groups("--zookeeper", connect, "--delete", "--topic", TOPIC)
+    assert out.strip() == ("Deleted consumer group information for all inactive consumer groups for topic "
+                           f"'{TOPIC}' in zookeeper.")
+    assert zk.exists(f"/consumers/idle/offsets/{TOPIC}") is None and zk.exists("/consumers/idle/offsets/kept/0")
+    assert zk.exists(f"/consumers/busy/offsets/{TOPIC}/0") is not None
+
+    # A topic name Kafka would not take: its Topic.validate error, through the command's catch-all.
+    status, out, _ = groups("--zookeeper", connect, "--delete", "--group", "idle", "--topic", "bad/name")
+    assert status == 0 and out.strip().startswith("Error: Executing consumer group command failed due to Topic name")
+    assert zk.exists("/consumers/idle/offsets/kept/0") is not None
+
+
+def test_delete_needs_a_group_or_a_topic_and_the_topic_only_goes_with_delete() -> None:
+    assert groups("--zookeeper", "127.0.0.1:1", "--delete")[2].startswith(
+        "Option [delete] either takes [group], [topic], or both")
+    assert groups("--zookeeper", "127.0.0.1:1", "--describe", "--group", "g", "--topic", "t")[2].startswith(
+        'Option "[topic]" can\'t be used with option "[describe]"')
 
 
 def test_a_chroot_in_the_connect_string_is_where_consumers_are_read(cluster: LocalCluster, zk: Any) -> None:
