@@ -66,12 +66,12 @@ def run(argv: Sequence[str], out: TextIO | None = None, err: TextIO | None = Non
         if "zookeeper" in seen:
             from .tools.zk_mode import check_zk_args
 
-            check_zk_args(seen)
+            check_zk_args(seen, err)
             zk_args = to_namespace(seen)
         else:
             zk_args = None
             check_args(seen, err)
-        if "reset-offsets" in seen:
+        if "reset-offsets" in seen and zk_args is None:  # Kafka 1.1 never got that far with --zookeeper
             validate_reset_scope(seen)
         args = to_namespace(seen)
         states = parse_states(args.state) if args.list and args.state else []

@@ -35,9 +35,35 @@ def test_bootstrap_server_is_refused_beside_zookeeper() -> None:
 
 
 def test_describe_needs_a_group_and_one_action() -> None:
-    assert groups("--zookeeper", "127.0.0.1:1", "--describe")[2].startswith("Option [describe] takes the option: [group]")
-    assert groups("--zookeeper", "127.0.0.1:1", "--list", "--describe", "--group", "g")[2].startswith(
-        "Command must include exactly one action: --list, --describe")
+    # Kafka 1.1: CommandLineUtils.checkRequiredArgs, and main's one-action rule counting --reset-offsets.
+    assert groups("--zookeeper", "127.0.0.1:1", "--describe")[2].splitlines()[0] == \
+        'Missing required argument "[group]"'
+    assert groups("--zookeeper", "127.0.0.1:1", "--list", "--describe", "--group", "g")[2].splitlines()[0] == \
+        "Command must include exactly one action: --list, --describe, --delete, --reset-offsets"
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    # 1.1's checkInvalidArgs wrote no space between "option" and the second option's quote.
+    (("--list", "--group", "g"), 'Option "[group]" can\'t be used with option"[list]"'),
+    (("--list", "--topic", "t"), 'Option "[topic]" can\'t be used with option"[list]"'),
+    # joptsimple's availableUnless(zkConnectOpt) on KIP-175's views; options 1.1 did not have at all.
+    (("--describe", "--group", "g", "--members"),
+     "Option(s) [members] are unavailable given other options on the command line"),
+    (("--describe", "--group", "g", "--offsets"),
+     "Option(s) [offsets] are unavailable given other options on the command line"),
+    (("--list", "--state"), "Option(s) [state] are unavailable given other options on the command line"),
+    (("--describe", "--all-groups"), "all-groups is not a recognized option"),
+    (("--list", "--type", "classic"), "type is not a recognized option"),
+    # --reset-offsets passes 1.1's checks with --zookeeper (and fails when run): its own checks still apply.
+    (("--reset-offsets", "--to-earliest", "--execute"), 'Missing required argument "[group]"'),
+    (("--reset-offsets", "--group", "g", "--execute", "--dry-run"),
+     "Option [reset-offsets] only accepts one of [execute] and [dry-run]"),
+    (("--reset-offsets", "--group", "g", "--to-earliest", "--to-latest", "--execute"),
+     'Option "[to-earliest]" can\'t be used with option"[to-latest]"'),
+])
+def test_option_errors_are_kafka_1_1s(argv: tuple[str, ...], message: str) -> None:
+    status, out, err = groups("--zookeeper", "127.0.0.1:1", *argv)
+    assert status == 1 and out == "" and err.splitlines()[0] == message
 
 
 def test_consumer_id_is_the_thread_id_without_its_thread() -> None:
@@ -54,7 +80,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
     # http.listen: the node's /metrics shows the ZooKeeper-era groups too (coordinator/ops/zk_era_groups.py).
     local = LocalCluster(tmp_path_factory.mktemp("zkmode"), 1, free_ports(1), tick_time_ms=500,
-                         settings=["http.listen=127.0.0.1:0", "lag.sample.interval.ms=100"])
+                         settings=["http.listen=127.0.0.1:0", "lag.sample.interval.ms=100",
+                                   # one node: the group's coordinator can answer (Kafka-stored offsets come first)
+                                   "offsets.topic.replication.factor=1", "offsets.topic.num.partitions=1"])
     local.start()
     try:
         admin = AdminClient({"bootstrap.servers": local.bootstrap})
@@ -112,7 +140,13 @@ def test_list_and_describe_show_the_lag(cluster: LocalCluster, zk: Any) -> None:
     rows = wait_for(described, 30, "log end offsets from the registered broker")
     assert rows == [[TOPIC, "0", "7", "10", "3", CONSUMER], [TOPIC, "1", "4", "4", "0", "-"]]
     status, out, _ = groups("--zookeeper", connect, "--describe", "--group", "legacy")
-    assert "TOPIC                          PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG             CONSUMER-ID" in out
+    # Kafka 1.1's printOffsets: a blank line; TOPIC and CONSUMER-ID as wide as their longest value (15 at
+    # least), PARTITION 10, the offsets and LAG 15; each line ends with a space after CONSUMER-ID.
+    consumer = f"{CONSUMER:<35} "
+    assert out == ("\n"
+                   f"TOPIC           PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG             {'CONSUMER-ID':<35} \n"
+                   f"{TOPIC:<15} 0          7               10              3               {consumer}\n"
+                   f"{TOPIC:<15} 1          4               4               0               {'-':<35} \n")
 
     status, out, _ = groups("--zookeeper", connect, "--describe", "--group", "legacy", "--output", "json")
     assert json.loads(out) == [{"group": "legacy", "storage": "zookeeper", "errors": [], "partitions": [
@@ -121,8 +155,80 @@ def test_list_and_describe_show_the_lag(cluster: LocalCluster, zk: Any) -> None:
 
 
 def test_a_group_that_is_not_there(cluster: LocalCluster, zk: Any) -> None:
-    status, out, _ = groups("--zookeeper", cluster.zookeeper.connect, "--describe", "--group", "absent")
-    assert status == 0 and "Error: The consumer group 'absent' does not exist." in out
+    connect = cluster.zookeeper.connect
+    # No /consumers at all: 1.1's getChildren("/consumers") failed, through main's catch-all.
+    no_node = ("Error: Executing consumer group command failed due to "
+               "org.apache.zookeeper.KeeperException$NoNodeException: KeeperErrorCode = NoNode for /consumers\n")
+    assert zk.exists("/consumers") is None
+    assert groups("--zookeeper", connect, "--describe", "--group", "absent")[:2] == (0, no_node)
+    assert groups("--zookeeper", connect, "--list")[:2] == (0, no_node)
+    zk.create("/consumers/other/offsets", b"", makepath=True)
+    status, out, _ = groups("--zookeeper", connect, "--describe", "--group", "absent")
+    assert status == 0 and out == "Error: The consumer group 'absent' does not exist.\n"
+
+
+def test_a_group_with_nothing_to_show_prints_the_header_alone(cluster: LocalCluster, zk: Any) -> None:
+    zk.create("/consumers/bare/ids", b"", makepath=True)  # a 0.8 consumer that registered once and left
+    status, out, err = groups("--zookeeper", cluster.zookeeper.connect, "--describe", "--group", "bare")
+    assert status == 0 and err == NOTE + "\n"
+    assert out == ("\nTOPIC           PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG             "
+                   "CONSUMER-ID     \n")
+
+
+def test_a_rebalancing_group_shows_its_consumers_without_partitions(cluster: LocalCluster, zk: Any) -> None:
+    """Registered consumers, no owner znodes yet (a rebalance under way): every partition with "-" as its consumer,
+    a "missing offset data" line for a partition never committed, and a line per consumer (per topic it
+    subscribes to) with only its id, as Kafka 1.1's ZkConsumerGroupService."""
+    write_0_8_group(zk, "moving", {0: b"5"})
+    zk.delete(f"/consumers/moving/owners/{TOPIC}/0")  # owners/zk-era stays: the topic is still the group's
+    second = "legacy_host2-1700000000001-5e6f7a8b"
+    zk.create(f"/consumers/moving/ids/{second}", zk.get(f"/consumers/moving/ids/{CONSUMER}")[0])
+    connect = cluster.zookeeper.connect
+
+    def described() -> str | None:
+        status, out, _ = groups("--zookeeper", connect, "--describe", "--group", "moving")
+        return out if status == 0 and f"{TOPIC:<15} 0          5               10 " in out else None
+
+    out = wait_for(described, 30, "log end offsets from the registered broker")
+    width = len(second)
+    assert out.splitlines() == [
+        f"Error: Could not fetch offset from zookeeper for group 'moving' partition '{TOPIC}-1' due to missing "
+        "offset data in zookeeper.",
+        "",
+        f"TOPIC           PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG             {'CONSUMER-ID':<{width}} ",
+        f"{TOPIC:<15} 0          5               10              5               {'-':<{width}} ",
+        f"{TOPIC:<15} 1          -               4               -               {'-':<{width}} ",
+        f"-               -          -               -               -               {CONSUMER:<{width}} ",
+        f"-               -          -               -               -               {second} ",
+    ]
+
+
+def test_an_offset_stored_in_kafka_is_shown_before_zookeepers(cluster: LocalCluster, zk: Any) -> None:
+    """Kafka 1.1 fetched the group's offsets from its coordinator first and read ZooKeeper only for partitions
+    without one (a group moving to Kafka storage by dual commit)."""
+    from coordinator.tools.group_admin import GroupAdmin
+
+    write_0_8_group(zk, "dual", {0: b"7", 1: b"2"})
+    with GroupAdmin(cluster.bootstrap, timeout_ms=20000) as admin:
+        assert admin.alter_offsets("dual", {(TOPIC, 0): 9}) == {(TOPIC, 0): 0}
+
+    def described() -> list[list[str]] | None:
+        rows = _rows(groups("--zookeeper", cluster.zookeeper.connect, "--describe", "--group", "dual")[1])
+        return rows if rows and all(r[3] != "-" for r in rows) else None
+
+    rows = wait_for(described, 30, "log end offsets from the registered broker")
+    assert rows == [[TOPIC, "0", "9", "10", "1", CONSUMER], [TOPIC, "1", "2", "4", "2", "-"]]
+
+
+def test_reset_offsets_is_accepted_and_fails_as_in_1_1(cluster: LocalCluster, zk: Any) -> None:
+    # 1.1's ZkConsumerGroupService left resetOffsets to the trait's UnsupportedOperationException (no message).
+    status, out, err = groups("--zookeeper", cluster.zookeeper.connect, "--reset-offsets", "--group", "g",
+                              "--to-earliest", "--topic", TOPIC, "--execute")
+    assert (status, out, err) == (0, "Error: Executing consumer group command failed due to null\n", NOTE + "\n")
+    status, out, err = groups("--zookeeper", cluster.zookeeper.connect, "--reset-offsets", "--group", "g",
+                              "--to-earliest")
+    assert err.splitlines()[0].startswith("WARN: No action will be performed as the --execute option is missing.")
+    assert err.splitlines()[1] == NOTE and status == 0
 
 
 def test_malformed_znodes_are_reported_by_path(cluster: LocalCluster, zk: Any) -> None:
@@ -186,6 +292,7 @@ def test_delete_of_one_topic_of_a_group_is_refused_while_a_consumer_is_registere
     write_0_8_group(zk, "busy", {0: b"1"})
     zk.create(f"/consumers/idle/offsets/{TOPIC}/0", b"2", makepath=True)
     zk.create("/consumers/idle/offsets/kept/0", b"5", makepath=True)
+    zk.create("/consumers/idle/ids", b"")  # its consumer registered once and left
     status, out, _ = groups("--zookeeper", connect, "--delete", "--topic", TOPIC)
     assert out.strip() == ("Deleted consumer group information for all inactive consumer groups for topic "
                            f"'{TOPIC}' in zookeeper.")
@@ -198,11 +305,34 @@ def test_delete_of_one_topic_of_a_group_is_refused_while_a_consumer_is_registere
     assert zk.exists("/consumers/idle/offsets/kept/0") is not None
 
 
+def test_delete_of_a_group_without_ids(cluster: LocalCluster, zk: Any) -> None:
+    """Kafka 1.1 read /consumers/G/ids to see whether the group was active: without that znode (a group that only
+    ever had offsets written, or none at all) each delete said the group does not exist, and --delete --topic
+    stopped at such a group with ZooKeeper's NoNode."""
+    zk.create(f"/consumers/offsets-only/offsets/{TOPIC}/0", b"3", makepath=True)
+    connect = cluster.zookeeper.connect
+    for group in ("offsets-only", "absent"):
+        status, out, _ = groups("--zookeeper", connect, "--delete", "--group", group)
+        assert status == 0 and out == f"Error: Delete for group '{group}' failed because group does not exist.\n"
+        status, out, _ = groups("--zookeeper", connect, "--delete", "--group", group, "--topic", TOPIC)
+        assert out == f"Error: Delete for group '{group}' topic '{TOPIC}' failed because group does not exist.\n"
+    assert zk.exists(f"/consumers/offsets-only/offsets/{TOPIC}/0") is not None
+    status, out, _ = groups("--zookeeper", connect, "--delete", "--topic", TOPIC)
+    assert status == 0 and out == (
+        "Error: Executing consumer group command failed due to org.apache.zookeeper.KeeperException$NoNodeException: "
+        "KeeperErrorCode = NoNode for /consumers/offsets-only/ids\n")
+    assert zk.exists(f"/consumers/offsets-only/offsets/{TOPIC}/0") is not None
+    zk.create("/consumers/never-committed/ids", b"", makepath=True)
+    zk.delete("/consumers/offsets-only", recursive=True)
+    status, out, _ = groups("--zookeeper", connect, "--delete", "--topic", TOPIC)
+    assert out.endswith("KeeperErrorCode = NoNode for /consumers/never-committed/offsets\n")
+
+
 def test_delete_needs_a_group_or_a_topic_and_the_topic_only_goes_with_delete() -> None:
     assert groups("--zookeeper", "127.0.0.1:1", "--delete")[2].startswith(
         "Option [delete] either takes [group], [topic], or both")
-    assert groups("--zookeeper", "127.0.0.1:1", "--describe", "--group", "g", "--topic", "t")[2].startswith(
-        'Option "[topic]" can\'t be used with option "[describe]"')
+    assert groups("--zookeeper", "127.0.0.1:1", "--describe", "--group", "g", "--topic", "t")[2].splitlines()[0] == \
+        'Option "[topic]" can\'t be used with option"[describe]"'
 
 
 def test_a_chroot_in_the_connect_string_is_where_consumers_are_read(cluster: LocalCluster, zk: Any) -> None:
@@ -217,10 +347,12 @@ def test_a_chroot_in_the_connect_string_is_where_consumers_are_read(cluster: Loc
 def test_an_unreachable_zookeeper_is_an_error_naming_it() -> None:
     from tests.conftest import free_port
 
+    # Kafka 1.1 connected before its try: zkclient's ZkTimeoutException ended the command, status 1.
     connect = f"127.0.0.1:{free_port()}"
     status, out, err = groups("--zookeeper", connect, "--list", "--timeout", "500")
-    assert status == 0 and err.splitlines()[0] == NOTE
-    assert f"Could not connect to ZooKeeper at {connect}" in out
+    assert status == 1 and out == ""
+    assert err.splitlines() == [NOTE, 'Exception in thread "main" org.I0Itec.zkclient.exception.ZkTimeoutException: '
+                                      f"Unable to connect to zookeeper server '{connect}' with timeout of 500 ms"]
 
 
 def test_the_nodes_metrics_show_the_zookeeper_era_group_lag(cluster: LocalCluster, zk: Any) -> None:
