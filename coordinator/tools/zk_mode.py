@@ -26,7 +26,6 @@ number, registration JSON that does not parse) is reported naming its path and t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -395,6 +394,8 @@ def _act(client: Any, args: Any, out: TextIO, err: TextIO) -> int:
                 print(g, file=out)
         return 0
     if args.delete:
+        if len(args.topic) > 1:
+            raise _one_value_only("topic")
         topic = args.topic[-1] if args.topic else None
         if topic is not None:
             from ..topics.registry import topic_name_error
@@ -414,8 +415,13 @@ def _act(client: Any, args: Any, out: TextIO, err: TextIO) -> int:
             return 0
         dump([group_json(describe_group(client, g, args.timeout)) for g in dict.fromkeys(args.group)], out)
         return 0
-    # 1.1 took one --group here (joptsimple's valueOf failed on several); each is described here, a table each.
-    views: Sequence[ZkGroupView] = [describe_group(client, g, args.timeout) for g in dict.fromkeys(args.group)]
-    for view in views:
-        print_group(view, out, err)
+    if len(args.group) > 1:  # (--output json, this tool's own, takes several)
+        raise _one_value_only("group")
+    print_group(describe_group(client, args.group[0], args.timeout), out, err)
     return 0
+
+
+def _one_value_only(option: str) -> ZkFailure:
+    # 1.1 read --group of --describe and --topic of --delete with joptsimple's valueOf, which throws on a
+    # repeated option (MultipleArgumentsForOptionException, joptsimple 5's message template).
+    return ZkFailure(f"Found multiple arguments for option {option}, but you asked for only one")

@@ -220,6 +220,21 @@ def test_an_offset_stored_in_kafka_is_shown_before_zookeepers(cluster: LocalClus
     assert rows == [[TOPIC, "0", "9", "10", "1", CONSUMER], [TOPIC, "1", "2", "4", "2", "-"]]
 
 
+def test_a_repeated_group_or_topic_fails_where_1_1_read_one(cluster: LocalCluster, zk: Any) -> None:
+    # joptsimple's valueOf in 1.1's collectGroupOffsets and deleteGroups, through main's catch-all.
+    connect = cluster.zookeeper.connect
+    zk.create("/consumers/one/ids", b"", makepath=True)
+    status, out, _ = groups("--zookeeper", connect, "--describe", "--group", "one", "--group", "two")
+    assert (status, out) == (0, "Error: Executing consumer group command failed due to Found multiple arguments "
+                                "for option group, but you asked for only one\n")
+    status, out, _ = groups("--zookeeper", connect, "--delete", "--group", "one", "--topic", "a", "--topic", "b")
+    assert out == ("Error: Executing consumer group command failed due to Found multiple arguments for option "
+                   "topic, but you asked for only one\n") and zk.exists("/consumers/one/ids")
+    status, out, _ = groups("--zookeeper", connect, "--describe", "--group", "one", "--group", "two",
+                            "--output", "json")
+    assert [g["group"] for g in json.loads(out)] == ["one", "two"]
+
+
 def test_reset_offsets_is_accepted_and_fails_as_in_1_1(cluster: LocalCluster, zk: Any) -> None:
     # 1.1's ZkConsumerGroupService left resetOffsets to the trait's UnsupportedOperationException (no message).
     status, out, err = groups("--zookeeper", cluster.zookeeper.connect, "--reset-offsets", "--group", "g",
