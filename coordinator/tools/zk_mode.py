@@ -47,11 +47,11 @@ _UNKNOWN_IN_1_1 = ("all-groups", "delete-offsets", "type")
 _UNAVAILABLE_WITH_ZOOKEEPER = ("members", "offsets", "state", "verbose")
 _RESET_SCENARIOS = ("to-offset", "to-datetime", "by-duration", "to-earliest", "to-latest", "to-current", "shift-by",
                     "from-file")
-#: Kafka 1.1's --reset-offsets warning when neither --dry-run nor --execute is given (its missing space included).
-RESET_WARNING = ("WARN: No action will be performed as the --execute option is missing.In a future major release, "
-                 "the default behavior of this command will be to prompt the user before executing the reset rather "
-                 "than doing a dry run. You should add the --dry-run option explicitly if you are scripting this "
-                 "command and want to keep the current default behavior without prompting.")
+#: Kafka 1.1's --reset-offsets warning when neither --dry-run nor --execute is given (its wording, before 2.x's).
+RESET_WARNING = ("WARN: In a future major release, the default behavior of this command will be to prompt the user "
+                 "before executing the reset rather than doing a dry run. You should add the --dry-run option "
+                 "explicitly if you are scripting this command and want to keep the current default behavior "
+                 "without prompting.")
 
 
 def _cannot_combine(used: str, other: str) -> UsageError:

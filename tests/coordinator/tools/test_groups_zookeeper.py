@@ -242,7 +242,10 @@ def test_reset_offsets_is_accepted_and_fails_as_in_1_1(cluster: LocalCluster, zk
     assert (status, out, err) == (0, "Error: Executing consumer group command failed due to null\n", NOTE + "\n")
     status, out, err = groups("--zookeeper", cluster.zookeeper.connect, "--reset-offsets", "--group", "g",
                               "--to-earliest")
-    assert err.splitlines()[0].startswith("WARN: No action will be performed as the --execute option is missing.")
+    assert err.splitlines()[0] == (  # 1.1's wording of the warning
+        "WARN: In a future major release, the default behavior of this command will be to prompt the user before "
+        "executing the reset rather than doing a dry run. You should add the --dry-run option explicitly if you are "
+        "scripting this command and want to keep the current default behavior without prompting.")
     assert err.splitlines()[1] == NOTE and status == 0
 
 
