@@ -349,7 +349,7 @@ def group_json(view: ZkGroupView) -> dict[str, Any]:
 def run_zk(args: Any, out: TextIO, err: TextIO) -> int:
     """The ZooKeeper mode once its options were checked, with Kafka 1.1's exit statuses: 0 also when the command
     failed (main printed the failure on stdout), 1 when ZooKeeper could not be reached (1.1 connected before its
-    try, so the exception ended the JVM; its first line is printed here, without the stack)."""
+    try, so the exception ended the JVM) and, this tool's own, for ``--reset-offsets``."""
     from kazoo.client import KazooClient
     from kazoo.handlers.threading import KazooTimeoutError
 
@@ -361,9 +361,9 @@ def run_zk(args: Any, out: TextIO, err: TextIO) -> int:
     except KazooTimeoutError:
         client.stop()
         client.close()
-        # zkclient's ZkTimeoutException; 1.1 waited 30 s, this tool waits --timeout.
-        print('Exception in thread "main" org.I0Itec.zkclient.exception.ZkTimeoutException: Unable to connect to '
-              f"zookeeper server '{connect}' with timeout of {args.timeout} ms", file=err)
+        # Kafka 1.1 died here with zkclient's ZkTimeoutException (after 30 s) and its stack; a clear line naming
+        # the connect string instead, same exit status.
+        print(f"groupcoord groups: cannot connect to ZooKeeper at {connect} within {args.timeout} ms", file=err)
         return 1
     try:
         return _act(client, args, out, err)
@@ -381,8 +381,12 @@ def _act(client: Any, args: Any, out: TextIO, err: TextIO) -> int:
 
     as_json = args.output == "json"
     if args.reset_offsets:
-        # 1.1's ZkConsumerGroupService inherited resetOffsets' UnsupportedOperationException, which has no message.
-        raise ZkFailure("null")
+        # Kafka 1.1 accepted the option and then failed with an UnsupportedOperationException without a message
+        # ("failed due to null"); the same refusal, saying why and what to use instead, as a failure.
+        print("Error: --reset-offsets does not act on ZooKeeper-based groups (nor did Kafka 1.1's); set their "
+              "offsets with 'groupcoord zk-offsets import' or move them with 'groupcoord zk-offsets migrate'",
+              file=out)
+        return 1
     if args.list:
         if client.exists(CONSUMERS) is None and not as_json:
             raise _no_node(CONSUMERS)  # 1.1's getChildren("/consumers")

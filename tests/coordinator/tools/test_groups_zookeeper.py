@@ -235,11 +235,12 @@ def test_a_repeated_group_or_topic_fails_where_1_1_read_one(cluster: LocalCluste
     assert [g["group"] for g in json.loads(out)] == ["one", "two"]
 
 
-def test_reset_offsets_is_accepted_and_fails_as_in_1_1(cluster: LocalCluster, zk: Any) -> None:
-    # 1.1's ZkConsumerGroupService left resetOffsets to the trait's UnsupportedOperationException (no message).
+def test_reset_offsets_is_refused_naming_the_zk_offsets_tool(cluster: LocalCluster, zk: Any) -> None:
+    # 1.1 accepted it and failed with an UnsupportedOperationException without a message; we say why.
     status, out, err = groups("--zookeeper", cluster.zookeeper.connect, "--reset-offsets", "--group", "g",
                               "--to-earliest", "--topic", TOPIC, "--execute")
-    assert (status, out, err) == (0, "Error: Executing consumer group command failed due to null\n", NOTE + "\n")
+    assert (status, err) == (1, NOTE + "\n") and out.startswith("Error: --reset-offsets does not act on ZooKeeper-based")
+    assert "zk-offsets import" in out and "zk-offsets migrate" in out
     status, out, err = groups("--zookeeper", cluster.zookeeper.connect, "--reset-offsets", "--group", "g",
                               "--to-earliest")
     assert err.splitlines()[0] == (  # 1.1's wording of the warning
@@ -365,12 +366,11 @@ def test_a_chroot_in_the_connect_string_is_where_consumers_are_read(cluster: Loc
 def test_an_unreachable_zookeeper_is_an_error_naming_it() -> None:
     from tests.conftest import free_port
 
-    # Kafka 1.1 connected before its try: zkclient's ZkTimeoutException ended the command, status 1.
+    # Kafka 1.1 died with zkclient's ZkTimeoutException, status 1; a line naming the connect string instead.
     connect = f"127.0.0.1:{free_port()}"
     status, out, err = groups("--zookeeper", connect, "--list", "--timeout", "500")
     assert status == 1 and out == ""
-    assert err.splitlines() == [NOTE, 'Exception in thread "main" org.I0Itec.zkclient.exception.ZkTimeoutException: '
-                                      f"Unable to connect to zookeeper server '{connect}' with timeout of 500 ms"]
+    assert err.splitlines() == [NOTE, f"groupcoord groups: cannot connect to ZooKeeper at {connect} within 500 ms"]
 
 
 def test_the_nodes_metrics_show_the_zookeeper_era_group_lag(cluster: LocalCluster, zk: Any) -> None:
