@@ -247,7 +247,7 @@ def test_reset_offsets_is_refused_naming_the_zk_offsets_tool(cluster: LocalClust
         "WARN: In a future major release, the default behavior of this command will be to prompt the user before "
         "executing the reset rather than doing a dry run. You should add the --dry-run option explicitly if you are "
         "scripting this command and want to keep the current default behavior without prompting.")
-    assert err.splitlines()[1] == NOTE and status == 0
+    assert err.splitlines()[1] == NOTE and status == 1
 
 
 def test_malformed_znodes_are_reported_by_path(cluster: LocalCluster, zk: Any) -> None:
