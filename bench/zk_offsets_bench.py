@@ -1,8 +1,9 @@
 """ZooKeeper-era offsets (issue 36): what each path costs, beside its Kafka-storage equivalent. One command::
 
-    .venv/bin/python bench/zk_offsets_bench.py                   # everything (~4 minutes on 2 shared cores)
+    .venv/bin/python bench/zk_offsets_bench.py                   # commit, mirror, files, groups (~5 minutes)
+    .venv/bin/python bench/zk_offsets_bench.py --only big        # zk-offsets on 10,000 groups (~6 minutes)
     .venv/bin/python bench/zk_offsets_bench.py --only commit,mirror --seconds 1
-    .venv/bin/python bench/zk_offsets_bench.py --only files --estate 1000 --big-estate 0
+    .venv/bin/python bench/zk_offsets_bench.py --only files --estate 100 --too-big 20000
 
 One ZooKeeper (``coordinator.cluster.local_zookeeper.LocalZooKeeper``, the machine's installation, tickTime
 2000 ms, its defaults otherwise: the transaction log fsynced) and one ``groupcoord serve`` node with
@@ -22,14 +23,17 @@ Workloads:
   last answer, the mirror's lag: how many commits ZooKeeper's znode was behind at that moment, and the time
   until it held the last committed offset (the bench's own kazoo client polling it).
 - ``files``: ``groupcoord zk-offsets export`` and ``import`` as processes (interpreter start included; the
-  ``--help`` row is that start alone) on an estate of ``--estate`` groups x 10 partitions (and
-  ``--big-estate``), import into an empty chroot (every znode created) and over the estate (every znode set);
+  ``--help`` row is that start alone) on an estate of ``--estate`` groups x 10 partitions: import into an
+  empty chroot (every znode created), import over the estate (every znode set), export;
   beside them the Kafka-storage equivalents on as many groups committed to the node:
   ``groups --reset-offsets --all-groups --all-topics --to-current --export`` (every committed offset as CSV) and
   ``groups --reset-offsets --from-file F --all-groups --execute``. Then ``import`` of one group with
-  ``--too-big`` partitions, past ZooKeeper's ~1 MB request limit (``jute.maxbuffer``), and what it did.
+  each of ``--too-big`` partitions (one ZooKeeper transaction per group), around ZooKeeper's ~1 MB request
+  limit (``jute.maxbuffer``), and what it did.
   ``zk-offsets migrate --execute`` of one group of 100 partitions both ways (to-kafka, to-zookeeper), with the
   dry run, and beside it ``groups --reset-offsets --group G --topic wide --to-offset N --execute``.
+- ``big`` (not in the default run: its runs take minutes): ``zk-offsets`` import and export as in ``files``
+  on ``--big-estate`` groups x 10.
 - ``groups``: ``groupcoord groups --zookeeper ZK/bench --list`` and ``--describe --group G`` on the ``--estate``
   ZooKeeper-era groups, beside ``--bootstrap-server`` ``--list`` / ``--describe --group G`` on as many groups
   kept in Kafka storage (wall time of the process).
@@ -46,7 +50,6 @@ import os
 import platform
 import shutil
 import socket
-import statistics
 import struct
 import subprocess
 import sys
@@ -61,17 +64,18 @@ for _p in (str(HERE), str(REPO)):
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
+import peers  # noqa: E402
 from kafka.protocol.admin import CreateTopicsRequest  # noqa: E402
 from kafka.protocol.consumer import OffsetCommitRequest  # noqa: E402
 from kafka.protocol.metadata import FindCoordinatorRequest  # noqa: E402
 
-import peers  # noqa: E402
 from coordinator.cluster.local_zookeeper import LocalZooKeeper  # noqa: E402
 from protocol.apis import ApiKey  # noqa: E402
 from protocol.client import decode_response, encode_request  # noqa: E402
 from tests.wire_client import WireClient  # noqa: E402
 
-ALL = ("commit", "mirror", "files", "groups")
+ALL = ("commit", "mirror", "files", "groups", "big")
+DEFAULT = ("commit", "mirror", "files", "groups")
 CHROOT = "/bench"
 CT = OffsetCommitRequest.OffsetCommitRequestTopic
 CP = CT.OffsetCommitRequestPartition
@@ -347,73 +351,92 @@ def kafka_csv(path: Path, prefix: str, groups: int, offset: int) -> Path:
     return path
 
 
-def files_workload(b: Bench, runs: int, estate: int, big_estate: int, too_big: int) -> list[str]:
-    work = b.work / "files"
-    work.mkdir()
-    rows: list[tuple[str, list[str]]] = []
+class Rows:
+    """A table's rows, each printed as it comes."""
 
-    def row(label: str, times: list[float]) -> None:
-        rows.append((label, [f"{t:.2f} s" for t in times]))
+    def __init__(self) -> None:
+        self.rows: list[tuple[str, list[str]]] = []
+
+    def add(self, label: str, times: list[float]) -> None:
+        self.rows.append((label, [f"{t:.2f} s" for t in times]))
         print(f"  {label}: {', '.join(f'{t:.2f} s' for t in times)}", flush=True)
 
-    row("`python -m coordinator zk-offsets --help` (interpreter and imports alone)",
-        [b.cli("zk-offsets", "--help")[0] for _ in range(runs)])
+    def table(self, title: str, runs: int) -> list[str]:
+        return ([title, "", "| command | " + " | ".join(f"run {i + 1}" for i in range(runs)) + " |",
+                 "|---|" + "---|" * runs] + [f"| {label} | " + " | ".join(cells) + " |" for label, cells in self.rows])
+
+
+def zk_estate(b: Bench, work: Path, size: int, runs: int, rows: Rows) -> None:
+    """zk-offsets import (into an empty chroot, then over it) and export of ``size`` groups x 10."""
+    f = estate_file(work / f"estate-{size}.txt", "estate-", size)
+    # Each run into an empty chroot of its own (holding nothing but the estate, so export reads just it).
+    roots = [f"/estate-{size}-{i}" for i in range(runs)]
+    creates, updates, exports = [], [], []
+    for root in roots:
+        b.kazoo.ensure_path(root)
+        took, done = b.cli("zk-offsets", "--zookeeper", b.zk.connect + root, "import", "--input-file", str(f))
+        assert f"Imported {size * 10} offsets of {size} groups" in done.stdout, done.stdout
+        creates.append(took)
+    for root in roots:
+        updates.append(b.cli("zk-offsets", "--zookeeper", b.zk.connect + root, "import", "--input-file", str(f))[0])
+    for i, root in enumerate(roots):
+        out = work / f"export-{size}-{i}.txt"
+        took, done = b.cli("zk-offsets", "--zookeeper", b.zk.connect + root, "export", "--output-file", str(out))
+        assert out.read_text() == f.read_text(), done.stdout
+        exports.append(took)
+    mb = f.stat().st_size / 1e6
+    rows.add(f"zk-offsets import, {size:,} groups x 10 ({mb:.2f} MB file), every znode created", creates)
+    rows.add(f"zk-offsets import, {size:,} groups x 10, over the existing znodes (set)", updates)
+    rows.add(f"zk-offsets export, {size:,} groups x 10", exports)
+
+
+def too_big(b: Bench, work: Path, partitions: int) -> str:
+    """``import`` of one group of ``partitions`` partitions, into a chroot of its own: what happens."""
+    root = f"/huge-{partitions}"
+    b.kazoo.ensure_path(root)
+    f = estate_file(work / f"huge-{partitions}.txt", "huge-", 1, partitions=partitions)
+    took, done = b.cli("zk-offsets", "--zookeeper", b.zk.connect + root, "--timeout-ms", "10000",
+                       "import", "--input-file", str(f), ok=False, timeout=180)
+    parent = f"{root}/consumers/huge-00000/offsets/bench"
+    written = len(b.kazoo.get_children(parent)) if b.kazoo.exists(parent) else 0
+    said = (done.stdout.strip() or done.stderr.strip()).splitlines() or [""]
+    note = (f"one group of {partitions:,} partitions ({f.stat().st_size / 1e6:.2f} MB file): exit "
+            f"{done.returncode} after {took:.1f} s, {written:,} offset znodes written; it said: `{said[-1][:300]}`")
+    print(f"  import of one group: {note}", flush=True)
+    return note
+
+
+def files_workload(b: Bench, runs: int, estate: int, too_big_sizes: list[int]) -> list[str]:
+    work = b.work / "files"
+    work.mkdir()
+    rows = Rows()
+    rows.add("`python -m coordinator zk-offsets --help` (interpreter and imports alone)",
+             [b.cli("zk-offsets", "--help")[0] for _ in range(runs)])
+    zk_estate(b, work, estate, runs, rows)
     b.kafka_groups("kestate-", estate, "bench", 10, 3)
     b.kafka_estate = True
-    sizes = [estate] + ([big_estate] if big_estate else [])
-    for size in sizes:
-        f = estate_file(work / f"estate-{size}.txt", "estate-" if size == estate else "big-", size)
-        # Each run into an empty chroot of its own (holding nothing but the estate, so export reads just it).
-        roots = [f"/estate-{size}-{i}" for i in range(runs)]
-        creates, updates, exports = [], [], []
-        for root in roots:
-            b.kazoo.ensure_path(root)
-            took, done = b.cli("zk-offsets", "--zookeeper", b.zk.connect + root, "import", "--input-file", str(f))
-            assert f"Imported {size * 10} offsets of {size} groups" in done.stdout, done.stdout
-            creates.append(took)
-        for root in roots:
-            updates.append(b.cli("zk-offsets", "--zookeeper", b.zk.connect + root, "import", "--input-file",
-                                 str(f))[0])
-        for i, root in enumerate(roots):
-            out = work / f"export-{size}-{i}.txt"
-            took, done = b.cli("zk-offsets", "--zookeeper", b.zk.connect + root, "export", "--output-file", str(out))
-            assert out.read_text() == f.read_text(), done.stdout
-            exports.append(took)
-        mb = f.stat().st_size / 1e6
-        row(f"zk-offsets import, {size:,} groups x 10 ({mb:.2f} MB file), every znode created", creates)
-        row(f"zk-offsets import, {size:,} groups x 10, over the existing znodes (set)", updates)
-        row(f"zk-offsets export, {size:,} groups x 10", exports)
-        if size == estate:
-            kexports, kimports = [], []
-            for i in range(runs):
-                took, done = b.cli("groups", "--bootstrap-server", b.bootstrap, "--reset-offsets", "--all-groups",
-                                   "--all-topics", "--to-current", "--export", "--timeout", "60000")
-                assert done.stdout.count("kestate-") == estate * 10, done.stdout[-300:]
-                kexports.append(took)
-            for i in range(runs):
-                csv = kafka_csv(work / f"kafka-{i}.csv", "kestate-", estate, 100 + i)
-                took, done = b.cli("groups", "--bootstrap-server", b.bootstrap, "--reset-offsets", "--from-file",
-                                   str(csv), "--all-groups", "--execute", "--timeout", "60000")
-                kimports.append(took)
-            row(f"Kafka storage: groups --reset-offsets --all-groups --all-topics --to-current --export, "
-                f"{estate:,} groups x 10", kexports)
-            row(f"Kafka storage: groups --reset-offsets --from-file --all-groups --execute, {estate:,} groups x 10",
-                kimports)
-    # One group past ZooKeeper's request limit, into a chroot of its own.
-    b.kazoo.ensure_path("/huge")
-    huge = estate_file(work / "huge.txt", "huge-", 1, partitions=too_big)
-    took, done = b.cli("zk-offsets", "--zookeeper", b.zk.connect + "/huge", "--timeout-ms", "10000",
-                       "import", "--input-file", str(huge), ok=False, timeout=180)
-    parent = "/huge/consumers/huge-00000/offsets/bench"
-    written = len(b.kazoo.get_children(parent)) if b.kazoo.exists(parent) else 0
-    huge_note = (f"one group of {too_big:,} partitions ({huge.stat().st_size / 1e6:.2f} MB file): exit "
-                 f"{done.returncode} after {took:.1f} s, {written} offset znodes written; stderr: "
-                 f"`{(done.stderr.strip().splitlines() or [''])[-1][:300]}`")
-    print(f"  too big: {huge_note}", flush=True)
+    kexports, kimports = [], []
+    for _ in range(runs):
+        took, done = b.cli("groups", "--bootstrap-server", b.bootstrap, "--reset-offsets", "--all-groups",
+                           "--all-topics", "--to-current", "--export", "--timeout", "60000")
+        assert done.stdout.count("kestate-") == estate * 10, done.stdout[-300:]
+        kexports.append(took)
+    for i in range(runs):
+        csv = kafka_csv(work / f"kafka-{i}.csv", "kestate-", estate, 100 + i)
+        took, done = b.cli("groups", "--bootstrap-server", b.bootstrap, "--reset-offsets", "--from-file",
+                           str(csv), "--all-groups", "--execute", "--timeout", "60000")
+        assert done.stdout.count("kestate-") == estate * 10, done.stdout[-300:]
+        kimports.append(took)
+    rows.add(f"Kafka storage: groups --reset-offsets --all-groups --all-topics --to-current --export, "
+             f"{estate:,} groups x 10", kexports)
+    rows.add(f"Kafka storage: groups --reset-offsets --from-file --all-groups --execute, {estate:,} groups x 10",
+             kimports)
+    notes = [too_big(b, work, n) for n in too_big_sizes]
 
     # migrate --execute of one group of 100 partitions, both ways; the dry run; Kafka's reset beside them.
-    from coordinator.cluster.zk_consumers import ZkConsumers
     from kazoo.client import KazooClient
+
+    from coordinator.cluster.zk_consumers import ZkConsumers
     chrooted = KazooClient(hosts=b.zk_connect, timeout=10.0)
     chrooted.start(timeout=10)
     zk = ZkConsumers(chrooted)
@@ -440,16 +463,22 @@ def files_workload(b: Bench, runs: int, estate: int, big_estate: int, too_big: i
         resets.append(took)
     chrooted.stop()
     chrooted.close()
-    row("zk-offsets migrate (dry run), one group of 100 partitions", plans)
-    row("zk-offsets migrate --execute to-kafka, one group of 100 partitions", to_kafka)
-    row("zk-offsets migrate --execute --direction to-zookeeper, one group of 100 partitions", to_zk)
-    row("Kafka storage: groups --reset-offsets --group G --topic wide --to-offset N --execute (100 partitions)",
-        resets)
-    return (["(c) the zk-offsets tool and its Kafka-storage equivalents, each a process (wall time, interpreter "
-             "start included)", "", "| command | " + " | ".join(f"run {i + 1}" for i in range(runs)) + " |",
-             "|---|" + "---|" * runs]
-            + [f"| {label} | " + " | ".join(cells) + " |" for label, cells in rows]
-            + ["", f"Past the limit: {huge_note}"])
+    rows.add("zk-offsets migrate (dry run), one group of 100 partitions", plans)
+    rows.add("zk-offsets migrate --execute to-kafka, one group of 100 partitions", to_kafka)
+    rows.add("zk-offsets migrate --execute --direction to-zookeeper, one group of 100 partitions", to_zk)
+    rows.add("Kafka storage: groups --reset-offsets --group G --topic wide --to-offset N --execute (100 partitions)",
+             resets)
+    return (rows.table("(c) the zk-offsets tool and its Kafka-storage equivalents, each a process (wall time, "
+                       "interpreter start included)", runs)
+            + [""] + [f"- import past the limit? {note}" for note in notes])
+
+
+def big_workload(b: Bench, runs: int, big_estate: int) -> list[str]:
+    work = b.work / "big"
+    work.mkdir()
+    rows = Rows()
+    zk_estate(b, work, big_estate, runs, rows)
+    return rows.table(f"(c') zk-offsets on {big_estate:,} groups x 10, a process (wall time)", runs)
 
 
 # --- (d): groups --zookeeper ----------------------------------------------------------------------
@@ -495,10 +524,11 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=2, help="runs of every measurement (default 2)")
     ap.add_argument("--seconds", type=float, default=2.0, help="commit, mirror: seconds per run (default 2)")
     ap.add_argument("--estate", type=int, default=1000, help="groups of 10 partitions for files, groups")
-    ap.add_argument("--big-estate", type=int, default=10_000, help="a second, larger estate for files (0: none)")
-    ap.add_argument("--too-big", type=int, default=20_000, help="partitions of the one group past ~1 MB")
+    ap.add_argument("--big-estate", type=int, default=10_000, help="groups of 10 partitions for big")
+    ap.add_argument("--too-big", default="10000,20000",
+                    help="files: partitions of one imported group, around ZooKeeper's ~1 MB request limit")
     args = ap.parse_args()
-    only = [w for w in args.only.split(",") if w] or list(ALL)
+    only = [w for w in args.only.split(",") if w] or list(DEFAULT)
     for w in only:
         if w not in ALL:
             ap.error(f"unknown workload {w!r}; choose from {', '.join(ALL)}")
@@ -519,9 +549,11 @@ def main() -> int:
         if "mirror" in only:
             out += mirror_workload(b, args.runs, args.seconds) + [""]
         if "files" in only:
-            out += files_workload(b, args.runs, args.estate, args.big_estate, args.too_big) + [""]
+            out += files_workload(b, args.runs, args.estate, [int(n) for n in args.too_big.split(",") if n]) + [""]
         if "groups" in only:
             out += groups_workload(b, args.runs, args.estate) + [""]
+        if "big" in only:
+            out += big_workload(b, args.runs, args.big_estate) + [""]
     finally:
         b.stop()
         shutil.rmtree(work, ignore_errors=True)
