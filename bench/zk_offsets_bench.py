@@ -525,7 +525,7 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=2.0, help="commit, mirror: seconds per run (default 2)")
     ap.add_argument("--estate", type=int, default=1000, help="groups of 10 partitions for files, groups")
     ap.add_argument("--big-estate", type=int, default=10_000, help="groups of 10 partitions for big")
-    ap.add_argument("--too-big", default="10000,20000",
+    ap.add_argument("--too-big", default="10000,11000",
                     help="files: partitions of one imported group, around ZooKeeper's ~1 MB request limit")
     args = ap.parse_args()
     only = [w for w in args.only.split(",") if w] or list(DEFAULT)
