@@ -237,6 +237,27 @@ def test_several_groups_export_four_columns_and_read_back(server: ServerProcess,
     assert committed(server, GROUP2) == {(TOPIC, 2): 8}
 
 
+def test_the_file_is_parsed_once_for_all_groups(server: ServerProcess, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kafka re-read the file per group; parsing it once is what keeps --all-groups linear."""
+    import coordinator.tools.reset_offsets as reset_offsets
+
+    parses: list[str] = []
+
+    def counting_parse(text: str, **kwargs: object) -> object:
+        parses.append(text)
+        return parse_csv(text, **kwargs)  # type: ignore[arg-type]
+
+    parse_csv = reset_offsets.parse_csv
+    monkeypatch.setattr(reset_offsets, "parse_csv", counting_parse)
+    plan = tmp_path / "plan.csv"
+    plan.write_text("reset-g,reset-t,0,1\nreset-g2,reset-t,2,2\n")
+    status, out, _ = reset(server, groups=(GROUP, GROUP2), dry_run=True, from_file=str(plan))
+    assert status == 0
+    assert out == table({(TOPIC, 0): 1}) + table({(TOPIC, 2): 2}, GROUP2).split("\n", 2)[2]
+    assert len(parses) == 1
+
+
 def test_a_group_missing_from_the_file_has_no_plan(server: ServerProcess, tmp_path: Path) -> None:
     plan = tmp_path / "plan.csv"
     plan.write_text("somebody-else,reset-t,0,1\n")
