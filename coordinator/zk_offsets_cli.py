@@ -10,7 +10,8 @@
 nothing: the whole file is checked before anything is written, a malformed line is an error naming its
 line number, and the whole file is written in one ZooKeeper transaction (Kafka's tool printed the errors
 and went on, line by line); a file too large for one ZooKeeper request (``jute.maxbuffer``, about 1 MB,
-some 9,000 lines of 50 characters) is refused before anything is written. docs/zk_offsets.md describes the command.
+some 8,000–10,000 new offsets of 50 characters) is refused before anything is written, and ``--transaction-per-group``
+writes such a file one group (one transaction) at a time. docs/zk_offsets.md describes the command.
 
 Exit codes: 0 success, 1 failure (ZooKeeper unreachable, a malformed input file), 2 bad usage.
 """
@@ -51,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a group to export; repeatable; default every group under /consumers")
     imp = sub.add_parser("import", help="write the offsets of a file to ZooKeeper (up to its first empty line)")
     imp.add_argument("--input-file", required=True, type=Path)
+    imp.add_argument("--transaction-per-group", action="store_true",
+                     help="write group by group, each group in one ZooKeeper transaction, instead of the whole "
+                     "file in one; for a file too large for one ZooKeeper request (jute.maxbuffer)")
     migrate = sub.add_parser("migrate", help="move a group's offsets between ZooKeeper and Kafka's offsets storage "
                              "(a dry run unless --execute)")
     migrate.add_argument("--group", required=True)
@@ -108,8 +112,13 @@ def _export(args: argparse.Namespace) -> None:
     print(f"Exported {count} offsets of {len(offsets)} groups to {args.output_file}")
 
 
+#: Why kazoo's ConnectionLoss (which carries no message) ends a write: ZooKeeper closes the connection of a
+#: request longer than its jute.maxbuffer exactly as it does when it goes away.
+_CONNECTION_LOST = ("the connection to ZooKeeper was lost (ZooKeeper closes it on a request larger than its "
+                    "jute.maxbuffer, or it went away)")
+
+
 def _import(args: argparse.Namespace) -> None:
-    from .cluster.zk_consumers import ZkConsumers
     from .tools.zk_offsets_file import ZkOffsetsFileError, parse_zk_offsets
 
     try:
@@ -123,25 +132,66 @@ def _import(args: argparse.Namespace) -> None:
     by_group: dict[str, dict[tuple[str, int], int]] = {}
     for line in lines:
         by_group.setdefault(line.group, {})[(line.topic, line.partition)] = line.offset
+    with _zookeeper(args.zookeeper, args.timeout_ms) as client:
+        if args.transaction_per_group:
+            _import_per_group(args, client, by_group)
+        else:
+            _import_whole_file(args, client, by_group)
+    print(f"Imported {len(lines)} offsets of {len(by_group)} groups from {args.input_file}")
+
+
+def _import_whole_file(args: argparse.Namespace, client: Any, by_group: dict[str, dict[tuple[str, int], int]]) -> None:
     from kazoo.exceptions import ConnectionLoss, KazooException, SessionExpiredError
     from kazoo.handlers.threading import KazooTimeoutError
 
-    from .cluster.zk_consumers import TransactionTooLarge, ZkConsumerError
+    from .cluster.zk_consumers import TransactionTooLarge, ZkConsumerError, ZkConsumers
 
-    with _zookeeper(args.zookeeper, args.timeout_ms) as client:
+    try:
+        # The whole file in one ZooKeeper transaction (zk_consumers.set_groups_offsets): all or nothing,
+        # or refused before sending when it is more than one ZooKeeper request may carry.
+        ZkConsumers(client).set_groups_offsets(by_group)
+    except TransactionTooLarge as exc:
+        raise _Failure(f"{args.input_file}: {exc}; --transaction-per-group writes it group by group "
+                       "(each group all or nothing)") from None
+    except (ConnectionLoss, SessionExpiredError, KazooTimeoutError) as exc:
+        # The transaction was sent but its answer lost: ZooKeeper applied all of it or none.
+        raise _Failure(f"ZooKeeper at {args.zookeeper}: {_CONNECTION_LOST} while importing "
+                       f"({type(exc).__name__}): either every offset of the file or none was written; "
+                       "export to see which") from None
+    except (KazooException, ZkConsumerError) as exc:
+        raise _Failure(f"ZooKeeper at {args.zookeeper}: {exc}; nothing imported") from None
+
+
+def _import_per_group(args: argparse.Namespace, client: Any, by_group: dict[str, dict[tuple[str, int], int]]) -> None:
+    """Each group in one ZooKeeper transaction, in the file's order; each group written is named on stderr,
+    and a failure says which group failed and that the groups before it are written."""
+    from kazoo.exceptions import ConnectionLoss, KazooException, SessionExpiredError
+    from kazoo.handlers.threading import KazooTimeoutError
+
+    from .cluster.zk_consumers import TransactionTooLarge, ZkConsumerError, ZkConsumers
+
+    consumers = ZkConsumers(client)
+    # Every group checked first: a group too large for one request is refused before any is written.
+    for group, offsets in by_group.items():
         try:
-            # The whole file in one ZooKeeper transaction (zk_consumers.set_groups_offsets): all or nothing,
-            # or refused before sending when it is more than one ZooKeeper request may carry.
-            ZkConsumers(client).set_groups_offsets(by_group)
+            consumers.check_fits({group: offsets})
         except TransactionTooLarge as exc:
-            raise _Failure(f"{args.input_file}: {exc}; split the file by group and import each part") from None
-        except (ConnectionLoss, SessionExpiredError, KazooTimeoutError) as exc:
-            # The transaction was sent but its answer lost: ZooKeeper applied all of it or none.
-            raise _Failure(f"ZooKeeper at {args.zookeeper}: connection lost while importing ({type(exc).__name__}): "
-                           "either every offset of the file or none was written; export to see which") from None
-        except (KazooException, ZkConsumerError) as exc:
-            raise _Failure(f"ZooKeeper at {args.zookeeper}: {exc}; nothing imported") from None
-    print(f"Imported {len(lines)} offsets of {len(by_group)} groups from {args.input_file}")
+            raise _Failure(f"{args.input_file}: group {group}: {exc} (one group is one transaction); "
+                           "nothing imported") from None
+    groups = list(by_group)
+    for index, group in enumerate(groups):
+        try:
+            consumers.set_groups_offsets({group: by_group[group]})
+        except (ConnectionLoss, SessionExpiredError, KazooTimeoutError, KazooException, ZkConsumerError) as exc:
+            if isinstance(exc, (ConnectionLoss, SessionExpiredError, KazooTimeoutError)):
+                what = (f"{_CONNECTION_LOST} while writing group {group} ({type(exc).__name__}): "
+                        f"either all {len(by_group[group])} offsets of {group} or none were written")
+            else:
+                what = f"writing group {group} failed: {exc}"
+            before = f"the {index} group(s) before it are written (listed above)" if index else "no group before it"
+            raise _Failure(f"ZooKeeper at {args.zookeeper}: {what}; {before}; "
+                           f"the {len(groups) - index - 1} group(s) after it are not written") from None
+        print(f"{PROG}: wrote group {group} ({len(by_group[group])} offsets)", file=sys.stderr)
 
 
 def _migrate(args: argparse.Namespace) -> None:
@@ -186,7 +236,14 @@ def _migrate(args: argparse.Namespace) -> None:
                     names = ", ".join(f"{t}-{p}: {ErrorCode(code).name}" for (t, p), code in sorted(failed.items()))
                     raise _Failure(f"Kafka at {args.bootstrap_server} refused offsets of group {group}: {names}")
             else:
-                consumers.set_offsets(group, moved)
+                from kazoo.exceptions import ConnectionLoss, SessionExpiredError
+
+                try:
+                    consumers.set_offsets(group, moved)  # one transaction
+                except (ConnectionLoss, SessionExpiredError) as exc:
+                    raise _Failure(f"ZooKeeper at {args.zookeeper}: {_CONNECTION_LOST} while writing group "
+                                   f"{group} ({type(exc).__name__}): either all {len(moved)} offsets or none were "
+                                   "written; run migrate again to see which") from None
     print(f"Moved {len(moved)} offset(s) of group {group} {args.direction}.")
 
 
@@ -209,7 +266,11 @@ def run(argv: list[str]) -> int:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
     except (KazooException, ZkConsumerError) as exc:
-        print(f"{PROG}: ZooKeeper at {args.zookeeper}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        from kazoo.exceptions import ConnectionLoss
+
+        # kazoo's exceptions often carry no message (ConnectionLoss never does): say what it means.
+        detail = _CONNECTION_LOST if isinstance(exc, ConnectionLoss) else str(exc) or "no detail given"
+        print(f"{PROG}: ZooKeeper at {args.zookeeper}: {type(exc).__name__}: {detail}", file=sys.stderr)
         return 1
     except (GroupAdminError, ClientError, ClientConfigError) as exc:
         print(f"{PROG}: Kafka at {args.bootstrap_server}: {exc}", file=sys.stderr)

@@ -25,18 +25,25 @@ from kazoo.exceptions import NodeExistsError, NoNodeError, RolledBackError
 from kazoo.handlers.threading import KazooTimeoutError
 
 __all__ = ["ZkConsumerError", "TransactionTooLarge", "MAX_TRANSACTION_BYTES", "estimate_transaction_bytes",
+           "transaction_bytes",
            "ConsumerRegistration", "ZkGroup", "ZkConsumers", "consumers_path", "ids_path", "owners_path", "offsets_path", "offset_path", "parse_offset", "format_offset", "parse_registration"]
 
 CONSUMERS = "/consumers"
 
-#: What one ZooKeeper request may carry: ``jute.maxbuffer``'s default, 0xfffff bytes, less a margin for
-#: the request's framing (ZooKeeper 3.8 closes the connection of a longer request, "Len error").
-MAX_TRANSACTION_BYTES = 0xFFFFF - 4096
+#: What one ZooKeeper request may carry: ``jute.maxbuffer``'s default, 0xfffff bytes, counted from the request
+#: header on (the 4-byte length prefix excluded); ZooKeeper closes the connection of a longer request ("Len
+#: error", https://zookeeper.apache.org/doc/r3.8.0/zookeeperAdmin.html, "jute.maxbuffer"). Measured on
+#: ZooKeeper 3.8.0 with kazoo: a ``multi`` of 1,048,544 such bytes is applied, one of 1,048,657 loses the
+#: connection. The sizes below are exact (ZooKeeper's jute records), so no margin is taken.
+MAX_TRANSACTION_BYTES = 0xFFFFF
 
-#: Per operation of a ``multi`` beyond its path and data: the op header (type, done, err), the two
-#: length prefixes, and for a create the world-anyone ACL and the flags (ZooKeeper's jute records
-#: MultiHeader, CreateRequest, SetDataRequest).
-_OP_OVERHEAD_BYTES = 64
+#: The request header (xid, op type) and the ``multi``'s closing header (type -1, done, err -1).
+_MULTI_FIXED_BYTES = 8 + 9
+#: Per operation beyond its path and data, from ZooKeeper's jute records (zookeeper.jute): the MultiHeader
+#: (type, done, err: 9) and the two length prefixes (8), then for a CreateRequest the ACL vector of one
+#: world:anyone entry (4 + 4 + 4+5 + 4+6 = 27) and the flags (4), for a SetDataRequest the version (4).
+_CREATE_OVERHEAD_BYTES = 9 + 8 + 27 + 4
+_SET_OVERHEAD_BYTES = 9 + 8 + 4
 
 
 class ZkConsumerError(Exception):
@@ -263,40 +270,16 @@ class ZkConsumers:
         so a failed one leaves no empty group behind either; each offset znode is set if it exists, created
         otherwise. ZooKeeper refuses a request larger than its ``jute.maxbuffer`` (default 0xfffff bytes,
         https://zookeeper.apache.org/doc/r3.8.0/zookeeperAdmin.html, "jute.maxbuffer") by closing the
-        connection, so a transaction estimated above ``max_request_bytes`` is refused here, before anything
-        is sent (TransactionTooLarge). A znode created or deleted by someone else between the checks and the
-        commit fails the transaction; it is planned again, up to three times, then raised (nothing written)."""
+        connection, so a transaction larger than ``max_request_bytes`` is refused here, before anything
+        is written (TransactionTooLarge; see check_fits). A znode created or deleted by someone else between
+        the checks and the commit fails the transaction; it is planned again, up to three times, then raised
+        (nothing written)."""
         wanted = {g: dict(o) for g, o in offsets.items() if o}
         if not wanted:
             return
-        size = estimate_transaction_bytes(wanted)
-        if size > max_request_bytes:
-            count = sum(len(o) for o in wanted.values())
-            raise TransactionTooLarge(
-                f"{count} offsets of {len(wanted)} groups make a ZooKeeper transaction of about {size} bytes, "
-                f"more than the {max_request_bytes} one request may carry (ZooKeeper's jute.maxbuffer); "
-                "nothing written")
         for attempt in range(3):
-            transaction = self.client.transaction()
-            # One listing per topic tells which offset znodes exist (set) and which do not (create).
-            present: dict[tuple[str, str], set[str]] = {}
-            created: set[str] = set()
-            for group, by_partition in wanted.items():
-                for topic in sorted({t for t, _ in by_partition}):
-                    missing = self._missing_parents(offsets_path(group, topic))
-                    for parent in missing:
-                        if parent not in created:
-                            created.add(parent)
-                            transaction.create(parent, b"")
-                    present[(group, topic)] = set() if missing else set(self._listing(offsets_path(group, topic)))
-            for group, by_partition in wanted.items():
-                for (topic, partition), offset in sorted(by_partition.items()):
-                    path = offset_path(group, topic, partition)
-                    data = format_offset(offset)
-                    if str(partition) in present[(group, topic)]:
-                        transaction.set_data(path, data)
-                    else:
-                        transaction.create(path, data)
+            transaction = self._plan(wanted)
+            self._refuse_if_too_large(wanted, transaction, max_request_bytes)
             results = self._wait(transaction.commit_async())
             failures = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
             if not failures:
@@ -307,6 +290,54 @@ class ZkConsumers:
             groups = ("group " if len(wanted) == 1 else "groups ") + ", ".join(wanted)
             raise ZkConsumerError(f"ZooKeeper transaction writing offsets of {groups} failed, nothing written: "
                                   f"{failures[0]!r}")
+
+    def check_fits(self, offsets: Mapping[str, Mapping[tuple[str, int], int]], *,
+                   max_request_bytes: int = MAX_TRANSACTION_BYTES) -> None:
+        """TransactionTooLarge when set_groups_offsets(offsets) could not send its transaction; writes nothing.
+
+        The bound with every znode created (estimate_transaction_bytes, no ZooKeeper call) decides most
+        cases; above it, the transaction is planned (reads only) and its exact size counts, as setting an
+        existing znode takes 27 bytes less than creating it."""
+        wanted = {g: dict(o) for g, o in offsets.items() if o}
+        if wanted:
+            self._refuse_if_too_large(wanted, None, max_request_bytes)
+
+    def _refuse_if_too_large(self, wanted: dict[str, dict[tuple[str, int], int]], transaction: Any,
+                             max_request_bytes: int) -> None:
+        chroot = getattr(self.client, "chroot", "") or ""
+        if estimate_transaction_bytes(wanted, chroot=chroot) <= max_request_bytes:
+            return
+        size = transaction_bytes(transaction if transaction is not None else self._plan(wanted))
+        if size > max_request_bytes:
+            count = sum(len(o) for o in wanted.values())
+            raise TransactionTooLarge(
+                f"{count} offsets of {len(wanted)} groups make a ZooKeeper transaction of {size} bytes, "
+                f"more than the {max_request_bytes} one request may carry (ZooKeeper's jute.maxbuffer); "
+                "nothing written")
+
+    def _plan(self, wanted: dict[str, dict[tuple[str, int], int]]) -> Any:
+        """The kazoo transaction writing ``wanted`` (parents created, each znode set or created), not sent."""
+        transaction = self.client.transaction()
+        # One listing per topic tells which offset znodes exist (set) and which do not (create).
+        present: dict[tuple[str, str], set[str]] = {}
+        created: set[str] = set()
+        for group, by_partition in wanted.items():
+            for topic in sorted({t for t, _ in by_partition}):
+                missing = self._missing_parents(offsets_path(group, topic))
+                for parent in missing:
+                    if parent not in created:
+                        created.add(parent)
+                        transaction.create(parent, b"")
+                present[(group, topic)] = set() if missing else set(self._listing(offsets_path(group, topic)))
+        for group, by_partition in wanted.items():
+            for (topic, partition), offset in sorted(by_partition.items()):
+                path = offset_path(group, topic, partition)
+                data = format_offset(offset)
+                if str(partition) in present[(group, topic)]:
+                    transaction.set_data(path, data)
+                else:
+                    transaction.create(path, data)
+        return transaction
 
     def _missing_parents(self, path: str) -> list[str]:
         """The ancestors of ``path`` and ``path`` itself that do not exist, outermost first."""
@@ -324,14 +355,26 @@ class ZkConsumers:
 
 
 
-def estimate_transaction_bytes(offsets: Mapping[str, Mapping[tuple[str, int], int]]) -> int:
-    """An upper bound on the bytes of the ``multi`` request that set_groups_offsets sends for ``offsets``
-    (every parent counted as created)."""
-    size = 0
+def estimate_transaction_bytes(offsets: Mapping[str, Mapping[tuple[str, int], int]], *, chroot: str = "") -> int:
+    """The bytes of the ``multi`` request set_groups_offsets sends for ``offsets`` when every znode, parents
+    included, is created: an upper bound, exact for an import into an empty ``/consumers``. Every path
+    carries the client's ``chroot`` (kazoo prefixes it to each operation)."""
+    prefix = len(chroot.rstrip("/").encode())
+
+    def create(path: str, data_bytes: int) -> int:
+        return _CREATE_OVERHEAD_BYTES + prefix + len(path.encode()) + data_bytes
+
+    size = _MULTI_FIXED_BYTES + create(CONSUMERS, 0)
     for group, by_partition in offsets.items():
         parents = {group_path(group), offsets_path(group)} | {offsets_path(group, t) for t, _ in by_partition}
-        size += sum(len(p.encode()) + _OP_OVERHEAD_BYTES for p in parents)
+        size += sum(create(p, 0) for p in parents)
         for (topic, partition), offset in by_partition.items():
-            size += len(offset_path(group, topic, partition).encode()) + len(format_offset(offset)) \
-                + _OP_OVERHEAD_BYTES
-    return size + len(CONSUMERS) + _OP_OVERHEAD_BYTES
+            size += create(offset_path(group, topic, partition), len(format_offset(offset)))
+    return size
+
+
+def transaction_bytes(transaction: Any) -> int:
+    """The exact bytes (request header on) of a planned kazoo transaction's ``multi`` request."""
+    from kazoo.protocol.serialization import Transaction
+
+    return 8 + len(Transaction(transaction.operations).serialize())

@@ -197,3 +197,92 @@ def test_v0_under_an_authorizer_checks_group_then_topic() -> None:
     answer = asyncio.run(apis.offset_fetch_v0(RequestContext(9, 0, 1, "c", "peer"), fetch))
     assert {t.name: (t.partitions[0].committed_offset, t.partitions[0].error_code) for t in answer.topics} == {
         "ok": (3, ErrorCode.NONE), "secret": (-1, ErrorCode.TOPIC_AUTHORIZATION_FAILED)}
+
+
+def _sized_offsets(size: int, chroot: str) -> dict[str, dict[tuple[str, int], int]]:
+    """One group of 10 partitions whose all-create transaction is exactly ``size`` bytes: a long group name
+    does the bulk (each of the 13 creates carries it), the offsets' digit counts the last bytes."""
+    from coordinator.cluster.zk_consumers import estimate_transaction_bytes
+
+    def offsets(name_len: int, extra_digits: int) -> dict[str, dict[tuple[str, int], int]]:
+        values = {("t", p): 1 for p in range(10)}
+        values[("t", 0)] = int("1" * (1 + extra_digits))
+        return {"g" * name_len: values}
+
+    base = estimate_transaction_bytes(offsets(1, 0), chroot=chroot)
+    per_char = estimate_transaction_bytes(offsets(2, 0), chroot=chroot) - base  # the creates carrying the name
+    name_len = 1 + (size - base) // per_char
+    extra = size - estimate_transaction_bytes(offsets(name_len, 0), chroot=chroot)
+    assert 0 <= extra < 18
+    wanted = offsets(name_len, extra)
+    assert estimate_transaction_bytes(wanted, chroot=chroot) == size
+    return wanted
+
+
+@pytest.mark.parametrize("chroot", ["", "/a/longer/chroot"])
+def test_size_estimate_is_the_exact_size_of_the_request(chroot: str) -> None:
+    """estimate_transaction_bytes (no ZooKeeper call) counts what kazoo serializes for an all-create import."""
+    from kazoo.client import KazooClient
+
+    from coordinator.cluster.zk_consumers import estimate_transaction_bytes, transaction_bytes
+
+    client = KazooClient(hosts="127.0.0.1:1" + chroot)  # never started: only its transactions are built
+    consumers = ZkConsumers(client)
+    consumers._missing_parents = lambda path: [p for p in  # type: ignore[method-assign]
+                                               ("/consumers", path.rsplit("/", 2)[0], path.rsplit("/", 1)[0], path)
+                                               if p]
+    wanted = {"billing": {("payments", 0): 286894308, ("payments", 1): 7}, "g2": {("t", 12): 0}}
+    planned = consumers._plan({g: dict(o) for g, o in wanted.items()})
+    assert transaction_bytes(planned) == estimate_transaction_bytes(wanted, chroot=chroot)
+
+
+def test_the_size_limit_is_zookeepers_own(consumers: ZkConsumers, zookeeper: LocalZooKeeper) -> None:
+    """A transaction of exactly MAX_TRANSACTION_BYTES is applied by ZooKeeper 3.8; one byte more is refused
+    here before sending, and ZooKeeper itself drops the connection of that request (so the limit is not
+    needlessly cautious, and not unsafe)."""
+    from kazoo.client import KazooClient
+    from kazoo.exceptions import ConnectionLoss
+
+    from coordinator.cluster.zk_consumers import MAX_TRANSACTION_BYTES
+
+    chroot = consumers.client.chroot
+    fits = _sized_offsets(MAX_TRANSACTION_BYTES, chroot)
+    consumers.set_groups_offsets(fits)
+    (group, written), = fits.items()
+    assert consumers.offsets(group) == written
+
+    consumers.client.delete("/consumers", recursive=True)  # all creates again, /consumers included
+    too_big = _sized_offsets(MAX_TRANSACTION_BYTES + 1, chroot)
+    with pytest.raises(TransactionTooLarge, match=f"of {MAX_TRANSACTION_BYTES + 1} bytes, more than the "
+                       f"{MAX_TRANSACTION_BYTES} one request may carry"):
+        consumers.set_groups_offsets(too_big)
+    with pytest.raises(TransactionTooLarge):
+        consumers.check_fits(too_big)
+    assert consumers.groups() == []
+
+    raw = KazooClient(hosts=zookeeper.connect + chroot, timeout=10.0)
+    raw.start(timeout=10)
+    try:
+        bypass = ZkConsumers(raw)
+        bypass._refuse_if_too_large = lambda *a: None  # type: ignore[method-assign]
+        with pytest.raises(ConnectionLoss):
+            bypass.set_groups_offsets(too_big)
+    finally:
+        raw.stop()
+        raw.close()
+    assert consumers.groups() == []
+
+
+def test_setting_existing_znodes_fits_more_than_creating_them(consumers: ZkConsumers) -> None:
+    """Above the all-create bound the planned transaction's exact size decides: a set is 27 bytes smaller."""
+    from coordinator.cluster.zk_consumers import estimate_transaction_bytes, transaction_bytes
+
+    wanted = {"g": {("t", p): 1 for p in range(50)}}
+    consumers.set_groups_offsets(wanted)
+    bound = estimate_transaction_bytes(wanted, chroot=consumers.client.chroot)
+    exact = transaction_bytes(consumers._plan(wanted))
+    assert exact < bound
+    consumers.set_groups_offsets({"g": {tp: 2 for tp in wanted["g"]}}, max_request_bytes=exact)
+    assert set(consumers.offsets("g").values()) == {2}
+    with pytest.raises(TransactionTooLarge):
+        consumers.set_groups_offsets({"g": {tp: 3 for tp in wanted["g"]}}, max_request_bytes=exact - 1)
