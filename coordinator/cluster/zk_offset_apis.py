@@ -17,8 +17,13 @@ ZooKeeper: a node of ours without ``zookeeper.connect`` advertises Kafka 4's ran
 
 With ``offsets.zookeeper.mirror.groups`` (docs/configuration.md) the acknowledged OffsetCommits (v1+) of the groups
 it names are also written to ZooKeeper, like the Scala consumer's ``dual.commit.enabled`` did from the client side:
-after the commit is durable (the answer is only given then), off the request path, in one ZooKeeper transaction per
-commit on one thread (so commits land in their order); a failure is a log line, never a failed commit. At a
+after the commit is durable (the answer is only given then), off the request path, on one thread. The queue is
+coalesced (``MirrorQueue``): only a partition's newest offset matters to ZooKeeper's readers, so commits
+acknowledged while an earlier write is under way merge, per group, into one write of each partition's latest
+offset (one ZooKeeper transaction per group). ZooKeeper cannot keep up with a fast committer one write per
+commit (bench/RESULTS.md, "ZooKeeper-era offsets": ~450 writes/s of one partition), so a queue of every commit
+grew without bound; merged, it holds at most one offset per partition, and each partition's znode still follows
+the commits in their order, skipping the intermediate ones. A failure is a log line, never a failed commit. At a
 clean stop the writes still queued are made before the node's ZooKeeper session ends (``close``, a bounded
 wait): a commit acknowledged just before the stop reaches ZooKeeper too.
 
@@ -31,8 +36,8 @@ import asyncio
 import inspect
 import logging
 import threading
+import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 from kafka.protocol.consumer import OffsetCommitResponse, OffsetFetchResponse
 from kazoo.exceptions import KazooException
@@ -46,9 +51,9 @@ from ..config import parse_group_patterns
 from ..context import Handler, RequestContext
 from ..security.acl import AclOperation, Authorizer, ResourceType
 from ..security.request_checks import allowed
-from .zk_consumers import ZkConsumerError, ZkConsumers
+from .zk_consumers import TransactionTooLarge, ZkConsumerError, ZkConsumers
 
-__all__ = ["ZkOffsetApis", "MIRROR_FLUSH_S"]
+__all__ = ["ZkOffsetApis", "MirrorQueue", "MIRROR_FLUSH_S"]
 
 log = logging.getLogger("groupcoord.cluster.zk_offsets")
 
@@ -62,6 +67,86 @@ _FetchPartition = _FetchTopic.OffsetFetchResponsePartition
 MIRROR_FLUSH_S = 5.0
 
 
+class MirrorQueue:
+    """The mirror's writes waiting for ZooKeeper, coalesced: per group, each partition's newest offset.
+
+    ``put`` (on the event loop, for an acknowledged commit) merges into the pending offsets under a lock and
+    wakes the writer; the writer thread takes everything pending at once and writes each group's offsets
+    in one transaction (``ZkConsumers.set_offsets``), one group after another, while the next commits
+    collect. One writer, and a batch taken only after the previous one is written, so a partition's znode
+    takes its commits' offsets in acknowledgement order (some skipped, none reordered)."""
+
+    def __init__(self, consumers: ZkConsumers) -> None:
+        self.consumers = consumers
+        self._cond = threading.Condition()
+        self._pending: dict[str, dict[tuple[str, int], int]] = {}
+        self._in_flight = 0  # offsets taken by the writer and not yet written
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        #: ZooKeeper transactions made (one per group of a batch, more when one is split): the bench's count.
+        self.writes = 0
+
+    def put(self, group: str, offsets: dict[tuple[str, int], int]) -> None:
+        with self._cond:
+            if self._closed:
+                return
+            self._pending.setdefault(group, {}).update(offsets)  # the newest acknowledged commit wins
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="zk-offsets-mirror", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._pending and not self._closed:
+                    self._cond.wait()
+                if self._closed:
+                    return
+                batch, self._pending = self._pending, {}
+                self._in_flight = sum(len(o) for o in batch.values())
+            for group, offsets in batch.items():
+                if self._closed:
+                    break  # the stop gave up waiting (close counted these): the session is going
+                self._write(group, offsets)
+            with self._cond:
+                self._in_flight = 0
+                self._cond.notify_all()
+
+    def _write(self, group: str, offsets: dict[tuple[str, int], int]) -> None:
+        try:
+            self.consumers.set_offsets(group, offsets)
+            self.writes += 1
+        except TransactionTooLarge as exc:
+            # Merged commits of many partitions can exceed one ZooKeeper request where each commit did
+            # not: halves, each still all or nothing.
+            items = sorted(offsets.items())
+            if len(items) < 2:
+                log.warning("offset commit not mirrored to zookeeper", extra={"group": group, "error": repr(exc)})
+                return
+            half = len(items) // 2
+            self._write(group, dict(items[:half]))
+            self._write(group, dict(items[half:]))
+        except Exception as exc:  # the writer thread must outlive any one failure: a log line
+            log.warning("offset commit not mirrored to zookeeper", extra={"group": group, "error": repr(exc)})
+
+    def close(self, timeout: float) -> int:
+        """Wait at most ``timeout`` seconds for everything queued to be written, then stop the writer;
+        the number of offsets left unwritten (queued, or in a write still under way)."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._pending or self._in_flight:
+                left = deadline - time.monotonic()
+                if left <= 0 or self._thread is None:
+                    break
+                self._cond.wait(left)
+            unwritten = self._in_flight + sum(len(o) for o in self._pending.values())
+            self._pending = {}
+            self._closed = True
+            self._cond.notify_all()
+        return unwritten
+
+
 class ZkOffsetApis:
     """Wraps the group coordinator's OffsetCommit / OffsetFetch handlers: version 0 here, the rest to them."""
 
@@ -73,11 +158,8 @@ class ZkOffsetApis:
         self.metadata_max_bytes = metadata_max_bytes
         self.authorizer = authorizer
         self._mirror_names, self._mirror_prefixes = parse_group_patterns(mirror_groups)
-        #: One thread: the mirrored commits of a group reach ZooKeeper in the order they were acknowledged.
-        self._mirror_thread: ThreadPoolExecutor | None = None
-        #: The mirror writes submitted and not yet done, for the flush at ``close``.
-        self._mirror_pending: set[Future[None]] = set()
-        self._mirror_lock = threading.Lock()  # the set is also changed on the mirror's thread
+        #: The mirrored commits waiting for ZooKeeper, coalesced (written in order on one thread).
+        self.mirror_queue = MirrorQueue(consumers)
 
     def mirrors(self, group: str) -> bool:
         """Is ``group`` named by ``offsets.zookeeper.mirror.groups``?"""
@@ -162,38 +244,17 @@ class ZkOffsetApis:
             offsets = {(t.name, p.partition_index): p.committed_offset for t in request.topics for p in t.partitions
                        if (t.name, p.partition_index) in acknowledged}
             if offsets:
-                if self._mirror_thread is None:
-                    self._mirror_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="zk-offsets-mirror")
-                done = self._mirror_thread.submit(self.consumers.set_offsets, request.group_id, offsets)
-                with self._mirror_lock:
-                    self._mirror_pending.add(done)
-                done.add_done_callback(lambda f: self._mirror_done(request.group_id, f))
+                self.mirror_queue.put(request.group_id, offsets)
         return answer
-
-    def _mirror_done(self, group: str, done: Future[None]) -> None:
-        with self._mirror_lock:
-            self._mirror_pending.discard(done)
-        if done.cancelled():
-            return  # counted by close
-        exc = done.exception()
-        if exc is not None:
-            log.warning("offset commit not mirrored to zookeeper", extra={"group": group, "error": repr(exc)})
 
     def close(self, timeout: float = MIRROR_FLUSH_S) -> None:
         """Write the queued mirror writes (waiting at most ``timeout`` seconds), then stop the mirror's thread.
-        Called when the node no longer takes requests and before its ZooKeeper session ends; a write
-        still queued after the wait is dropped, and the log says how many."""
-        if self._mirror_thread is None:
-            return
-        with self._mirror_lock:
-            pending = list(self._mirror_pending)
-        if pending:
-            wait(pending, timeout=timeout)
-        left = [f for f in pending if f.cancel() or not f.done()]
-        if left:
+        Called when the node no longer takes requests and before its ZooKeeper session ends; what is still
+        unwritten after the wait is dropped, and the log says how many offsets."""
+        unwritten = self.mirror_queue.close(timeout)
+        if unwritten:
             log.warning("offset commits not mirrored to zookeeper: the stop did not wait longer",
-                        extra={"writes": len(left), "waited_s": timeout})
-        self._mirror_thread.shutdown(wait=False, cancel_futures=True)
+                        extra={"offsets": unwritten, "waited_s": timeout})
 
     # --- OffsetFetch v0 ----------------------------------------------------------------------------
 
