@@ -21,14 +21,17 @@ Workloads:
   whose offsets grow by one each request. Latency per request (send to answer) p50 / p99, and commits/s.
 - ``mirror``: the same v8 loop for a group the mirror covers (``mirrored-g``) and one it does not; after the
   last answer, the mirror's lag: how many commits ZooKeeper's znode was behind at that moment, and the time
-  until it held the last committed offset (the bench's own kazoo client polling it).
+  until it held the last committed offset (the bench's own kazoo client polling it), and how many ZooKeeper
+  writes the mirror made of the last partition's znode in the run (its ``version`` before and after).
 - ``files``: ``groupcoord zk-offsets export`` and ``import`` as processes (interpreter start included; the
   ``--help`` row is that start alone) on an estate of ``--estate`` groups x 10 partitions: import into an
-  empty chroot (every znode created), import over the estate (every znode set), export;
+  empty chroot (every znode created; ``--transaction-per-group``, as 10,000 new offsets are more than one
+  ZooKeeper transaction carries), import over the estate (every znode set) as one transaction (the default)
+  and with ``--transaction-per-group``, export;
   beside them the Kafka-storage equivalents on as many groups committed to the node:
   ``groups --reset-offsets --all-groups --all-topics --to-current --export`` (every committed offset as CSV) and
   ``groups --reset-offsets --from-file F --all-groups --execute``. Then ``import`` of one group with
-  each of ``--too-big`` partitions (one ZooKeeper transaction per group), around ZooKeeper's ~1 MB request
+  each of ``--too-big`` partitions (one ZooKeeper transaction), around ZooKeeper's ~1 MB request
   limit (``jute.maxbuffer``), and what it did.
   ``zk-offsets migrate --execute`` of one group of 100 partitions both ways (to-kafka, to-zookeeper), with the
   dry run, and beside it ``groups --reset-offsets --group G --topic wide --to-offset N --execute``.
@@ -289,9 +292,19 @@ def commit_workload(b: Bench, runs: int, seconds: float) -> list[str]:
     return lines
 
 
+def mirror_path(group: str, partitions: int) -> str:
+    return f"{CHROOT}/consumers/{group}/offsets/bench/{partitions - 1}"
+
+
+def znode_version(b: Bench, path: str) -> int:
+    """How many times the znode was set (-1: absent)."""
+    stat = b.kazoo.exists(path)
+    return -1 if stat is None else stat.version
+
+
 def mirror_lag(b: Bench, group: str, partitions: int, last: int, stopped: float) -> tuple[int, float]:
     """(commits behind at the client's stop, ms until ZooKeeper holds the last offset)."""
-    path = f"{CHROOT}/consumers/{group}/offsets/bench/{partitions - 1}"
+    path = mirror_path(group, partitions)
     seen = int(b.kazoo.get(path)[0])
     behind = last - seen
     while seen != last:
@@ -307,16 +320,21 @@ def mirror_workload(b: Bench, runs: int, seconds: float) -> list[str]:
     results: dict[tuple[str, int], list[dict[str, Any]]] = {c: [] for c in cells}
     for run in range(runs):
         for group, partitions in cells:
+            version = znode_version(b, mirror_path(group, partitions))
             r = commit_loop(b, 8, group, partitions, seconds)
             stopped = time.perf_counter()
             if group.startswith("mirrored"):
                 r["behind"], r["lag_ms"] = mirror_lag(b, group, partitions, r["last"], stopped)
+                # A znode created in the run has version 0 after its first write.
+                r["writes"] = znode_version(b, mirror_path(group, partitions)) - version
             results[(group, partitions)].append(r)
-            extra = f", mirror {r['behind']} commits / {r['lag_ms']:.0f} ms behind" if "behind" in r else ""
+            extra = (f", mirror {r['behind']} commits / {r['lag_ms']:.0f} ms behind, {r['writes']} ZooKeeper "
+                     "writes" if "behind" in r else "")
             print(f"  mirror run {run + 1} {group} x{partitions}: {fmt_commit(r)}{extra}", flush=True)
     lines = [f"(b) OffsetCommit v8, one client, one request at a time, {seconds:g} s per run, mirrored group "
              "(offsets.zookeeper.mirror.groups) or not; p50 / p99, commits/s; the mirror's lag when the client "
-             "stops: commits ZooKeeper was behind, and ms until it held the last offset", "",
+             "stops: commits ZooKeeper was behind, and ms until it held the last offset; ZooKeeper writes of the "
+             "last partition's znode in the run", "",
              "| group | partitions/request | " + " | ".join(f"run {i + 1}" for i in range(runs)) + " |",
              "|---|---|" + "---|" * runs]
     for group, partitions in cells:
@@ -324,7 +342,7 @@ def mirror_workload(b: Bench, runs: int, seconds: float) -> list[str]:
         for r in results[(group, partitions)]:
             text = fmt_commit(r)
             if "behind" in r:
-                text += f"; lag {r['behind']} commits, {r['lag_ms']:.0f} ms"
+                text += f"; lag {r['behind']} commits, {r['lag_ms']:.0f} ms; {r['writes']:,} writes"
             cell.append(text)
         label = "mirrored" if group.startswith("mirrored") else "not mirrored"
         lines.append(f"| {label} | {partitions} | " + " | ".join(cell) + " |")
@@ -371,22 +389,32 @@ def zk_estate(b: Bench, work: Path, size: int, runs: int, rows: Rows) -> None:
     f = estate_file(work / f"estate-{size}.txt", "estate-", size)
     # Each run into an empty chroot of its own (holding nothing but the estate, so export reads just it).
     roots = [f"/estate-{size}-{i}" for i in range(runs)]
-    creates, updates, exports = [], [], []
+    creates, updates, per_group_updates, exports = [], [], [], []
     for root in roots:
         b.kazoo.ensure_path(root)
-        took, done = b.cli("zk-offsets", "--zookeeper", b.zk.connect + root, "import", "--input-file", str(f))
-        assert f"Imported {size * 10} offsets of {size} groups" in done.stdout, done.stdout
+        # 10,000 new offsets do not fit in one ZooKeeper transaction (jute.maxbuffer): group by group.
+        took, done = b.cli("zk-offsets", "--zookeeper", b.zk.connect + root, "import", "--input-file", str(f),
+                           "--transaction-per-group")
+        assert f"Imported {size * 10} offsets of {size} groups" in done.stdout, done.stdout + done.stderr[-300:]
         creates.append(took)
     for root in roots:
-        updates.append(b.cli("zk-offsets", "--zookeeper", b.zk.connect + root, "import", "--input-file", str(f))[0])
+        took, done = b.cli("zk-offsets", "--zookeeper", b.zk.connect + root, "import", "--input-file", str(f))
+        assert f"Imported {size * 10} offsets of {size} groups" in done.stdout, done.stdout + done.stderr[-300:]
+        updates.append(took)
+    for root in roots:
+        per_group_updates.append(b.cli("zk-offsets", "--zookeeper", b.zk.connect + root, "import", "--input-file",
+                                       str(f), "--transaction-per-group")[0])
     for i, root in enumerate(roots):
         out = work / f"export-{size}-{i}.txt"
         took, done = b.cli("zk-offsets", "--zookeeper", b.zk.connect + root, "export", "--output-file", str(out))
         assert out.read_text() == f.read_text(), done.stdout
         exports.append(took)
     mb = f.stat().st_size / 1e6
-    rows.add(f"zk-offsets import, {size:,} groups x 10 ({mb:.2f} MB file), every znode created", creates)
-    rows.add(f"zk-offsets import, {size:,} groups x 10, over the existing znodes (set)", updates)
+    rows.add(f"zk-offsets import --transaction-per-group, {size:,} groups x 10 ({mb:.2f} MB file), every znode "
+             "created", creates)
+    rows.add(f"zk-offsets import (one transaction), {size:,} groups x 10, over the existing znodes (set)", updates)
+    rows.add(f"zk-offsets import --transaction-per-group, {size:,} groups x 10, over the existing znodes (set)",
+             per_group_updates)
     rows.add(f"zk-offsets export, {size:,} groups x 10", exports)
 
 
