@@ -55,6 +55,12 @@ class ZkStat(Protocol):
     @property
     def ephemeralOwner(self) -> int: ...
 
+    @property
+    def czxid(self) -> int: ...
+
+    @property
+    def mzxid(self) -> int: ...
+
 
 #: A kazoo ``TransactionRequest`` (``client.transaction()``): ops queued, then one ``commit()``.
 ZkTransaction: TypeAlias = Any
