@@ -92,13 +92,14 @@ def test_zookeeper_restarted_within_the_session_timeout_changes_no_leader(restar
             # The premise failed: a node did not reach the restarted ZooKeeper within its session.
             # CI saw this before the nodes retried about once a second (see
             # test_a_node_cut_off_from_zookeeper_retries_about_once_a_second_and_keeps_its_session),
-            # and it can still happen: a handshake begun just as the restarting server binds its
-            # port was seen to get no answer, and a client waits its connect timeout for one (the
-            # session timeout over the number of servers, in ZooKeeper's own client too), by which
-            # time the session restored at start-up has expired. Its session expired, so it
-            # registered again with a new broker epoch: under KIP-380
-            # that is a bounced broker, and Kafka's controller handles it as a failure then a
-            # startup (processBrokerChange), so its leaderships move and the leader epoch grows
+            # and it still can: a connection that reaches the restarting server before it has
+            # created its database is refused but never closed (ZOOKEEPER-5051, an NPE on that
+            # close: https://github.com/apache/zookeeper/pull/2391), so the client waits its
+            # connect timeout for an answer (the session timeout over the number of servers, in
+            # ZooKeeper's own client too), and by then the session the server restored at
+            # start-up has expired. The node registers again with a new broker epoch: under
+            # KIP-380 that is a bounced broker, which Kafka's controller handles as a failure then
+            # a startup (processBrokerChange), so its leaderships move and the leader epoch grows
             # (https://cwiki.apache.org/confluence/display/KAFKA/KIP-380%3A+Detect+outdated+control+requests+and+bounced+brokers+using+broker+generation).
             wait_for(lambda: _state(zk, "zkdown", 0)["leader_epoch"] > before["leader_epoch"], 20,
                      f"a new leader epoch after the sessions of {expired} expired")
