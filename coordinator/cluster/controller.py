@@ -26,7 +26,7 @@ from typing import cast
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError, NotEmptyError
 
 from .controller_election import ControllerElection, ControllerMoved, ControllerToken
-from .plan import finish_reassignment, invalid_move, plan_partition, reassign, warming_by_partition
+from .plan import bounced_replicas, finish_reassignment, invalid_move, plan_partition, reassign, warming_by_partition
 from .view import ClusterView
 from .znodes import (
     DELETE_TOPICS,
@@ -57,6 +57,10 @@ class _Snapshot:
     states: dict[tuple[str, int], PartitionState]
     #: Replicas still warming, by partition (cluster/warming.py).
     warming: dict[tuple[str, int], frozenset[int]]
+    #: Each live broker's epoch (its registration's czxid), to tell bounced ones (plan.py, KIP-380).
+    epochs: dict[int, int]
+    #: Brokers this controller saw register again with a new epoch since its last pass.
+    bounced: frozenset[int]
 
 
 class Controller:
@@ -70,6 +74,10 @@ class Controller:
         self.token: ControllerToken | None = None
         self._dirty = asyncio.Event()
         self._preferred_due = False
+        #: The broker epochs (registration czxids) last seen, and the brokers seen with a new one
+        #: while still registered — bounced (KIP-380) — that no pass has handled yet.
+        self._epochs: dict[int, int] = {}
+        self._bounced: set[int] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self._loop = asyncio.get_running_loop()
 
@@ -104,6 +112,12 @@ class Controller:
             self.token = None
 
     def brokers_changed(self, view: ClusterView) -> None:
+        # Kafka's processBrokerChange: a broker in both the old and the new set with a new epoch
+        # bounced; it is handled as failed, then started (plan.py).
+        epochs = {b: reg.epoch for b, reg in view.brokers.items()}
+        if self.token is not None:
+            self._bounced |= {b for b, e in epochs.items() if b in self._epochs and e != self._epochs[b]}
+        self._epochs = epochs
         self._dirty.set()
 
     def topic_changed(self, view: ClusterView, name: str) -> None:
@@ -115,7 +129,8 @@ class Controller:
     def _snapshot(self) -> _Snapshot:
         view = self.view
         return _Snapshot(frozenset(view.brokers), view.shutting_down, view.deleting, dict(view.topics),
-                         dict(view.states), warming_by_partition(view.warming))
+                         dict(view.states), warming_by_partition(view.warming),
+                         {b: reg.epoch for b, reg in view.brokers.items()}, frozenset(self._bounced))
 
     def elect_preferred(self) -> None:
         """Run a preferred-leader election on the next pass (ElectLeaders, the imbalance timer)."""
@@ -139,6 +154,7 @@ class Controller:
                 continue
             preferred, self._preferred_due = self._preferred_due, False
             snap = self._snapshot()
+            self._bounced.clear()
             try:
                 await asyncio.to_thread(self._reconcile, token, snap, preferred)
             except ControllerMoved as exc:
@@ -147,10 +163,12 @@ class Controller:
                     self.token = None
             except KazooException as exc:
                 log.warning("controller pass failed; retrying", extra={"error": repr(exc)})
+                self._bounced |= snap.bounced
                 await asyncio.sleep(0.5)
                 self._dirty.set()
             except Exception:
                 log.exception("controller pass failed")
+                self._bounced |= snap.bounced
                 await asyncio.sleep(1.0)
                 self._dirty.set()
 
@@ -174,9 +192,10 @@ class Controller:
             state = snap.states.get((name, p))
             if state is not None and state.controller_epoch > token.epoch:
                 raise ControllerMoved(f"{name}-{p} was written by controller epoch {state.controller_epoch}")
+            bounced = bounced_replicas(state, snap.epochs, snap.bounced)
             new = plan_partition(replicas, state, snap.live, unclean=self.unclean, preferred=preferred,
                                  controller_epoch=token.epoch, shutting_down=snap.shutting_down,
-                                 warming=snap.warming.get((name, p), frozenset()))
+                                 warming=snap.warming.get((name, p), frozenset()), bounced=bounced)
             if new is None:
                 if state is not None and assignment.reassigning(p):
                     finished = finish_reassignment(assignment, p, state, snap.live, snap.shutting_down, token.epoch)
@@ -209,7 +228,7 @@ class Controller:
                 continue  # the view brings the newer version and another pass
             log.info("partition state written", extra={
                 "partition": f"{name}-{p}", "leader": new.leader, "leader_epoch": new.leader_epoch,
-                "isr": list(new.isr), "was": None if state is None else
+                "isr": list(new.isr), "bounced": sorted(bounced), "was": None if state is None else
                 {"leader": state.leader, "leader_epoch": state.leader_epoch, "isr": list(state.isr)}})
 
     def _delete_topic(self, token: ControllerToken, name: str, assignment: TopicAssignment | None,
@@ -436,7 +455,7 @@ class Controller:
             # watch has not arrived yet): read it and decide again, as Kafka's caller retries.
             try:
                 data, stat = self.election.zk.client.get(partition_state_path(name, p))
-                state = decode_partition_state(partition_state_path(name, p), data, stat.version)
+                state = decode_partition_state(partition_state_path(name, p), data, stat.version, stat.mzxid)
             except NoNodeError:
                 return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             except ZnodeError as exc:

@@ -29,16 +29,33 @@ core/src/main/scala/kafka/controller/PartitionStateMachine.scala in Kafka 3.x):
   Replicas no longer assigned delete their logs when they see it (Kafka's StopReplica with
   delete). A cancellation is a reassignment back to the original replicas.
 
+* a bounced broker (KIP-380,
+  https://cwiki.apache.org/confluence/display/KAFKA/KIP-380%3A+Detect+outdated+control+requests+and+bounced+brokers+using+broker+generation):
+  a node that restarted, or lost its session, and registered again with a newer broker epoch
+  (the czxid of ``/brokers/ids/<id>``) before the controller saw it go. Kafka's controller
+  handles it as a failure then a startup (``processBrokerChange``: ``onBrokerFailure`` then
+  ``onBrokerStartup``); here a partition whose state names as leader or ISR member a broker that
+  registered after the state was written (its epoch is larger than the state's mzxid: zxids
+  order every write) is planned first as if that broker were down — a new leader, out of the
+  ISR, a new leader epoch — and, once that is written (or if it changes nothing), as usual: it
+  catches up and rejoins the ISR, and may be elected again. Comparing zxids needs no memory of
+  the epochs seen: a controller elected after the bounce, or a pass that lost a race, still sees
+  it. The controller also remembers, as Kafka's does, the brokers it saw come back with a new
+  epoch, for the next pass: a state another writer changed after the new registration (a
+  leader's ISR change) still names the bounced broker then.
+
 Every change the controller makes bumps the leader epoch.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 from .znodes import NO_LEADER, PartitionState, TopicAssignment
 
-__all__ = ["finish_reassignment", "invalid_move", "plan_partition", "reassign", "warming_by_partition"]
+__all__ = ["bounced_replicas", "finish_reassignment", "invalid_move", "plan_partition", "reassign",
+           "warming_by_partition"]
 
 
 def warming_by_partition(marks: frozenset[tuple[int, str, int]]) -> dict[tuple[str, int], frozenset[int]]:
@@ -48,17 +65,40 @@ def warming_by_partition(marks: frozenset[tuple[int, str, int]]) -> dict[tuple[s
     return {k: frozenset(v) for k, v in out.items()}
 
 
+def bounced_replicas(state: PartitionState | None, epochs: Mapping[int, int],
+                     seen_bounced: frozenset[int] = frozenset()) -> frozenset[int]:
+    """The brokers ``state`` names as leader or ISR member that registered again after it was
+    written: their broker epoch (``epochs``, by live broker) is larger than the state's mzxid;
+    and those of ``seen_bounced`` (the controller saw their epoch change since its last pass, as
+    Kafka's ``processBrokerChange`` does: this also covers a state another writer changed after
+    the new registration) (pure; see the module docstring)."""
+    if state is None:
+        return frozenset()
+    named = (state.leader, *state.isr)
+    newer = frozenset(r for r in named if state.mzxid >= 0 and epochs.get(r, -1) > state.mzxid)
+    return newer | frozenset(r for r in named if r in seen_bounced)
+
+
 def plan_partition(replicas: tuple[int, ...], state: PartitionState | None, live: frozenset[int], *,
                    unclean: bool, preferred: bool, controller_epoch: int,
                    shutting_down: frozenset[int] = frozenset(),
-                   warming: frozenset[int] = frozenset()) -> PartitionState | None:
+                   warming: frozenset[int] = frozenset(),
+                   bounced: frozenset[int] = frozenset()) -> PartitionState | None:
     """The state the controller writes for one partition, or None if it stays (pure).
-    ``warming``: replicas to choose last (see the module docstring)."""
+    ``warming``: replicas to choose last; ``bounced``: live replicas to handle as failed first
+    (see the module docstring)."""
     alive = [r for r in replicas if r in live]
     if state is None:
         if not alive:
             return None
         return PartitionState(alive[0], 0, tuple(alive), controller_epoch)
+    if bounced:
+        # Kafka's onBrokerFailure of the bounced brokers; their onBrokerStartup is the pass below,
+        # once this state is written (its mzxid is then newer than their epochs).
+        failed = plan_partition(replicas, state, live - bounced, unclean=unclean, preferred=preferred,
+                                controller_epoch=controller_epoch, shutting_down=shutting_down, warming=warming)
+        if failed is not None:
+            return failed
     if state.leader == -2:  # being deleted
         return None
     # A leader no longer among the replicas (a reassignment overridden before it finished) goes.

@@ -229,6 +229,18 @@ class ReplicaManager:
                 except Exception:
                     log.exception("applying a partition state failed", extra={"partition": f"{key[0]}-{key[1]}"})
 
+    def _from_previous_life(self, state: PartitionState) -> bool:
+        """Whether ``state`` was written before this node's current registration: a leadership it
+        names was given to an earlier process or session of this node (its broker epoch, the
+        registration's czxid, is newer than the state's mzxid). A Kafka broker leads only on the
+        controller's LeaderAndIsr to its current broker epoch, never on what it finds in
+        ZooKeeper (KIP-380,
+        https://cwiki.apache.org/confluence/display/KAFKA/KIP-380%3A+Detect+outdated+control+requests+and+bounced+brokers+using+broker+generation);
+        here the controller fails such a leadership over (plan.py's bounced replicas), and this
+        node leads only once a state written since says so."""
+        me = self.view.brokers.get(self.broker_id)
+        return me is not None and state.mzxid >= 0 and me.epoch > state.mzxid
+
     def _elects_me(self, key: tuple[str, int]) -> bool:
         state = self.view.state(*key)
         return state is not None and state.leader == self.broker_id
@@ -256,6 +268,11 @@ class ReplicaManager:
             repl.update_replicas(replicas)
         if state.leader == self.broker_id:
             if newer_epoch or not repl.is_leader:
+                if self._from_previous_life(state):
+                    log.info("not leading: the leadership was given to this node's previous registration; "
+                             "waiting for the controller", extra={"partition": f"{topic}-{partition}",
+                                                                  "leader_epoch": state.leader_epoch})
+                    return
                 self._unfollow((topic, partition))
                 # KIP-101: the new epoch starts where the log will end once everything queued has
                 # landed: the last batches copied from the old leader, and (a new epoch of our own

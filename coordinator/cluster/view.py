@@ -132,8 +132,11 @@ class ClusterView:
         if brokers == self.brokers:
             return
         gone, came = set(self.brokers) - set(brokers), set(brokers) - set(self.brokers)
+        # Registered again with a new broker epoch (KIP-380): the controller fails it over (plan.py).
+        bounced = {b for b, reg in brokers.items() if b in self.brokers and reg.epoch != self.brokers[b].epoch}
         self.brokers = dict(brokers)
-        log.info("live brokers changed", extra={"brokers": sorted(brokers), "gone": sorted(gone), "new": sorted(came)})
+        log.info("live brokers changed", extra={"brokers": sorted(brokers), "gone": sorted(gone), "new": sorted(came),
+                                                "bounced": sorted(bounced)})
         for listener in list(self.listeners):
             listener.brokers_changed(self)
 

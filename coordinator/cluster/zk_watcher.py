@@ -15,6 +15,7 @@ corrupt or foreign znode is a log line, never a crash).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable
@@ -112,8 +113,9 @@ class ZkWatcher:
         for child in children:
             path = f"{BROKER_IDS}/{child}"
             try:
-                data, _stat = self.zk.client.get(path)
-                reg = decode_broker(path, data)
+                data, stat = self.zk.client.get(path)
+                # The czxid is the broker epoch (KIP-380): a new one is a bounced broker.
+                reg = dataclasses.replace(decode_broker(path, data), epoch=int(stat.czxid))
             except NoNodeError:
                 continue
             except ZnodeError as exc:
@@ -259,7 +261,7 @@ class ZkWatcher:
             return True  # not created yet: the controller will
         path = partition_state_path(topic, partition)
         try:
-            state = decode_partition_state(path, data, stat.version)
+            state = decode_partition_state(path, data, stat.version, int(stat.mzxid))
         except ZnodeError as exc:
             log.error("ignoring a partition state", extra={"error": str(exc)})
             return True

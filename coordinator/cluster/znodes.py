@@ -104,6 +104,10 @@ class BrokerRegistration:
     endpoints: tuple[tuple[str, str, int], ...] = ()
     #: ``listener_security_protocol_map`` as (NAME, PROTOCOL) pairs; empty: PLAINTEXT:PLAINTEXT.
     protocols: tuple[tuple[str, str], ...] = ()
+    #: The broker epoch: the registration znode's ``czxid`` (KIP-380,
+    #: https://cwiki.apache.org/confluence/display/KAFKA/KIP-380%3A+Detect+outdated+control+requests+and+bounced+brokers+using+broker+generation).
+    #: Each registration, in each session, gets a new and larger one; -1 when not read from ZooKeeper.
+    epoch: int = -1
 
     @property
     def endpoint(self) -> str:
@@ -383,6 +387,11 @@ class PartitionState:
     isr: tuple[int, ...]
     controller_epoch: int
     zk_version: int = -1
+    #: The zxid of the znode's last write (its ``mzxid``), -1 when not read from ZooKeeper. zxids
+    #: order every write of the ensemble, so a broker epoch (a registration's czxid) larger than
+    #: it means that broker registered again after this state was written: what the state says
+    #: of it is from its previous life (see plan.py's bounced replicas, KIP-380).
+    mzxid: int = -1
 
 
 #: ``leader`` when no replica may lead (all of the ISR is down, unclean election off).
@@ -395,7 +404,7 @@ def encode_partition_state(state: PartitionState) -> bytes:
                       separators=(",", ":")).encode()
 
 
-def decode_partition_state(path: str, data: bytes | None, zk_version: int = -1) -> PartitionState:
+def decode_partition_state(path: str, data: bytes | None, zk_version: int = -1, mzxid: int = -1) -> PartitionState:
     value = _json_map(path, data)
     version = _int_field(path, value, "version")
     if version != 1:
@@ -406,7 +415,7 @@ def decode_partition_state(path: str, data: bytes | None, zk_version: int = -1) 
     if leader < -2 or epoch < -2:
         raise ZnodeError(f"znode {path}: leader {leader} / leader_epoch {epoch} out of range")
     isr = _broker_list(path, "isr", value.get("isr"))
-    return PartitionState(leader, epoch, isr, controller_epoch, zk_version)
+    return PartitionState(leader, epoch, isr, controller_epoch, zk_version, mzxid)
 
 
 def broker_config_path(entity: str) -> str:

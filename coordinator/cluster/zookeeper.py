@@ -27,6 +27,7 @@ from typing import Any, Protocol, TypeAlias
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.retry import KazooRetry
 
 from ..config import parse_zookeeper_connect
 from .znodes import (
@@ -55,6 +56,12 @@ class ZkStat(Protocol):
     @property
     def ephemeralOwner(self) -> int: ...
 
+    @property
+    def czxid(self) -> int: ...
+
+    @property
+    def mzxid(self) -> int: ...
+
 
 #: A kazoo ``TransactionRequest`` (``client.transaction()``): ops queued, then one ``commit()``.
 ZkTransaction: TypeAlias = Any
@@ -65,6 +72,17 @@ ZkOpResult: TypeAlias = str | ZkStat | bool
 ZkEvent: TypeAlias = Any
 
 log = logging.getLogger("groupcoord.cluster")
+
+#: The longest pause between two attempts to reach ZooKeeper while the connection is down, before
+#: kazoo's ±40 % jitter (so under a second). ZooKeeper's own client, which Kafka uses, pauses a
+#: random 0–1 s before each reconnect (``ClientCnxn.SendThread.startConnect``,
+#: https://github.com/apache/zookeeper/blob/release-3.8.0/zookeeper-server/src/main/java/org/apache/zookeeper/ClientCnxn.java).
+#: kazoo's default doubles its pause without bound (0.1, 0.2, … 3.2, 6.4 s): after an outage of a
+#: few seconds its next attempt could come after the session had timed out on a ZooKeeper that was
+#: back (a restarted server gives each session a full timeout from its start-up) — the node lost a
+#: session that could have survived, and came back as a bounced broker (KIP-380), its
+#: leaderships failed over.
+RECONNECT_MAX_DELAY_S = 0.7
 
 
 class ClusterError(Exception):
@@ -82,6 +100,8 @@ class ZooKeeper:
         # kazoo asks for ``timeout`` seconds of session; the server clamps it to its bounds
         # (2..20 × tickTime by default).
         self.client = KazooClient(hosts=self.hosts, timeout=session_timeout_ms / 1000.0,
+                                  connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2,
+                                                              max_delay=RECONNECT_MAX_DELAY_S),
                                   logger=logging.getLogger("groupcoord.cluster.kazoo"))
         self._registration: BrokerRegistration | None = None
         #: Every session id this node has registered in: an ephemeral left by one of them is ours.

@@ -6,7 +6,7 @@ in which a node applies the partition states it sees."""
 
 from __future__ import annotations
 
-from coordinator.cluster.plan import plan_partition
+from coordinator.cluster.plan import bounced_replicas, plan_partition
 from coordinator.cluster.znodes import PartitionState, decode_warming_replica, warming_replica_name
 
 REPLICAS = (1, 2, 3)
@@ -47,6 +47,34 @@ def test_the_preferred_replica_takes_leadership_back_only_when_warm() -> None:
     assert preferred(frozenset()).leader == 1  # type: ignore[union-attr]
     assert preferred(frozenset({1})) is None  # stays with the warm leader for now
     assert preferred(frozenset({3})).leader == 1  # type: ignore[union-attr]
+
+
+def test_a_bounced_broker_is_failed_then_started_again() -> None:
+    """KIP-380: a broker registered again (a newer broker epoch, its czxid) after the state was
+    written (its mzxid) is handled as failed first, then as usual once a newer state is written."""
+    led = PartitionState(3, 7, REPLICAS, 1, zk_version=4, mzxid=100)
+    # Broker 3's epoch is newer than the state: it bounced. Brokers 1 and 2 did not.
+    epochs = {1: 10, 2: 20, 3: 150}
+    assert bounced_replicas(led, epochs) == {3}
+    assert bounced_replicas(led, {**epochs, 3: 90}) == frozenset()
+    assert bounced_replicas(PartitionState(3, 7, REPLICAS, 1), epochs) == frozenset()  # not read from ZooKeeper
+    # Seen bounced by the controller: counted even in a state written after its new registration.
+    assert bounced_replicas(led, {**epochs, 3: 90}, frozenset({3, 4})) == {3}
+    assert bounced_replicas(PartitionState(1, 7, (1, 2), 1, mzxid=100), epochs, frozenset({3})) == frozenset()
+    # Its leadership moves, with a new leader epoch, and it leaves the ISR.
+    failed = _plan(led, bounced=frozenset({3}))
+    assert failed is not None and failed.leader == 1 and failed.leader_epoch == 8 and failed.isr == (1, 2)
+    # A bounced follower leaves the ISR, the leader stays.
+    followed = _plan(PartitionState(1, 7, REPLICAS, 1, mzxid=100), bounced=frozenset({3}))
+    assert followed is not None and followed.leader == 1 and followed.leader_epoch == 8 and followed.isr == (1, 2)
+    # The last ISR member, leaderless since it went: nothing to fail, so it is elected as it starts.
+    alone = PartitionState(-1, 7, (3,), 1, mzxid=100)
+    assert bounced_replicas(alone, epochs) == {3}
+    started = _plan(alone, bounced=frozenset({3}))
+    assert started is not None and started.leader == 3 and started.leader_epoch == 8
+    # The only ISR member leading: no leader while it is failed, elected again on the next pass.
+    only = _plan(PartitionState(3, 7, (3,), 1, mzxid=100), bounced=frozenset({3}))
+    assert only is not None and only.leader == -1 and only.isr == (3,)
 
 
 def test_warming_replica_names_round_trip_and_foreign_names_are_ignored() -> None:
