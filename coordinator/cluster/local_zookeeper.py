@@ -84,7 +84,11 @@ class LocalZooKeeper:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise ClusterError(f"ZooKeeper exited with {self.proc.returncode} at start-up:\n{self.log_text()}")
-            if self.four_letter("ruok") == "imok":
+            # Serving, not just up: ``ruok`` says imok while the server still loads its database, and a
+            # connection ZooKeeper 3.8 closes in that window stays open (an NPE in its close path,
+            # ZOOKEEPER-5051, https://github.com/apache/zookeeper/pull/2391): a client connecting then
+            # hangs for its whole connect timeout. ``srvr`` names the mode only once the server serves.
+            if "Mode: " in (self.four_letter("srvr") or ""):
                 return
             time.sleep(0.1)
         self.stop()
