@@ -53,7 +53,6 @@ import os
 import platform
 import shutil
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
@@ -74,7 +73,8 @@ from kafka.protocol.metadata import FindCoordinatorRequest  # noqa: E402
 
 from coordinator.cluster.local_zookeeper import LocalZooKeeper  # noqa: E402
 from protocol.apis import ApiKey  # noqa: E402
-from protocol.client import decode_response, encode_request  # noqa: E402
+from protocol.client import decode_response  # noqa: E402
+from tests.conftest import wait_for  # noqa: E402
 from tests.wire_client import WireClient  # noqa: E402
 
 ALL = ("commit", "mirror", "files", "groups", "big")
@@ -105,16 +105,6 @@ def pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, max(0, int(round(q / 100 * len(s) + 0.5)) - 1))]
 
 
-def wait_for(cond: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
-
-
 # --- the node, ZooKeeper, raw OffsetCommit --------------------------------------------------------
 
 
@@ -132,28 +122,14 @@ class Committer:
     """One connection; ``commit`` sends one OffsetCommit, waits for its answer and checks every partition."""
 
     def __init__(self, host: str, port: int) -> None:
-        self.sock = socket.create_connection((host, port))
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.correlation = 0
-
-    def _read(self, n: int) -> bytes:
-        chunks = []
-        while n:
-            chunk = self.sock.recv(n)
-            if not chunk:
-                raise ConnectionError("node closed the connection")
-            chunks.append(chunk)
-            n -= len(chunk)
-        return b"".join(chunks)
+        self.client = WireClient(host, port, timeout=60)
+        self.client.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def commit(self, version: int, group: str, topic: str, partitions: int, offset: int) -> float:
-        self.correlation += 1
-        frame = encode_request(ApiKey.OFFSET_COMMIT, version, self.correlation,
-                               commit_request(version, group, topic, partitions, offset))
+        request = commit_request(version, group, topic, partitions, offset)
         started = time.perf_counter()
-        self.sock.sendall(frame)
-        (size,) = struct.unpack(">i", self._read(4))
-        body = self._read(size)
+        self.client.send(ApiKey.OFFSET_COMMIT, version, request)
+        body = self.client.read_frame()
         took = time.perf_counter() - started
         _, answer = decode_response(ApiKey.OFFSET_COMMIT, version, body)
         errors = [p.error_code for t in answer.topics for p in t.partitions if p.error_code]
@@ -162,7 +138,7 @@ class Committer:
         return took
 
     def close(self) -> None:
-        self.sock.close()
+        self.client.close()
 
 
 class Bench:
@@ -229,24 +205,16 @@ class Bench:
 
     def kafka_groups(self, prefix: str, groups: int, topic: str, partitions: int, offset: int) -> None:
         """``groups`` groups with ``partitions`` offsets each in Kafka storage: v8 commits, 200 in flight."""
-        sock = socket.create_connection((self.node.host, self.node.port))
-        sent = got = 0
-        while got < groups:
-            while sent < groups and sent - got < 200:
-                sock.sendall(encode_request(ApiKey.OFFSET_COMMIT, 8, sent, commit_request(
-                    8, f"{prefix}{sent:05d}", topic, partitions, offset)))
-                sent += 1
-            header = b""
-            while len(header) < 4:
-                header += sock.recv(4 - len(header))
-            (size,) = struct.unpack(">i", header)
-            body = b""
-            while len(body) < size:
-                body += sock.recv(size - len(body))
-            _, answer = decode_response(ApiKey.OFFSET_COMMIT, 8, body)
-            assert all(p.error_code == 0 for t in answer.topics for p in t.partitions), answer
-            got += 1
-        sock.close()
+        with WireClient(self.node.host, self.node.port, timeout=60) as client:
+            sent = got = 0
+            while got < groups:
+                while sent < groups and sent - got < 200:
+                    client.send(ApiKey.OFFSET_COMMIT, 8, commit_request(
+                        8, f"{prefix}{sent:05d}", topic, partitions, offset))
+                    sent += 1
+                _, answer = decode_response(ApiKey.OFFSET_COMMIT, 8, client.read_frame())
+                assert all(p.error_code == 0 for t in answer.topics for p in t.partitions), answer
+                got += 1
 
 
 # --- (a) and (b): commits ---------------------------------------------------------------------------
