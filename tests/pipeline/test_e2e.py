@@ -36,7 +36,9 @@ def _settle(consumers: list[KafkaConsumer], timeout: float = 30.0) -> tuple[int,
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for c in consumers:
-            c.poll(timeout_ms=100, max_records=1)
+            # 1 s, not less: kafka-python 3.0.12 drops a SyncGroup's assignment for good when poll's time runs
+            # out right after the SyncGroup answer (docs/testing.md); records make it return sooner.
+            c.poll(timeout_ms=1000, max_records=1)
         gens = {_generation(c)[0] for c in consumers}
         owned = sum(len(c.assignment()) for c in consumers)
         if len(gens) == 1 and min(gens) > 0 and owned == PARTITIONS:
@@ -65,6 +67,12 @@ def _consumer(server: Any, group: str) -> KafkaConsumer:
                              auto_offset_reset="earliest", session_timeout_ms=10_000, heartbeat_interval_ms=300,
                              max_poll_interval_ms=60_000)
     _OPEN.append(consumer)
+    # The topic's partitions known before the first join: kafka-python 3.0 may otherwise join before its
+    # metadata comes, be assigned nothing and rebalance again (docs/testing.md).
+    deadline = time.monotonic() + 30
+    while not consumer.partitions_for_topic(TOPIC):
+        assert time.monotonic() < deadline, "the topic's metadata never came"
+        time.sleep(0.05)
     return consumer
 
 
